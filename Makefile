@@ -1,0 +1,23 @@
+# The two commands a newcomer needs: `make demo` (no server to install) and `make test`.
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: demo test lint bench
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[sql]'
+
+demo: $(PY)
+	$(VENV)/bin/fencing demo
+
+test:
+	bash scripts/setup-test-env.sh
+	$(PY) -m ruff check fencing tests examples benchmarks
+	$(PY) -m ruff format --check fencing tests examples benchmarks
+	$(PY) -m mypy
+	$(PY) -m pytest -q
+
+lint:
+	$(PY) -m ruff check fencing tests examples benchmarks
+	$(PY) -m mypy

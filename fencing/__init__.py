@@ -1,0 +1,44 @@
+"""fencing: fence tokens for Python, so a stale lock holder is stopped at the resource.
+
+Public names are re-exported here; implementation lives in private modules.
+Direction of imports (never the other way): ``_errors``/``_token``/``_validate``/``_log``
+<- ``_protocol`` <- ``_core`` <- ``_fence``/``_async_fence`` <- issuers and stores
+<- this module. Optional integrations (``fencing.sql``, ``fencing.alembic``,
+``fencing.aio``, ``fencing.testing``) import the core, and the core imports none of them.
+"""
+
+from __future__ import annotations
+
+from ._async_fence import AsyncFence
+from ._errors import (
+    AcquireTimeout,
+    FenceUnavailable,
+    FencingError,
+    LeaseLost,
+    StaleTokenError,
+    UnfencedWriteError,
+)
+from ._fence import Fence
+from ._memory import MemoryFence, MemoryIssuer
+from ._protocol import AsyncIssuer, Busy, Issuer
+from ._token import FenceToken
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AcquireTimeout",
+    "AsyncFence",
+    "AsyncIssuer",
+    "Busy",
+    "Fence",
+    "FenceToken",
+    "FenceUnavailable",
+    "FencingError",
+    "Issuer",
+    "LeaseLost",
+    "MemoryFence",
+    "MemoryIssuer",
+    "StaleTokenError",
+    "UnfencedWriteError",
+    "__version__",
+]

@@ -1,0 +1,75 @@
+"""The exception tree of ``fencing``. Imports nothing from the package.
+
+::
+
+    FencingError
+    ├── AcquireTimeout      (also a TimeoutError)  the lease stayed taken for the whole timeout
+    ├── LeaseLost                                  renew/release by someone who no longer holds it
+    ├── StaleTokenError                            a guard refused a token below its high-water mark
+    ├── UnfencedWriteError                         a fenced SQL row was updated without a new token
+    └── FenceUnavailable                           the issuer or mark backend is unreachable/failing
+
+Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
+``raise ... from driver_error`` so the cause stays visible.
+"""
+
+from __future__ import annotations
+
+
+class FencingError(Exception):
+    """Base class of every error raised by ``fencing``."""
+
+
+class AcquireTimeout(FencingError, TimeoutError):
+    """The lease was held by someone else for the whole ``timeout`` of ``acquire``."""
+
+    def __init__(self, name: str, timeout: float | None) -> None:
+        self.name = name
+        self.timeout = timeout
+        super().__init__(f"fence {name!r}: lease not acquired within {timeout}s")
+
+
+class LeaseLost(FencingError):
+    """The caller no longer holds the lease it names (it expired or was never held).
+
+    Raised by ``renew`` and ``release``, and on leaving ``hold()`` when a background
+    renewal found the lease gone. Work done since the lease was lost may be stale:
+    guards at the resource reject its writes.
+    """
+
+    def __init__(
+        self, name: str, token: int | None, detail: str = "lease is no longer held"
+    ) -> None:
+        self.name = name
+        self.token = token
+        super().__init__(f"fence {name!r}, token {token}: {detail}")
+
+
+class StaleTokenError(FencingError):
+    """A guard refused a write: ``token`` is below the high-water mark ``current``.
+
+    Nothing was written. The writer's lease was superseded by a newer holder.
+    """
+
+    def __init__(self, token: int, current: int | None, resource: str = "") -> None:
+        self.token = token
+        self.current = current
+        self.resource = resource
+        where = f" by {resource}" if resource else ""
+        super().__init__(
+            f"stale fence token {token} rejected{where}: a write with token {current} "
+            "was already accepted"
+        )
+
+
+class UnfencedWriteError(FencingError):
+    """A fenced resource was changed without stamping a fence token (see the SQL guide)."""
+
+
+class FenceUnavailable(FencingError):
+    """The issuer or a mark backend could not be reached or failed.
+
+    The operation did not take effect on our side. For ``acquire`` the lease may still
+    have been taken on the server if only the reply was lost; that orphan lease simply
+    expires, and a retry receives a newer token.
+    """

@@ -1,0 +1,16 @@
+"""Loggers, one per operation, under the ``fencing`` logger so users can silence one.
+
+``fencing.acquire``, ``fencing.renew``, ``fencing.release``, ``fencing.lost`` (a lease
+found lost) and ``fencing.guard`` (stale rejections). Imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger("fencing")
+acquire_log = logger.getChild("acquire")
+renew_log = logger.getChild("renew")
+release_log = logger.getChild("release")
+lost_log = logger.getChild("lost")
+guard_log = logger.getChild("guard")

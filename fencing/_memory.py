@@ -1,0 +1,125 @@
+"""The in-memory issuer: real leases and tokens inside one process, for tests and examples.
+
+It has the same semantics as the server issuers (exclusive leases with a TTL, strictly
+increasing tokens, holder-checked renew/release, wake-up on release) but its state
+dies with the process, so it fences threads and tasks of one process only.
+Imports the fence classes and the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ._async_fence import AsyncFence
+from ._core import DEFAULT_TTL
+from ._fence import Fence
+from ._protocol import Busy
+
+
+@dataclass
+class _Lease:
+    token: int
+    holder: str
+    expires_at: float
+
+
+class MemoryIssuer:
+    """Leases and counters in this process's memory; thread-safe; wakes waiters on release."""
+
+    wakes_on_release = True
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._changed = threading.Condition()
+        self._leases: dict[str, _Lease] = {}
+        self._counters: dict[str, int] = {}
+
+    def _live(self, name: str) -> _Lease | None:
+        lease = self._leases.get(name)
+        if lease is not None and lease.expires_at <= self._clock():
+            del self._leases[name]
+            return None
+        return lease
+
+    def _held_by(self, name: str, token: int, holder: str) -> _Lease | None:
+        lease = self._live(name)
+        if lease is None or lease.token != token or lease.holder != holder:
+            return None
+        return lease
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        with self._changed:
+            lease = self._live(name)
+            now = self._clock()
+            if lease is not None:
+                return Busy(lease.expires_at - now)
+            token = self._counters.get(name, 0) + 1
+            self._counters[name] = token
+            self._leases[name] = _Lease(token, holder, now + ttl_ms / 1000)
+            return token
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        with self._changed:
+            lease = self._held_by(name, token, holder)
+            if lease is not None:
+                lease.expires_at = self._clock() + ttl_ms / 1000
+            return lease is not None
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        with self._changed:
+            if self._held_by(name, token, holder) is None:
+                return False
+            del self._leases[name]
+            self._changed.notify_all()
+            return True
+
+    def await_release(self, name: str, seconds: float) -> None:
+        with self._changed:
+            self._changed.wait(seconds)
+
+
+class AsyncMemoryIssuer:
+    """``MemoryIssuer`` for asyncio: its calls never block, and waiting runs in a thread."""
+
+    wakes_on_release = True
+
+    def __init__(self, issuer: MemoryIssuer) -> None:
+        self.sync = issuer
+
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return self.sync.try_acquire(name, holder, ttl_ms)
+
+    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return self.sync.renew(name, token, holder, ttl_ms)
+
+    async def release(self, name: str, token: int, holder: str) -> bool:
+        return self.sync.release(name, token, holder)
+
+    async def await_release(self, name: str, seconds: float) -> None:
+        await asyncio.to_thread(self.sync.await_release, name, seconds)
+
+
+#: The issuer shared by every ``MemoryFence`` created without one.
+default_memory_issuer = MemoryIssuer()
+
+
+class MemoryFence(Fence):
+    """A fence issued in this process's memory (threads of one process share it)."""
+
+    def __init__(
+        self, name: str, ttl: float = DEFAULT_TTL, *, issuer: MemoryIssuer | None = None
+    ) -> None:
+        super().__init__(issuer or default_memory_issuer, name, ttl)
+
+
+class AsyncMemoryFence(AsyncFence):
+    """The asyncio ``MemoryFence``; shares leases and tokens with sync memory fences."""
+
+    def __init__(
+        self, name: str, ttl: float = DEFAULT_TTL, *, issuer: MemoryIssuer | None = None
+    ) -> None:
+        super().__init__(AsyncMemoryIssuer(issuer or default_memory_issuer), name, ttl)

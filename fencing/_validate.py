@@ -1,0 +1,71 @@
+"""Checks of arguments at the public calls: a clear TypeError/ValueError before any I/O.
+
+Imports nothing from the package but the token type.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ._token import FenceToken
+
+MAX_NAME_LENGTH = 256
+
+
+def check_name(name: object) -> str:
+    """A fence name: a non-empty ``str`` of at most 256 characters without NUL."""
+    if not isinstance(name, str):
+        raise TypeError(f"fence name must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError("fence name must not be empty")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValueError(
+            f"fence name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}"
+        )
+    if "\x00" in name:
+        raise ValueError("fence name must not contain NUL characters")
+    return name
+
+
+def _check_real(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be a number of seconds, not {type(value).__name__}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return number
+
+
+def check_ttl(ttl: object, what: str = "ttl") -> float:
+    """A lease lifetime in seconds: a finite number of at least one millisecond."""
+    seconds = _check_real(ttl, what)
+    if seconds < 0.001:
+        raise ValueError(f"{what} must be at least 0.001 seconds, got {ttl!r}")
+    return seconds
+
+
+def check_timeout(timeout: object) -> float | None:
+    """How long to wait: ``None`` (for ever) or a finite number of seconds >= 0."""
+    if timeout is None:
+        return None
+    seconds = _check_real(timeout, "timeout")
+    if seconds < 0:
+        raise ValueError(f"timeout must not be negative, got {timeout!r}")
+    return seconds
+
+
+def check_token(token: object) -> int:
+    """A fence token: a non-negative ``int`` (``FenceToken`` or plain), never a bool."""
+    if isinstance(token, bool) or not isinstance(token, int):
+        raise TypeError(f"fence token must be an int, not {type(token).__name__}")
+    if token < 0:
+        raise ValueError(f"fence token must not be negative, got {token}")
+    return int(token)
+
+
+def check_token_for(token: object, name: str) -> int:
+    """A token passed back to the fence ``name``: also refuses another fence's token."""
+    value = check_token(token)
+    if isinstance(token, FenceToken) and token.name != name:
+        raise ValueError(f"token {value} was issued by fence {token.name!r}, not {name!r}")
+    return value

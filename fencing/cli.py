@@ -1,0 +1,39 @@
+"""The ``fencing`` command line: ``fencing demo``, ``fencing chaos``, ``fencing migrate``.
+
+Each subcommand lives in its own module exposing ``register(subparsers)``, which adds
+its parser and sets ``func`` (returning the exit code). This module only dispatches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: Modules that each register one subcommand, in the order shown by --help.
+SUBCOMMANDS = ("fencing._cli_demo", "fencing._cli_chaos", "fencing._cli_migrate")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fencing", description="Fence tokens: stale lock holders stopped at the resource."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for module in SUBCOMMANDS:
+        try:
+            importlib.import_module(module).register(subparsers)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,240 @@
+"""Throwaway ``redis-server`` and PostgreSQL instances on free loopback ports.
+
+Used by the test suite, the chaos run and the benchmarks: each server lives in its own
+temporary directory, so a test may stop, restart, flush or freeze (SIGSTOP) it without
+touching anything else on the machine. Imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+
+class ServerError(RuntimeError):
+    """A throwaway server could not be started."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerError(f"{what} exited with code {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise ServerError(f"{what} did not open port {port} within {timeout}s")
+
+
+class RedisServer:
+    """A ``redis-server`` on a free loopback port, in its own directory.
+
+    ``persistent=True`` turns on the append-only file (fsync always), so a restart keeps
+    the data; by default nothing is kept, like a cache that loses its counters.
+    """
+
+    def __init__(self, *, persistent: bool = False, binary: str = "redis-server") -> None:
+        found = shutil.which(binary)
+        if found is None:
+            raise ServerError(f"{binary} not found on PATH")
+        self.binary = found
+        self.persistent = persistent
+        self.dir = Path(tempfile.mkdtemp(prefix="fencing-redis-"))
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        args = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--dir", str(self.dir),
+            "--save", "",
+            "--appendonly", "yes" if self.persistent else "no",
+            "--appendfsync", "always",
+            "--logfile", str(self.dir / "redis.log"),
+        ]  # fmt: skip
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _wait_for_port(self.port, self.process, "redis-server", 10.0)
+        return self
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM; SIGKILL if it does not go within 5 s)."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def freeze(self) -> None:
+        """SIGSTOP the server: it keeps its sockets but answers nothing."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _postgres_bin() -> Path:
+    for base in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (base / "initdb").exists():
+            return base
+    found = shutil.which("initdb")
+    if found is None:
+        raise ServerError("PostgreSQL server binaries (initdb) not found")
+    return Path(found).parent
+
+
+class PostgresServer:
+    """A PostgreSQL cluster in a temporary directory on a free loopback port.
+
+    PostgreSQL refuses to run as root, so when we are root the cluster is created and
+    run as the ``postgres`` user. Authentication is ``trust`` on loopback only.
+    """
+
+    def __init__(self, database: str = "fencing") -> None:
+        self.bin = _postgres_bin()
+        self.database = database
+        self.dir = Path(tempfile.mkdtemp(prefix="fencing-pg-"))
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            shutil.chown(self.dir, "postgres", "postgres")
+        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"])
+
+    @property
+    def user(self) -> str:
+        return "postgres"
+
+    def url(self, driver: str = "psycopg") -> str:
+        return f"postgresql+{driver}://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def _command(self, args: list[str]) -> list[str]:
+        if self._as_postgres:
+            return ["runuser", "-u", "postgres", "--", *args]
+        return args
+
+    def _run(self, args: list[str]) -> None:
+        result = subprocess.run(self._command(args), capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise ServerError(f"{args[0]} failed: {result.stderr.strip()}")
+
+    def start(self) -> PostgresServer:
+        args = [
+            str(self.bin / "postgres"),
+            "-D", str(self.data),
+            "-p", str(self.port),
+            "-h", "127.0.0.1",
+            "-k", str(self.dir),
+            "-c", "fsync=off",
+            "-c", "max_connections=200",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            self._command(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _wait_for_port(self.port, self.process, "postgres", 30.0)
+        self._create_database()
+        return self
+
+    def _create_database(self) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            result = subprocess.run(
+                self._command(
+                    [
+                        str(self.bin / "psql"),
+                        "-h",
+                        "127.0.0.1",
+                        "-p",
+                        str(self.port),
+                        "-U",
+                        "postgres",
+                        "-d",
+                        "postgres",
+                        "-tAc",
+                        f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'",
+                    ]
+                ),  # fmt: skip
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise ServerError(f"postgres not ready: {result.stderr.strip()}")
+            time.sleep(0.1)
+        if result.stdout.strip() != "1":
+            self._run([
+                str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
+                "-U", "postgres", self.database,
+            ])  # fmt: skip
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> PostgresServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

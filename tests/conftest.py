@@ -1,0 +1,78 @@
+"""Session-wide real servers: a ``redis-server`` and a PostgreSQL cluster on free ports.
+
+A test that needs a server fails (never skips) when the server cannot be started.
+Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
+shared one stays up for everyone else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from fencing.testing.servers import PostgresServer, RedisServer, ServerError
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    try:
+        server = RedisServer().start()
+    except ServerError as exc:
+        pytest.fail(f"cannot start redis-server: {exc}")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis(port=redis_server.port)
+    client.flushall()
+    client.script_flush()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def redis_factory() -> Iterator[Callable[..., RedisServer]]:
+    """Start private redis-servers (``persistent=True`` for AOF) that a test may abuse."""
+    servers: list[RedisServer] = []
+
+    def make(persistent: bool = False) -> RedisServer:
+        try:
+            server = RedisServer(persistent=persistent).start()
+        except ServerError as exc:
+            pytest.fail(f"cannot start redis-server: {exc}")
+        servers.append(server)
+        return server
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    try:
+        server = PostgresServer().start()
+    except ServerError as exc:
+        pytest.fail(f"cannot start PostgreSQL: {exc}")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def pg_url(postgres_server: PostgresServer) -> str:
+    """URL of the session's PostgreSQL database (psycopg driver); tests clean up their tables."""
+    return postgres_server.url("psycopg")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each SQL test runs twice: on a fresh SQLite file and on the session's PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fencing.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    return server.url("psycopg")
