@@ -197,7 +197,7 @@ class PostgresServer:
                         "-tAc",
                         f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'",
                     ]
-                ),  # fmt: skip
+                ),
                 capture_output=True,
                 text=True,
                 check=False,
