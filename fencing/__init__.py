@@ -9,6 +9,9 @@ Direction of imports (never the other way): ``_errors``/``_token``/``_validate``
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._async_fence import AsyncFence
 from ._errors import (
     AcquireTimeout,
@@ -23,7 +26,24 @@ from ._memory import MemoryFence, MemoryIssuer
 from ._protocol import AsyncIssuer, Busy, Issuer
 from ._token import FenceToken
 
+if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
+    pass
+
 __version__ = "0.1.0"
+
+#: Public names whose modules need an optional dependency (redis-py, SQLAlchemy) or are
+#: heavy: imported on first use, so ``import fencing`` needs neither.
+_LAZY: dict[str, str] = {}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fencing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "AcquireTimeout",
