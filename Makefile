@@ -18,6 +18,11 @@ test:
 	$(PY) -m mypy
 	$(PY) -m pytest -q
 
+bench:
+	bash scripts/setup-test-env.sh
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benchmarks/run.py $(ARGS)
+
 lint:
 	$(PY) -m ruff check fencing tests examples benchmarks
 	$(PY) -m mypy
