@@ -9,19 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import redis
 
 from fencing.testing.servers import PostgresServer, RedisServer, ServerError
 
+T = TypeVar("T")
+
+
+def _start(make: Callable[[], T]) -> T:
+    """Start a server or fail the test (never skip): a missing server is a broken setup."""
+    try:
+        return make()
+    except ServerError as exc:
+        pytest.fail(f"cannot start a test server: {exc}")
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    try:
-        server = RedisServer().start()
-    except ServerError as exc:
-        pytest.fail(f"cannot start redis-server: {exc}")
+    server = _start(lambda: RedisServer().start())
     yield server
     server.close()
 
@@ -41,10 +49,7 @@ def redis_factory() -> Iterator[Callable[..., RedisServer]]:
     servers: list[RedisServer] = []
 
     def make(persistent: bool = False) -> RedisServer:
-        try:
-            server = RedisServer(persistent=persistent).start()
-        except ServerError as exc:
-            pytest.fail(f"cannot start redis-server: {exc}")
+        server = _start(lambda: RedisServer(persistent=persistent).start())
         servers.append(server)
         return server
 
@@ -55,10 +60,7 @@ def redis_factory() -> Iterator[Callable[..., RedisServer]]:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
-    try:
-        server = PostgresServer().start()
-    except ServerError as exc:
-        pytest.fail(f"cannot start PostgreSQL: {exc}")
+    server = _start(lambda: PostgresServer().start())
     yield server
     server.close()
 

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TypeVar
 
 
 class ServerError(RuntimeError):
@@ -42,7 +43,62 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeo
     raise ServerError(f"{what} did not open port {port} within {timeout}s")
 
 
-class RedisServer:
+S = TypeVar("S", bound="_Server")
+
+
+class _Server:
+    """A server process on a free loopback port, in a temporary directory of its own.
+
+    Subclasses say how to start it (``start`` sets ``process``) and which signal stops
+    it quickly; stopping, restarting and cleaning up are the same for all.
+    """
+
+    STOP_SIGNAL = signal.SIGTERM
+
+    def __init__(self, prefix: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix=prefix))
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self: S) -> S:
+        raise NotImplementedError
+
+    def _pid(self) -> int:
+        if self.process is None:
+            raise ServerError("server is not running")
+        return self.process.pid
+
+    def stop(self) -> None:
+        """Stop the server (resuming it first if frozen); SIGKILL after 15 s."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+            self.process.send_signal(self.STOP_SIGNAL)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop the server and delete its directory."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self: S) -> S:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RedisServer(_Server):
     """A ``redis-server`` on a free loopback port, in its own directory.
 
     ``persistent=True`` turns on the append-only file (fsync always), so a restart keeps
@@ -55,9 +111,7 @@ class RedisServer:
             raise ServerError(f"{binary} not found on PATH")
         self.binary = found
         self.persistent = persistent
-        self.dir = Path(tempfile.mkdtemp(prefix="fencing-redis-"))
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__("fencing-redis-")
 
     @property
     def url(self) -> str:
@@ -78,42 +132,12 @@ class RedisServer:
         _wait_for_port(self.port, self.process, "redis-server", 10.0)
         return self
 
-    def stop(self) -> None:
-        """Stop the server (SIGTERM; SIGKILL if it does not go within 5 s)."""
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGCONT)
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
     def freeze(self) -> None:
         """SIGSTOP the server: it keeps its sockets but answers nothing."""
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
+        os.kill(self._pid(), signal.SIGSTOP)
 
     def thaw(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGCONT)
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> RedisServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        os.kill(self._pid(), signal.SIGCONT)
 
 
 def _postgres_bin() -> Path:
@@ -126,20 +150,20 @@ def _postgres_bin() -> Path:
     return Path(found).parent
 
 
-class PostgresServer:
+class PostgresServer(_Server):
     """A PostgreSQL cluster in a temporary directory on a free loopback port.
 
     PostgreSQL refuses to run as root, so when we are root the cluster is created and
     run as the ``postgres`` user. Authentication is ``trust`` on loopback only.
     """
 
+    STOP_SIGNAL = signal.SIGINT  # "fast shutdown"
+
     def __init__(self, database: str = "fencing") -> None:
         self.bin = _postgres_bin()
         self.database = database
-        self.dir = Path(tempfile.mkdtemp(prefix="fencing-pg-"))
+        super().__init__("fencing-pg-")
         self.data = self.dir / "data"
-        self.port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
         self._as_postgres = os.geteuid() == 0
         if self._as_postgres:
             shutil.chown(self.dir, "postgres", "postgres")
@@ -212,29 +236,3 @@ class PostgresServer:
                 str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
                 "-U", "postgres", self.database,
             ])  # fmt: skip
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)  # fast shutdown
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.process = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> PostgresServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
