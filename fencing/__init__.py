@@ -22,6 +22,7 @@ from ._errors import (
     UnfencedWriteError,
 )
 from ._fence import Fence
+from ._file_store import FileStore
 from ._memory import MemoryFence, MemoryIssuer
 from ._protocol import AsyncIssuer, Busy, Issuer
 from ._token import FenceToken
@@ -54,6 +55,7 @@ __all__ = [
     "FenceToken",
     "FenceUnavailable",
     "FencingError",
+    "FileStore",
     "Issuer",
     "LeaseLost",
     "MemoryFence",
