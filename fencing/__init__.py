@@ -23,18 +23,22 @@ from ._errors import (
 )
 from ._fence import Fence
 from ._file_store import FileStore
+from ._guard import Guarded, guard
+from ._marks import FileMark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
 from ._protocol import AsyncIssuer, Busy, Issuer
 from ._token import FenceToken
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
-    pass
+    from ._redis_mark import RedisMark
 
 __version__ = "0.1.0"
 
 #: Public names whose modules need an optional dependency (redis-py, SQLAlchemy) or are
 #: heavy: imported on first use, so ``import fencing`` needs neither.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "RedisMark": "fencing._redis_mark",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -55,12 +59,17 @@ __all__ = [
     "FenceToken",
     "FenceUnavailable",
     "FencingError",
+    "FileMark",
     "FileStore",
+    "Guarded",
     "Issuer",
     "LeaseLost",
     "MemoryFence",
     "MemoryIssuer",
+    "MemoryMark",
+    "RedisMark",
     "StaleTokenError",
     "UnfencedWriteError",
     "__version__",
+    "guard",
 ]

@@ -1,0 +1,233 @@
+"""guard with memory and file marks: stale tokens never call, equal tokens do, calls are
+serialized in token order across threads and processes, bad input calls nothing."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fencing
+from fencing import FileMark, Guarded, MemoryMark, StaleTokenError, guard
+
+
+@pytest.fixture(params=["memory", "file"])
+def make_mark(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], Any]:
+    if request.param == "memory":
+        return MemoryMark
+    return lambda: FileMark(tmp_path / "mark")
+
+
+def test_stale_token_is_refused_without_calling(
+    make_mark: Callable[[], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    calls: list[str] = []
+    write = guard(calls.append, mark=make_mark(), name="ledger")
+    assert isinstance(write, Guarded) and write.mark.current is None
+    assert write(34, "fresh") is None
+    with pytest.raises(StaleTokenError) as info:
+        write(33, "stale")
+    assert (info.value.token, info.value.current, info.value.resource) == (33, 34, "ledger")
+    write(34, "same lease again")  # equal token accepted
+    write(fencing.FenceToken(35, "f"), "newer")
+    assert calls == ["fresh", "same lease again", "newer"]
+    assert write.mark.current == 35
+    assert any(r.name == "fencing.guard" and "33" in r.getMessage() for r in caplog.records)
+
+
+def test_result_kwargs_and_token_positional_only(make_mark: Callable[[], Any]) -> None:
+    def put(key: str, *, token: str = "") -> tuple[str, str]:
+        return key, token
+
+    guarded = guard(put, mark=make_mark())
+    assert guarded(1, "k", token="x") == ("k", "x")  # fn may have its own `token`
+    assert guarded.__name__ == "put" and guarded.__wrapped__ is put  # type: ignore[attr-defined]
+
+
+def test_mark_is_raised_at_admission_even_if_the_call_fails(make_mark: Callable[[], Any]) -> None:
+    attempts: list[int] = []
+
+    def flaky(n: int) -> int:
+        attempts.append(n)
+        if n == 1:
+            raise OSError("disk full")
+        return n
+
+    guarded = guard(flaky, mark=make_mark())
+    guarded(5, 0)
+    with pytest.raises(OSError):
+        guarded(7, 1)
+    assert guarded.mark.current == 7
+    assert guarded(7, 2) == 2  # the failed lease retries with its own token
+    with pytest.raises(StaleTokenError):
+        guarded(6, 3)  # superseded by 7, whether or not 7's first call worked
+    assert attempts == [0, 1, 2]
+
+
+def test_decorator_forms(tmp_path: Path) -> None:
+    @guard
+    def a(x: int) -> int:
+        return x + 1
+
+    shared = FileMark(tmp_path / "m")
+
+    @guard(mark=shared, name="table")
+    def b(x: int) -> int:
+        return x * 2
+
+    @guard(mark=shared)
+    def c() -> str:
+        return "c"
+
+    assert a(3, 1) == 2 and b(3, 4) == 8 and c(3) == "c"
+    assert isinstance(a.mark, MemoryMark) and b.name == "table" and c.name.endswith("c")
+    with pytest.raises(StaleTokenError):
+        c(2)  # b and c share one mark: one resource
+    with pytest.raises(StaleTokenError):
+        a(2, 1)
+
+
+@pytest.mark.parametrize(
+    ("token", "error"),
+    [(True, TypeError), ("5", TypeError), (5.0, TypeError), (None, TypeError),
+     (-1, ValueError), (2**63, ValueError)],
+)  # fmt: skip
+def test_bad_token_calls_nothing(make_mark: Callable[[], Any], token: object, error: type) -> None:
+    calls: list[int] = []
+    guarded = guard(calls.append, mark=make_mark())
+    guarded(3, 3)
+    with pytest.raises(error):
+        guarded(token, 99)  # type: ignore[arg-type]
+    assert calls == [3] and guarded.mark.current == 3
+
+
+def test_bad_guard_arguments(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        guard(42)  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        guard(print, mark="redis://")  # type: ignore[call-overload]
+    with pytest.raises(TypeError):
+        guard(print, name=5)  # type: ignore[call-overload]
+    with pytest.raises(ValueError):
+        guard(print, name="")
+    with pytest.raises(ValueError, match="directory"):
+        FileMark(tmp_path)
+    with pytest.raises(TypeError):
+        FileMark(3)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_mark_is_durable_and_shared(tmp_path: Path) -> None:
+    path = tmp_path / "mark"
+    guard(print, mark=FileMark(path))(9, end="")
+    again = guard(lambda: None, mark=FileMark(str(path)))  # another "process" later
+    assert again.mark.current == 9
+    with pytest.raises(StaleTokenError):
+        again(8)
+    path.write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="fencing record"):
+        again(100)
+
+
+def test_memory_mark_serializes_calls() -> None:
+    inside = threading.Event()
+    release = threading.Event()
+    order: list[str] = []
+
+    def slow(label: str) -> None:
+        order.append(f"start {label}")
+        if label == "first":
+            inside.set()
+            release.wait(10)
+        order.append(f"end {label}")
+
+    guarded = guard(slow)
+    first = threading.Thread(target=guarded, args=(5, "first"))
+    first.start()
+    assert inside.wait(10)
+    second = threading.Thread(target=guarded, args=(6, "second"))
+    second.start()
+    second.join(0.1)
+    assert second.is_alive()  # waits for the first call to finish
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert order == ["start first", "end first", "start second", "end second"]
+
+
+# -- racing threads in racing processes ------------------------------------------------
+
+
+def _append(log: str, line: str) -> None:
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def _plan(me: int, racers: int, rounds: int) -> list[int]:
+    """Racer ``me``'s tokens: climbing, interleaved with the others', and every fourth one
+    replayed from five rounds ago (a paused holder waking up)."""
+    return [
+        max(0, i * racers + me - 5 * racers) if i % 4 == 3 else i * racers + me
+        for i in range(rounds)
+    ]
+
+
+def _racer(mark_path: str, log: str, worker: int, workers: int, rounds: int) -> None:
+    """Threads that call one file-guarded function with climbing and replayed tokens."""
+
+    def record(token: int) -> None:
+        _append(log, f"start {token}\n")
+        _append(log, f"end {token}\n")
+
+    guarded = guard(record, mark=FileMark(mark_path), name="race")
+
+    def run(thread: int) -> None:
+        me = worker * 3 + thread
+        for token in _plan(me, workers * 3, rounds):
+            try:
+                guarded(token, token)
+            except StaleTokenError as exc:
+                assert exc.current is not None and exc.current > token
+                _append(log, f"stale {token}\n")
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_file_mark_races_threads_and_processes(tmp_path: Path) -> None:
+    mark, log = tmp_path / "mark", tmp_path / "log"
+    workers, rounds = 2, 40
+    ctx = multiprocessing.get_context("spawn")
+    procs = [
+        ctx.Process(target=_racer, args=(str(mark), str(log), w, workers, rounds))
+        for w in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(180)
+        assert proc.exitcode == 0
+    events = [line.split() for line in log.read_text().splitlines()]
+    calls = [(kind, int(token)) for kind, token in events if kind != "stale"]
+    stale = [int(token) for kind, token in events if kind == "stale"]
+    assert len(calls) // 2 + len(stale) == workers * 3 * rounds
+    # Calls never overlap: every start is followed by its own end.
+    assert all(
+        calls[i] == ("start", calls[i + 1][1]) and calls[i + 1][0] == "end"
+        for i in range(0, len(calls), 2)
+    )
+    accepted = [token for kind, token in calls if kind == "start"]
+    assert accepted == sorted(accepted), "a call ran below the high-water mark"
+    highest = max(t for me in range(workers * 3) for t in _plan(me, workers * 3, rounds))
+    assert stale and FileMark(mark).current == max(accepted) == highest
