@@ -1,0 +1,149 @@
+"""Family ``handoff``: from the holder's release to the waiter (another process) holding.
+
+One hand-off: this process holds the lease and tells the waiter process to acquire;
+the waiter says it is about to, and blocks; the holder keeps the lease a little longer
+(5 ms plus a uniform random part as long as the waiter's polling period, so polling
+peers are caught at a random phase of their sleep), notes the time and releases; the
+waiter notes the time it holds. Both clocks are CLOCK_MONOTONIC, shared by processes.
+The floor is ``DirectHandoff`` (release hands the lease to the first queued waiter,
+whose BLPOP returns its token).
+
+Imports redis-py, the harness and the lock registry (the waiter process too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import random
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import redis
+import redis.asyncio
+
+import locks
+from harness import Batch, Context, Table, Variant, now_ns, run_rounds
+
+ORDER = [
+    locks.FLOOR_HANDOFF,
+    locks.REDIS_FENCE,
+    locks.FENCED_LOCK,
+    "redis-py Lock",
+    "python-redis-lock",
+    "pottery Redlock (1 master)",
+    locks.ASYNC_FENCE,
+]
+MIN_HOLD = 0.005  # time for the waiter to reach its blocking wait before the release
+
+
+def run(ctx: Context) -> list[Table]:
+    spawn = multiprocessing.get_context("spawn")
+    ours, theirs = spawn.Pipe()
+    waiter = spawn.Process(target=waiter_main, args=(theirs, ctx.redis_url), daemon=True)
+    waiter.start()  # inherits this process's CPU affinity
+    client = redis.Redis.from_url(ctx.redis_url)
+    aclient = redis.asyncio.Redis.from_url(ctx.redis_url)
+    loop = asyncio.new_event_loop()
+    variants, skipped = [], []
+    for name in ORDER:
+        if not locks.available(name):
+            skipped.append(name)
+            continue
+        kind = locks.KINDS[name]
+        variants.append(Variant(name, _batch(ctx, kind, client, aclient, loop, ours)))
+    try:
+        rounds, per_round = ctx.scale(4, 20), ctx.scale(8, 10)
+        stats = run_rounds(variants, rounds=rounds, per_round=per_round, warmup=2)
+    finally:
+        ours.send(("stop",))
+        waiter.join(10)
+        loop.run_until_complete(aclient.aclose())
+        loop.close()
+        client.close()
+    notes = [
+        "holder releases -> waiter in another process holds; "
+        f"hold {MIN_HOLD * 1e3:.0f} ms + U(0, poll period)",
+    ]
+    notes += [f"{k}: {locks.KINDS[k].note}" for k in ORDER if locks.KINDS[k].note]
+    if skipped:
+        notes.append(f"not in this checkout yet: {', '.join(skipped)}")
+    table = Table(
+        "handoff",
+        "hand-off latency (release -> waiter in another process holds)",
+        [stats[v.name] for v in variants],
+        floor=locks.FLOOR_HANDOFF,
+        notes=notes,
+    )
+    return [table]
+
+
+def _batch(
+    ctx: Context,
+    kind: locks.LockKind,
+    client: redis.Redis,
+    aclient: redis.asyncio.Redis,
+    loop: asyncio.AbstractEventLoop,
+    waiter: Connection,
+) -> Batch:
+    fence = f"handoff-{kind.name}"
+    if kind.is_async:
+        ah = kind.make(aclient, fence)
+
+        def acquire() -> None:
+            loop.run_until_complete(ah.acquire())
+
+        def release() -> None:
+            loop.run_until_complete(ah.release())
+
+    else:
+        h = kind.make(client, fence)
+        acquire, release = h.acquire, h.release
+
+    def batch(n: int) -> list[int]:
+        if ctx.quick and kind.poll:
+            n = max(2, n // 4)  # polling peers cost ~100 ms a hand-off
+        out = []
+        for _ in range(n):
+            acquire()
+            waiter.send(("go", kind.name, fence))
+            waiter.recv()  # the waiter is about to block
+            time.sleep(MIN_HOLD + random.uniform(0, kind.poll))
+            start = now_ns()
+            release()
+            held_at = waiter.recv()
+            out.append(held_at - start)
+        return out
+
+    return batch
+
+
+def waiter_main(conn: Connection, redis_url: str) -> None:
+    """The waiter process: on ("go", kind, fence) acquire, note the time, release, report."""
+    client = redis.Redis.from_url(redis_url)
+    aclient = redis.asyncio.Redis.from_url(redis_url)
+    loop = asyncio.new_event_loop()
+    holders: dict[str, Any] = {}
+    while True:
+        message = conn.recv()
+        if message[0] == "stop":
+            break
+        _, name, fence = message
+        kind = locks.KINDS[name]
+        holder = holders.get(name)
+        if holder is None:
+            holder = holders[name] = kind.make(aclient if kind.is_async else client, fence)
+        conn.send("ready")
+        if kind.is_async:
+            loop.run_until_complete(holder.acquire())
+            held_at = now_ns()
+            loop.run_until_complete(holder.release())
+        else:
+            holder.acquire()
+            held_at = now_ns()
+            holder.release()
+        conn.send(held_at)
+    loop.run_until_complete(aclient.aclose())
+    loop.close()
+    client.close()

@@ -1,0 +1,182 @@
+"""The Redis leases under test, behind one tiny interface: ``acquire()`` blocks, ``release()``.
+
+Each ``LockKind`` builds a fresh holder (one per thread, task or process) from a client
+and a fence name, so the uncontended, hand-off and throughput families measure exactly
+the same objects. fencing's own classes appear only once their modules exist in the
+tree: ``available()`` says which kinds this checkout can run.
+
+Imports redis-py, the peers (python-redis-lock, pottery), fencing and the floors.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+import redis.asyncio
+
+from floors import AsyncFencedFloor, DirectHandoff, FencedFloor, LockFloor
+
+TTL = 10.0  # seconds; long enough that no lease expires during a measurement
+
+
+@dataclass
+class Holder:
+    """One holder of one fence: ``acquire()`` blocks until it holds, ``release()`` ends it."""
+
+    acquire: Callable[[], Any]
+    release: Callable[[], Any]
+
+
+@dataclass
+class AsyncHolder:
+    acquire: Callable[[], Awaitable[Any]]
+    release: Callable[[], Awaitable[Any]]
+
+
+@dataclass
+class LockKind:
+    """A lease implementation: how to build a holder, and how its waiters wait."""
+
+    name: str
+    make: Callable[[Any, str], Any]
+    is_async: bool = False
+    #: True for the hand-off floor; False for kinds that cannot queue waiters (no blocking).
+    blocking: bool = True
+    #: Upper bound of a waiter's sleep between polls (0: woken on release).
+    poll: float = 0.0
+    note: str = ""
+
+
+# -- adapters -------------------------------------------------------------------------
+
+
+def _floor_handoff(client: redis.Redis, name: str) -> Holder:
+    floor = DirectHandoff(client, name, int(TTL * 1000))
+    return Holder(floor.acquire, floor.release)
+
+
+def _floor_fenced(client: redis.Redis, name: str) -> Holder:
+    floor = FencedFloor(client, name, int(TTL * 1000))
+    return Holder(floor.acquire, floor.release)
+
+
+def _floor_lock(client: redis.Redis, name: str) -> Holder:
+    floor = LockFloor(client, name, int(TTL * 1000))
+    return Holder(floor.acquire, floor.release)
+
+
+def _fence_holder(fence: Any) -> Holder:
+    tokens: list[int] = []
+
+    def acquire() -> None:
+        tokens.append(fence.acquire())
+
+    def release() -> None:
+        fence.release(tokens.pop())
+
+    return Holder(acquire, release)
+
+
+def _async_fence_holder(fence: Any) -> AsyncHolder:
+    tokens: list[int] = []
+
+    async def acquire() -> None:
+        tokens.append(await fence.acquire())
+
+    async def release() -> None:
+        await fence.release(tokens.pop())
+
+    return AsyncHolder(acquire, release)
+
+
+def _redis_fence(client: redis.Redis, name: str) -> Holder:
+    from fencing import RedisFence  # type: ignore[attr-defined]
+
+    return _fence_holder(RedisFence(client, f"rf:{name}", TTL))
+
+
+def _async_redis_fence(client: redis.asyncio.Redis, name: str) -> AsyncHolder:
+    from fencing.aio import RedisFence  # type: ignore[attr-defined]
+
+    return _async_fence_holder(RedisFence(client, f"arf:{name}", TTL))
+
+
+def _fenced_lock(client: redis.Redis, name: str) -> Holder:
+    from fencing import FencedLock  # type: ignore[attr-defined]
+
+    lock = client.lock(f"fl:{name}", timeout=TTL, lock_class=FencedLock)
+    return Holder(lock.acquire, lock.release)
+
+
+def _redis_py(client: redis.Redis, name: str) -> Holder:
+    lock = client.lock(f"rp:{name}", timeout=TTL)
+    return Holder(lock.acquire, lock.release)
+
+
+def _python_redis_lock(client: redis.Redis, name: str) -> Holder:
+    import redis_lock
+
+    lock = redis_lock.Lock(client, f"prl:{name}", expire=int(TTL))
+    return Holder(lock.acquire, lock.release)
+
+
+def _pottery(client: redis.Redis, name: str) -> Holder:
+    from pottery import Redlock
+
+    lock = Redlock(key=f"pot:{name}", masters={client}, auto_release_time=TTL)
+    return Holder(lock.acquire, lock.release)
+
+
+def _async_floor(client: redis.asyncio.Redis, name: str) -> AsyncHolder:
+    floor = AsyncFencedFloor(client, name, int(TTL * 1000))
+    return AsyncHolder(floor.acquire, floor.release)
+
+
+FLOOR_HANDOFF = "floor: direct hand-off (Lua + BLPOP)"
+FLOOR_FENCED = "floor: fenced script (2x EVALSHA)"
+FLOOR_LOCK = "floor: SET NX PX + EVALSHA del"
+FLOOR_ASYNC = "floor: fenced script, asyncio"
+REDIS_FENCE = "fencing.RedisFence"
+FENCED_LOCK = "fencing.FencedLock (r.lock lock_class=)"
+ASYNC_FENCE = "fencing.aio.RedisFence (asyncio)"
+
+KINDS: dict[str, LockKind] = {
+    k.name: k
+    for k in [
+        LockKind(FLOOR_HANDOFF, _floor_handoff),
+        LockKind(FLOOR_FENCED, _floor_fenced, blocking=False),
+        LockKind(FLOOR_LOCK, _floor_lock, blocking=False),
+        LockKind(REDIS_FENCE, _redis_fence),
+        LockKind(FENCED_LOCK, _fenced_lock),
+        LockKind("redis-py Lock", _redis_py, poll=0.1, note="polls every 0.1 s (default)"),
+        LockKind("python-redis-lock", _python_redis_lock),
+        LockKind(
+            "pottery Redlock (1 master)", _pottery, poll=0.2, note="sleeps U(0, 0.2 s) per retry"
+        ),
+        LockKind(FLOOR_ASYNC, _async_floor, is_async=True, blocking=False),
+        LockKind(ASYNC_FENCE, _async_redis_fence, is_async=True),
+    ]
+}
+
+_NEEDS = {
+    REDIS_FENCE: ("fencing", "RedisFence"),
+    FENCED_LOCK: ("fencing", "FencedLock"),
+    ASYNC_FENCE: ("fencing.aio", "RedisFence"),
+}
+
+
+def available(name: str) -> bool:
+    """True if this checkout has what the kind needs (fencing's classes land over time)."""
+    need = _NEEDS.get(name)
+    if need is None:
+        return True
+    try:
+        module = importlib.import_module(need[0])
+        getattr(module, need[1])
+    except (ImportError, AttributeError):
+        return False
+    return True

@@ -1,0 +1,128 @@
+"""The verdicts on issue 5's targets, judged from the run's ratios, and the hand-off plot.
+
+Targets are never timed assertions in tests: they are read off one run's tables, where
+every ratio compares two variants measured interleaved in the same process.
+
+Imports the harness, and matplotlib (only when plotting).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from harness import Stats, Table
+
+REDIS_FENCE = "fencing.RedisFence"
+
+
+def _row(tables: list[Table], family: str, variant: str) -> tuple[Table, Stats] | None:
+    for table in tables:
+        if table.family == family:
+            for stats in table.rows:
+                if stats.name == variant and stats.samples:
+                    return table, stats
+    return None
+
+
+def _verdict(target: str, value: float, limit: float, higher_is_better: bool) -> dict[str, Any]:
+    met = value >= limit if higher_is_better else value <= limit
+    return {
+        "target": target,
+        "value": round(value, 3),
+        "limit": f"{'>=' if higher_is_better else '<='} {limit}",
+        "met": bool(met) and not math.isnan(value),
+    }
+
+
+def targets(tables: list[Table]) -> list[dict[str, Any]]:
+    """Every target whose rows this run measured, with its value and whether it is met."""
+    out: list[dict[str, Any]] = []
+    acquire = _row(tables, "acquire", REDIS_FENCE)
+    if acquire is not None:
+        table, fence = acquire
+        floor = table.floor_stats(fence.name)
+        assert floor is not None
+        out.append(
+            _verdict(
+                "acquire+release: RedisFence speed / fenced-script floor speed (medians)",
+                floor.median / fence.median,
+                0.9,
+                higher_is_better=True,
+            )
+        )
+        peer = _row(tables, "acquire", "redis-py Lock")
+        if peer is not None:
+            out.append(
+                _verdict(
+                    "acquire+release: RedisFence median / redis-py Lock median",
+                    fence.median / peer[1].median,
+                    1.0,
+                    higher_is_better=False,
+                )
+            )
+    for name in (REDIS_FENCE, "fencing.FencedLock (r.lock lock_class=)"):
+        handoff = _row(tables, "handoff", name)
+        if handoff is not None:
+            table, stats = handoff
+            r50, r99 = table.ratios(stats)
+            short = name.split(" ")[0]
+            out.append(_verdict(f"hand-off: {short} p50 / direct floor p50", r50, 1.5, False))
+            out.append(_verdict(f"hand-off: {short} p99 / direct floor p99", r99, 3.0, False))
+    for table in tables:
+        if table.family.startswith("guards-sql"):
+            for stats in table.rows:
+                if stats.name.startswith("fencing.sql") and stats.samples:
+                    r50, _ = table.ratios(stats)
+                    dialect = table.family.rsplit("-", 1)[1]
+                    out.append(
+                        _verdict(f"SQL {dialect}: {stats.name} / plain (medians)", r50, 1.1, False)
+                    )
+    store = _row(tables, "guards-file", "fencing.FileStore.write")
+    if store is not None:
+        r50, _ = store[0].ratios(store[1])
+        out.append(
+            _verdict("FileStore.write / plain write+fsync+rename (medians)", r50, 1.2, False)
+        )
+    return out
+
+
+def render_targets(verdicts: list[dict[str, Any]]) -> str:
+    if not verdicts:
+        return "== targets: none measurable in this run"
+    lines = ["== targets (issue 5), from this run's ratios"]
+    for v in verdicts:
+        lines.append(
+            f"{'met   ' if v['met'] else 'MISSED'} {v['target']}: {v['value']:.2f} ({v['limit']})"
+        )
+    return "\n".join(lines)
+
+
+def plot_handoff(tables: list[Table], path: Path, pinning: str) -> Path | None:
+    """A CDF of hand-off latencies per variant, log x-axis; None without a hand-off table."""
+    table = next((t for t in tables if t.family == "handoff"), None)
+    if table is None:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for stats in table.rows:
+        ms = sorted(s / 1e6 for s in stats.samples)
+        if not ms:
+            continue
+        cdf = [(i + 1) / len(ms) for i in range(len(ms))]
+        ax.step(ms, cdf, where="post", label=f"{stats.name} (p50 {stats.median / 1e6:.2f} ms)")
+    ax.set_xscale("log")
+    ax.set_xlabel("hand-off latency: release -> waiter (another process) holds [ms, log]")
+    ax.set_ylabel("fraction of hand-offs")
+    ax.set_title(f"fencing: hand-off latency CDF\n{pinning}", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
