@@ -60,7 +60,7 @@ def check_record_path(path: object, what: str) -> Path:
     """A path for a record file: ``str``/``PathLike``, in an existing directory, not one."""
     if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"{what} path must be a str or os.PathLike, not {type(path).__name__}")
-    resolved = Path(os.fspath(path)).absolute()
+    resolved = Path(os.fspath(path)).resolve()  # a symlink: write where it points
     if resolved.is_dir():
         raise ValueError(f"{what} path {str(resolved)!r} is a directory, not a file")
     if not resolved.parent.is_dir():

@@ -7,6 +7,7 @@ Imports the marks and the file store's token helpers; knows no optional backend
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Generic, ParamSpec, TypeVar, overload
 
@@ -81,7 +82,9 @@ def guard(
     the resource, atomically with the write: pass the token along and store it with the
     data (``FileStore``, the SQL guard).
 
-    Calls are not reentrant for a shared memory or file mark (the lock is held during
+    ``fn`` must be blocking: an ``async def`` raises ``TypeError`` (its body would run
+    after the guard let go); from asyncio, call the guarded function in a thread. Calls
+    are not reentrant for a shared memory or file mark (the lock is held during
     ``fn``). Bad tokens (bool, str, float, None, negative, above 2**63-1) raise
     ``TypeError``/``ValueError`` before anything is checked or called.
     """
@@ -97,6 +100,10 @@ def guard(
     def wrap(function: Callable[P, R]) -> Guarded[P, R]:
         if not callable(function):
             raise TypeError(f"guard needs a callable, not {type(function).__name__}")
+        if inspect.iscoroutinefunction(function):
+            # Calling it under the lock would only create the coroutine; the work would
+            # run later, unguarded.
+            raise TypeError("guard wraps blocking callables; an async def is not guarded")
         label = name or getattr(function, "__qualname__", None) or repr(function)
         return Guarded(function, mark if mark is not None else MemoryMark(), label)
 

@@ -217,3 +217,11 @@ def test_threads_share_a_store(tmp_path: Path) -> None:
     assert len(results) == 120
     token, data = store.read_with_token()
     assert token == _token_in(data) == max(t for t, ok in results if ok) == 119
+
+
+def test_symlink_writes_through_to_its_target(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "real" / "s")
+    FileStore(link).write(b"data", 1)
+    assert link.is_symlink() and FileStore(tmp_path / "real" / "s").read() == b"data"

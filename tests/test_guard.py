@@ -115,6 +115,12 @@ def test_bad_guard_arguments(tmp_path: Path) -> None:
         guard(print, name=5)  # type: ignore[call-overload]
     with pytest.raises(ValueError):
         guard(print, name="")
+
+    async def coroutine() -> None:
+        pass
+
+    with pytest.raises(TypeError, match="async"):
+        guard(coroutine)
     with pytest.raises(ValueError, match="directory"):
         FileMark(tmp_path)
     with pytest.raises(TypeError):
