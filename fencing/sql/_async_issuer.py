@@ -1,0 +1,95 @@
+"""The asyncio SQL issuer: the very same plans as ``SqlIssuer``, run on an ``AsyncConnection``.
+
+Separate from ``_issuer`` because SQLAlchemy's asyncio layer needs greenlet (the
+``fencing[async]`` extra); sync users of ``fencing[sql]`` never import it.
+Imports the core async fence, the sync issuer's plans, and SQLAlchemy's asyncio layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Callable
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from .._protocol import Busy
+from ._engines import async_issuer_engine, sql_errors
+from ._issuer import Plan, T, _Plans, advance
+
+
+class AsyncSqlIssuer(_Plans):
+    """The asyncio ``SqlIssuer`` (aiosqlite, asyncpg or psycopg async); the same plans."""
+
+    def __init__(self, engine: AsyncEngine | Engine | str) -> None:
+        self.engine = async_issuer_engine(engine)
+        self.dialect = self.engine.dialect.name
+        self._ready = False
+
+    async def _run(self, plan: Plan[T]) -> T:
+        await self._ensure_tables()
+        with sql_errors():
+            async with self.engine.begin() as conn:
+                while isinstance(step := advance(plan, await conn.execute(plan.statement)), Plan):
+                    plan = step
+                return step
+
+    async def _ensure_tables(self) -> None:
+        if self._ready:
+            return
+        with sql_errors("creating the fencing tables"):
+            if self.dialect == "sqlite":
+                from ._migrate import create_tables
+
+                async with self.engine.connect() as conn:
+                    await conn.run_sync(_create_on, create_tables)
+            self._ready = True
+
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return await self._run(self._acquire(name, holder, ttl_ms))
+
+    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return await self._run(self._renew(name, token, holder, ttl_ms))
+
+    async def release(self, name: str, token: int, holder: str) -> bool:
+        return await self._run(self._release(name, token, holder))
+
+    async def await_release(self, name: str, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:
+    create(conn)
+
+
+_async_issuers: weakref.WeakKeyDictionary[AsyncEngine, AsyncSqlIssuer] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def shared_async_issuer(source: AsyncEngine | Engine | str) -> AsyncSqlIssuer:
+    """One asyncio issuer per ``AsyncEngine``; a URL gets its own (engines belong to a loop)."""
+    if not isinstance(source, AsyncEngine):
+        return AsyncSqlIssuer(source)
+    with _lock:
+        issuer = _async_issuers.get(source)
+        if issuer is None:
+            issuer = _async_issuers[source] = AsyncSqlIssuer(source)
+        return issuer
+
+
+class AsyncSqlFence(AsyncFence):
+    """The asyncio ``SqlFence`` (published as ``fencing.aio.SqlFence``)."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine | Engine | str,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        issuer: AsyncSqlIssuer | None = None,
+    ) -> None:
+        super().__init__(issuer or shared_async_issuer(engine), name, ttl)

@@ -1,0 +1,119 @@
+"""Engines for the SQL issuer: URL parsing, the SQLite setup, driver-error translation.
+
+SQLite needs care to be a correct issuer across processes: every issuer transaction
+must take the database's write lock up front (``BEGIN IMMEDIATE``), otherwise two
+processes can both read a free lease before either writes. pysqlite and aiosqlite
+begin transactions lazily, so the issuer uses a private engine on the same file with
+the driver's own transaction handling turned off and ``BEGIN IMMEDIATE`` emitted on
+every begin (the recipe from SQLAlchemy's SQLite dialect docs), plus a busy timeout so
+a blocked writer waits instead of failing. A user's engine is never reconfigured.
+
+Imports the core's error helper and SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+
+from .._core import issuer_error
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+#: Seconds a SQLite writer waits for another process's write lock before failing.
+SQLITE_BUSY_TIMEOUT = 30.0
+
+_SYNC_DRIVERS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg"}
+_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg"}
+
+
+def parse_sql_url(url: object) -> URL:
+    """A SQLAlchemy URL for SQLite or PostgreSQL; TypeError/ValueError otherwise."""
+    if isinstance(url, URL):
+        parsed = url
+    elif isinstance(url, str):
+        try:
+            parsed = make_url(url)
+        except ArgumentError as exc:
+            raise ValueError(f"not a database URL: {url!r}") from exc
+    else:
+        raise TypeError(f"database URL must be a str or sqlalchemy URL, not {type(url).__name__}")
+    backend = parsed.get_backend_name()
+    if backend not in _SYNC_DRIVERS:
+        raise ValueError(f"the SQL issuer supports sqlite and postgresql URLs, not {backend!r}")
+    if backend == "sqlite" and parsed.database in (None, "", ":memory:"):
+        raise ValueError("the SQL issuer needs a SQLite *file* (sqlite:///path), not :memory:")
+    return parsed
+
+
+def _with_driver(url: URL, drivers: dict[str, str], keep: tuple[str, ...]) -> URL:
+    if url.get_driver_name() in keep:
+        return url
+    return url.set(drivername=drivers[url.get_backend_name()])
+
+
+def _sqlite_immediate(sync_engine: Engine) -> None:
+    """Make every transaction on ``sync_engine`` start with ``BEGIN IMMEDIATE``."""
+
+    @event.listens_for(sync_engine, "connect")
+    def _autocommit_driver(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+
+    @event.listens_for(sync_engine, "begin")
+    def _begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def issuer_engine(source: object) -> Engine:
+    """The engine the sync issuer runs on: the user's (PostgreSQL) or a private SQLite one."""
+    if isinstance(source, Engine):
+        if source.dialect.name != "sqlite":
+            parse_sql_url(source.url)  # refuses other databases
+            return source
+        url = parse_sql_url(source.url)
+    else:
+        url = parse_sql_url(source)
+    url = _with_driver(url, _SYNC_DRIVERS, ("pysqlite", "psycopg", "psycopg2", "pg8000"))
+    if url.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+    _sqlite_immediate(engine)
+    return engine
+
+
+def async_issuer_engine(source: object) -> AsyncEngine:
+    """The engine the asyncio issuer runs on (see ``issuer_engine``)."""
+    from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+    if isinstance(source, AsyncEngine):
+        if source.dialect.name != "sqlite":
+            parse_sql_url(source.url)
+            return source
+        url = parse_sql_url(source.url)
+    else:
+        url = parse_sql_url(source.url if isinstance(source, Engine) else source)
+    url = _with_driver(url, _ASYNC_DRIVERS, ("aiosqlite", "asyncpg", "psycopg", "psycopg_async"))
+    if url.get_backend_name() != "sqlite":
+        return create_async_engine(url, pool_pre_ping=True)
+    engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+    _sqlite_immediate(engine.sync_engine)
+    return engine
+
+
+@contextmanager
+def sql_errors(what: str = "SQL issuer") -> Iterator[None]:
+    """Re-raise driver and SQLAlchemy errors as ``FenceUnavailable`` (``from`` the original).
+
+    One place for the sync and the asyncio issuer. ``OSError`` covers async drivers
+    whose connection errors are not wrapped by SQLAlchemy.
+    """
+    try:
+        yield
+    except (SQLAlchemyError, OSError) as exc:
+        raise issuer_error(what, exc) from exc

@@ -1,0 +1,55 @@
+"""The SDK's own table, ``fencing_leases``: one row per fence name, never deleted.
+
+A row holds the fence's token counter (the last token issued) and its current lease
+(holder id and expiry). Release clears the lease but keeps the counter, so tokens never
+go back, even across releases, expiries and crashed holders. Expiry is stored as seconds
+since the Unix epoch *by the database's clock* (a double), the same way on SQLite and
+PostgreSQL, so no client clock is ever compared with another.
+
+The table is created by the migrations (``fencing migrate``); the embedded SQLite
+default runs those migrations itself on first use. Imports SQLAlchemy only.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    ColumnElement,
+    Double,
+    MetaData,
+    String,
+    Table,
+    func,
+    literal_column,
+    text,
+)
+
+#: The metadata of the SDK's own tables (used by the migrations' autogenerate check).
+metadata = MetaData()
+
+#: Name of the Alembic version table of the SDK's migrations (never the app's).
+VERSION_TABLE = "fencing_alembic_version"
+
+leases = Table(
+    "fencing_leases",
+    metadata,
+    Column("name", String(256), primary_key=True),
+    Column("token", BigInteger, nullable=False, server_default=text("0")),
+    Column("holder", String(64), nullable=True),
+    Column("expires_at", Double, nullable=True),
+)
+
+
+def db_now(dialect_name: str) -> ColumnElement[float]:
+    """The database's current time in seconds since the epoch, as a SQL expression.
+
+    PostgreSQL: ``clock_timestamp()`` (the real time, not the transaction start).
+    SQLite: ``julianday('now')`` converted to Unix seconds (sub-millisecond precision;
+    ``unixepoch('subsec')`` needs SQLite 3.42). Any other dialect is refused.
+    """
+    if dialect_name == "postgresql":
+        return func.extract("epoch", func.clock_timestamp()).cast(Double)
+    if dialect_name == "sqlite":
+        return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Double)
+    raise ValueError(f"fencing SQL issuer supports SQLite and PostgreSQL, not {dialect_name!r}")
