@@ -31,6 +31,7 @@ from ._token import FenceToken
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from ._redis_mark import RedisMark
+    from .sql import SqlFence, SqlIssuer
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,8 @@ __version__ = "0.1.0"
 #: heavy: imported on first use, so ``import fencing`` needs neither.
 _LAZY: dict[str, str] = {
     "RedisMark": "fencing._redis_mark",
+    "SqlFence": "fencing.sql",
+    "SqlIssuer": "fencing.sql",
 }
 
 
@@ -68,6 +71,8 @@ __all__ = [
     "MemoryIssuer",
     "MemoryMark",
     "RedisMark",
+    "SqlFence",
+    "SqlIssuer",
     "StaleTokenError",
     "UnfencedWriteError",
     "__version__",
