@@ -1,5 +1,14 @@
 """``fencing.testing``: tools for testing code that uses fences.
 
-``servers`` starts throwaway ``redis-server`` and PostgreSQL instances on free loopback
-ports. Imports the public package only.
+- ``simulation``: a deterministic simulation of the pause scenario (clients, an issuer
+  on a ``VirtualClock``, pauses, a guarded or unguarded resource) with a model that
+  checks the guarantees after every step. Script a schedule with ``Simulation``.
+- ``statemachine``: ``FencingMachine``, a Hypothesis state machine over those clients,
+  parameterised by a world factory, so the same rules run on the virtual clock, on real
+  issuers and stores, or on an unfenced resource (where it finds the lost update).
+  Needs Hypothesis.
+- ``servers``: throwaway ``redis-server`` and PostgreSQL instances on free loopback
+  ports.
+
+Imports the public package only; import the submodules you need.
 """

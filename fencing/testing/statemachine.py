@@ -1,0 +1,131 @@
+"""A Hypothesis state machine that generates pause schedules and checks the guarantees.
+
+One machine, many worlds (the shape of zarr's ``zarr.testing.stateful``): it is
+parameterised by a factory returning a ``fencing.testing.simulation.World``, so the same
+rules run against the virtual-clock issuer, a real issuer (Redis, SQL, in-memory) with a
+real store, or an *unfenced* resource, where it finds the lost update::
+
+    from fencing.testing.simulation import virtual_world
+    from fencing.testing.statemachine import run_machine
+
+    def test_guard_holds() -> None:
+        run_machine(lambda: virtual_world(3))              # passes
+
+    def test_lock_alone_loses_updates() -> None:
+        with pytest.raises(InvariantViolation):            # Hypothesis finds and
+            run_machine(lambda: virtual_world(3, fenced=False))   # shrinks Kleppmann's
+
+Rules, per client (three of them): ``acquire_N``, ``write_N`` (after checking the lease
+by the client's own clock), ``pause_N`` (freeze between that check and the write),
+``resume_N`` (send the pending write) and ``release_N``; and ``expire`` (time passes
+beyond the TTL). A rule is drawn only when it applies, so the shrunk schedule of a
+failure reads as the story: ``acquire_1, pause_1, expire, acquire_2, write_2, resume_1``.
+Every step is checked by the ``Simulation``; the invariant below restates the three
+guarantees on the whole history.
+
+Needs Hypothesis (a test dependency). Imports ``fencing.testing.simulation``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import settings as Settings
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from .simulation import SimClient, Simulation, World
+
+#: The number of clients, each with its own rules (``acquire_1``, ``pause_2``, ...).
+CLIENTS = 3
+
+
+def _can_acquire(c: SimClient) -> bool:
+    return not c.paused and not c.holding
+
+
+def _runs_holding(c: SimClient) -> bool:
+    return not c.paused and c.holding
+
+
+def _can_pause(c: SimClient) -> bool:
+    return _runs_holding(c) and c._lease_looks_valid()
+
+
+def _is_paused(c: SimClient) -> bool:
+    return c.paused
+
+
+#: What a client can do, and when it can. Rules are per client and fire only when they
+#: apply, so every generated step does something and shrunk schedules read plainly.
+ACTIONS: dict[str, Callable[[SimClient], bool]] = {
+    "acquire": _can_acquire,
+    "write": _runs_holding,
+    "pause": _can_pause,
+    "resume": _is_paused,
+    "release": _runs_holding,
+}
+
+
+class FencingMachine(RuleBasedStateMachine):
+    """Clients acquiring, pausing past the TTL and writing, on the world ``make_world()``."""
+
+    def __init__(self, make_world: Callable[[], World]) -> None:
+        super().__init__()
+        world = make_world()
+        if len(world.fences) < CLIENTS:
+            world.close()
+            raise ValueError(f"the machine needs a world with {CLIENTS} fences or more")
+        self.sim = Simulation(world)
+
+    @precondition(lambda self: any(c.holding for c in self.sim.clients))
+    @rule()
+    def expire(self) -> None:
+        self.sim.expire()
+
+    @invariant()
+    def guarantees_hold(self) -> None:
+        """The three guarantees, restated on the whole history (each step checks them too)."""
+        sim = self.sim
+        issued, accepted, mark = sim.issued, sim.accepted, sim.high_water_mark
+        unique = len(set(issued)) == len(issued)
+        sim.check(unique and issued == sorted(issued), f"tokens not increasing: {issued}")
+        sim.check(accepted == sorted(accepted), f"accepted tokens decrease: {accepted}")
+        sim.check(
+            all(mark is not None and token < mark for token in sim.rejected),
+            f"a rejected token was not below the high-water mark {mark}",
+        )
+
+    def teardown(self) -> None:
+        self.sim.close()
+
+
+def run_machine(make_world: Callable[[], World], *, settings: Settings | None = None) -> None:
+    """Run ``FencingMachine`` on fresh worlds from ``make_world``; raise on a violation.
+
+    The exception raised is the one of the shrunk (smallest) failing schedule; its
+    ``timeline`` attribute, when it is an ``InvariantViolation``, reads like the scenario.
+    """
+    run_state_machine_as_test(  # type: ignore[no-untyped-call]
+        lambda: FencingMachine(make_world), settings=settings
+    )
+
+
+def _client_rule(action: str, index: int, applies: Callable[[SimClient], bool]) -> Any:
+    def step(self: FencingMachine) -> None:
+        getattr(self.sim.clients[index], action)()
+
+    step.__name__ = step.__qualname__ = f"{action}_{index + 1}"
+    step.__doc__ = f"client {index + 1}: {action}"
+    return precondition(lambda machine: applies(machine.sim.clients[index]))(rule()(step))
+
+
+for _index in range(CLIENTS):
+    for _action, _applies in ACTIONS.items():
+        setattr(FencingMachine, f"{_action}_{_index + 1}", _client_rule(_action, _index, _applies))
