@@ -30,6 +30,8 @@ from ._protocol import AsyncIssuer, Busy, Issuer
 from ._token import FenceToken
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
+    from ._redis import RedisFence, RedisIssuer
+    from ._redis_lock import FencedLock
     from ._redis_mark import RedisMark
     from .sql import SqlFence, SqlIssuer
 
@@ -38,6 +40,9 @@ __version__ = "0.1.0"
 #: Public names whose modules need an optional dependency (redis-py, SQLAlchemy) or are
 #: heavy: imported on first use, so ``import fencing`` needs neither.
 _LAZY: dict[str, str] = {
+    "FencedLock": "fencing._redis_lock",
+    "RedisFence": "fencing._redis",
+    "RedisIssuer": "fencing._redis",
     "RedisMark": "fencing._redis_mark",
     "SqlFence": "fencing.sql",
     "SqlIssuer": "fencing.sql",
@@ -61,6 +66,7 @@ __all__ = [
     "Fence",
     "FenceToken",
     "FenceUnavailable",
+    "FencedLock",
     "FencingError",
     "FileMark",
     "FileStore",
@@ -70,6 +76,8 @@ __all__ = [
     "MemoryFence",
     "MemoryIssuer",
     "MemoryMark",
+    "RedisFence",
+    "RedisIssuer",
     "RedisMark",
     "SqlFence",
     "SqlIssuer",

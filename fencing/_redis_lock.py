@@ -1,0 +1,181 @@
+"""``FencedLock``: a drop-in for redis-py's ``Lock`` that also issues fence tokens.
+
+``r.lock("invoice:42", timeout=10, lock_class=fencing.FencedLock)`` behaves like
+``redis.lock.Lock`` (acquire/release/extend/reacquire/locked/owned, blocking,
+blocking_timeout, sleep, thread_local, the context manager, ``LockError`` and
+``LockNotOwnedError``, and redis-py's own connection errors) and adds
+``lock.fence_token``. It runs the very scripts and keys of ``RedisFence``, so a
+``FencedLock`` and a ``RedisFence`` on one name exclude each other and share a token
+counter. Imports the Redis issuer helpers and redis-py.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from redis.exceptions import LockNotOwnedError
+from redis.lock import Lock
+
+from ._errors import AcquireTimeout
+from ._protocol import Busy, WaitSchedule
+from ._redis import SYNC_CLIENTS, check_client, run_script, socket_timeout_of
+from ._redis_scripts import (
+    ACQUIRE,
+    DEFAULT_COUNTER_IDLE,
+    RELEASE,
+    RENEW,
+    acquire_args,
+    block_seconds,
+    idle_millis,
+    lease_key,
+    parse_acquire,
+    parse_flag,
+    release_args,
+    renew_args,
+    signal_key,
+)
+from ._token import FenceToken
+from ._validate import check_name, check_timeout, check_ttl
+
+
+class FencedLock(Lock):
+    """redis-py's ``Lock``, granted by the fencing scripts, with ``fence_token``.
+
+    Differences from ``redis.lock.Lock``, all compatible:
+
+    - the lock's key is ``fencing:{<name>}:lease`` (``name`` must be a ``str``), and it
+      holds ``b"<fence token>:<lock token>"``; ``lock.local.token`` is that value;
+    - a blocked ``acquire`` is woken by the holder's release (BLPOP on the fence's
+      signal list) instead of sleeping ``sleep`` seconds between attempts; ``sleep``
+      still bounds each wait;
+    - ``timeout``, ``sleep`` and ``blocking_timeout`` are checked: a bad value raises
+      ``TypeError``/``ValueError`` at once.
+
+    ``fence_token`` is the ``FenceToken`` of this thread's (or, with
+    ``thread_local=False``, this object's) acquisition, or ``None`` when not held. It
+    stays set after the lease expires on the server: pass it to the resource, whose
+    guard is what rejects a write made after expiry.
+    """
+
+    #: How long a token counter survives without acquisitions (see ``RedisFence``).
+    counter_idle: float | None = DEFAULT_COUNTER_IDLE
+
+    def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
+        check_client(redis, SYNC_CLIENTS, "redis.Redis")
+        check_name(name)
+        super().__init__(redis, name, *args, **kwargs)
+        if self.timeout is not None:
+            check_ttl(self.timeout, "timeout")
+        self.sleep = _check_sleep(self.sleep)
+        check_timeout(self.blocking_timeout)
+        self._ttl_ms = 0 if self.timeout is None else max(1, round(self.timeout * 1000))
+        self._idle_ms = idle_millis(self.counter_idle)
+        self._socket_timeout = socket_timeout_of(redis)
+
+    def register_scripts(self) -> None:
+        """Nothing to register: the fencing scripts are sent by SHA, loaded on NOSCRIPT."""
+
+    @property
+    def fence_token(self) -> FenceToken | None:
+        """The fence token of the current acquisition, ``None`` when not held."""
+        value = getattr(self.local, "token", None)
+        if value is None:
+            return None
+        return FenceToken(int(value.split(b":", 1)[0]), self.name)
+
+    def acquire(
+        self,
+        sleep: float | None = None,
+        blocking: bool | None = None,
+        blocking_timeout: float | None = None,
+        token: str | bytes | None = None,
+    ) -> bool:
+        """Take the lock; True once held. See ``redis.lock.Lock.acquire``.
+
+        A blocked attempt waits for the holder's release signal, at most ``sleep``
+        seconds (or until the lease expires) before it tries again.
+        """
+        sleep = self.sleep if sleep is None else _check_sleep(sleep)
+        blocking = self.blocking if blocking is None else blocking
+        if blocking_timeout is None:
+            blocking_timeout = self.blocking_timeout
+        else:
+            check_timeout(blocking_timeout)
+        if token is None:
+            holder = uuid.uuid4().hex.encode()
+        else:
+            holder = self.redis.get_encoder().encode(token)
+        schedule = WaitSchedule(self.name, blocking_timeout, wakes_on_release=True)
+        while True:
+            reply = self._try_acquire(holder)
+            if not isinstance(reply, Busy):
+                return True
+            if not blocking:
+                return False
+            try:
+                wait = min(schedule.next_wait(reply), sleep)
+            except AcquireTimeout:
+                return False
+            self._await_release(wait)
+
+    def do_acquire(self, token: str | bytes) -> bool:
+        """One attempt with holder ``token`` (redis-py's hook); sets ``local.token``."""
+        return not isinstance(self._try_acquire(self.redis.get_encoder().encode(token)), Busy)
+
+    def _try_acquire(self, holder: bytes) -> int | Busy:
+        """One attempt; when granted, ``local.token`` becomes the lease's value."""
+        args = acquire_args(self.name, holder, self._ttl_ms, self._idle_ms)
+        reply = parse_acquire(run_script(self.redis, ACQUIRE, args))
+        if not isinstance(reply, Busy):
+            self.local.token = b"%d:%s" % (reply, holder)
+        return reply
+
+    def _await_release(self, seconds: float) -> None:
+        wait = block_seconds(seconds, self._socket_timeout)
+        if wait is not None:
+            self.redis.blpop([signal_key(self.name)], wait)
+
+    def locked(self) -> bool:
+        """True if anyone holds the lock."""
+        return bool(self.redis.exists(lease_key(self.name)))
+
+    def owned(self) -> bool:
+        """True if this lock (this thread, with ``thread_local``) holds it right now."""
+        mine = getattr(self.local, "token", None)
+        if mine is None:
+            return False
+        stored = self.redis.get(lease_key(self.name))
+        if isinstance(stored, str):
+            stored = self.redis.get_encoder().encode(stored)
+        return bool(stored == mine)
+
+    def do_release(self, expected_token: str | bytes) -> None:
+        released = run_script(self.redis, RELEASE, release_args(self.name, expected_token))
+        if not parse_flag(released, "release"):
+            raise LockNotOwnedError(
+                "Cannot release a lock that's no longer owned", lock_name=self.name
+            )
+
+    def do_extend(self, additional_time: float, replace_ttl: bool) -> Literal[True]:
+        seconds = check_ttl(additional_time, "additional_time")
+        self._renew(max(1, round(seconds * 1000)), add=not replace_ttl, what="extend")
+        return True
+
+    def do_reacquire(self) -> Literal[True]:
+        self._renew(self._ttl_ms, add=False, what="reacquire")
+        return True
+
+    def _renew(self, ms: int, *, add: bool, what: str) -> None:
+        args = renew_args(self.name, self.local.token, ms, add=add)
+        if not parse_flag(run_script(self.redis, RENEW, args), what):
+            raise LockNotOwnedError(
+                f"Cannot {what} a lock that's no longer owned", lock_name=self.name
+            )
+
+
+def _check_sleep(sleep: object) -> float:
+    seconds = check_timeout(sleep)
+    if seconds is None:
+        raise TypeError("sleep must be a number of seconds, not None")
+    return seconds
