@@ -1,0 +1,200 @@
+"""FencedLock: redis-py's Lock API, drop-in via ``lock_class=``, plus fence tokens."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+from redis.exceptions import LockError, LockNotOwnedError
+
+import fencing
+from fencing import FencedLock, RedisFence
+from fencing.testing.servers import RedisServer, free_port
+
+LEASE = "fencing:{invoice:42}:lease"
+
+
+def lock(client: redis.Redis, name: str = "invoice:42", **kwargs: object) -> FencedLock:
+    made = client.lock(name, lock_class=FencedLock, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(made, FencedLock) and isinstance(made, redis.lock.Lock)
+    return made
+
+
+def test_acquire_release_locked_owned_and_fence_token(redis_client: redis.Redis) -> None:
+    first = lock(redis_client, timeout=10)
+    assert first.fence_token is None and not first.locked() and not first.owned()
+    assert first.acquire(blocking=False) is True
+    token = first.fence_token
+    assert isinstance(token, fencing.FenceToken) and token.name == "invoice:42"
+    assert first.locked() and first.owned()
+    assert redis_client.get(LEASE) == first.local.token
+    assert first.local.token.startswith(b"%d:" % token)
+    assert 0 < redis_client.pttl(LEASE) <= 10_000
+    other = lock(redis_client, timeout=10)
+    assert other.acquire(blocking=False) is False
+    assert other.locked() and not other.owned() and other.fence_token is None
+    first.release()
+    assert first.fence_token is None and not first.locked()
+    assert redis_client.get(LEASE) is None
+    assert other.acquire(blocking=False) and other.fence_token > token  # type: ignore[operator]
+    other.release()
+
+
+def test_shares_leases_and_counter_with_redis_fence(redis_client: redis.Redis) -> None:
+    fence = RedisFence(redis_client, "invoice:42", ttl=10)
+    held = fence.acquire()
+    the_lock = lock(redis_client, timeout=10)
+    assert the_lock.acquire(blocking=False) is False
+    fence.release(held)
+    assert the_lock.acquire(blocking=False)
+    locked_token = the_lock.fence_token
+    assert locked_token is not None and locked_token > held
+    with pytest.raises(fencing.AcquireTimeout):
+        fence.acquire(timeout=0)
+    the_lock.release()
+    assert fence.acquire(timeout=0) > locked_token
+
+
+def test_no_timeout_means_no_expiry(redis_client: redis.Redis) -> None:
+    forever = lock(redis_client)
+    assert forever.acquire()
+    assert redis_client.pttl(LEASE) == -1
+    with pytest.raises(LockError):
+        forever.extend(5)
+    with pytest.raises(LockError):
+        forever.reacquire()
+    forever.release()
+
+
+def test_user_token_and_decoded_client(redis_server: RedisServer) -> None:
+    client = redis.Redis(port=redis_server.port, decode_responses=True)
+    named = lock(client, "decoded", timeout=5)
+    assert named.acquire(token="mine")
+    assert named.local.token == b"%d:mine" % named.fence_token  # type: ignore[str-format]
+    assert named.owned() is True
+    named.release()
+    assert named.owned() is False
+    client.close()
+
+
+def test_expired_lock_cannot_be_released_or_extended(redis_client: redis.Redis) -> None:
+    short = lock(redis_client, timeout=0.05)
+    short.acquire()
+    time.sleep(0.1)
+    newer = lock(redis_client, timeout=10)
+    assert newer.acquire(blocking=False)
+    with pytest.raises(LockNotOwnedError):
+        short.extend(1)
+    with pytest.raises(LockNotOwnedError):
+        short.reacquire()
+    with pytest.raises(LockNotOwnedError):
+        short.release()
+    assert newer.owned() and redis_client.pttl(LEASE) > 5000  # untouched
+    with pytest.raises(LockError):
+        short.release()  # not held any more: redis-py's LockError
+    newer.release()
+
+
+def test_extend_adds_or_replaces_and_reacquire_resets(redis_client: redis.Redis) -> None:
+    held = lock(redis_client, timeout=10)
+    held.acquire()
+    assert held.extend(10) is True
+    assert 15_000 < redis_client.pttl(LEASE) <= 20_000
+    assert held.extend(5, replace_ttl=True) is True
+    assert 4_000 < redis_client.pttl(LEASE) <= 5_000
+    assert held.reacquire() is True
+    assert 9_000 < redis_client.pttl(LEASE) <= 10_000
+    held.release()
+
+
+def test_blocking_timeout_and_context_manager(redis_client: redis.Redis) -> None:
+    holder = lock(redis_client, timeout=10)
+    holder.acquire()
+    waiter = lock(redis_client, timeout=10, blocking_timeout=0.2)
+    started = time.monotonic()
+    assert waiter.acquire() is False
+    assert time.monotonic() - started >= 0.2
+    with pytest.raises(LockError):
+        waiter.__enter__()
+    holder.release()
+    with waiter as entered:
+        assert entered is waiter and waiter.owned()
+    assert not waiter.locked()
+
+
+def test_waiter_is_woken_by_release_not_by_sleep(redis_client: redis.Redis) -> None:
+    holder = lock(redis_client, timeout=30, thread_local=False)
+    holder.acquire()
+    waiter = lock(redis_client, timeout=30, sleep=20)  # a poller would sleep 20 s
+    result: list[float] = []
+    thread = threading.Thread(
+        target=lambda: (waiter.acquire(blocking_timeout=25), result.append(time.monotonic()))
+    )
+    thread.start()
+    time.sleep(0.2)
+    released = time.monotonic()
+    holder.release()
+    thread.join(25)
+    assert result and result[0] - released < 10
+
+
+def test_thread_local_tokens(redis_client: redis.Redis) -> None:
+    shared = lock(redis_client, timeout=10)
+    shared.acquire()
+    seen: list[object] = []
+    worker = threading.Thread(target=lambda: seen.append(shared.fence_token))
+    worker.start()
+    worker.join()
+    assert seen == [None]  # another thread does not see this thread's lease
+    shared.release()
+    passed = lock(redis_client, timeout=10, thread_local=False)
+    passed.acquire()
+    token = passed.fence_token
+    worker = threading.Thread(target=passed.release)  # released by another thread
+    worker.start()
+    worker.join()
+    assert token is not None and not passed.locked()
+
+
+def test_script_flush_and_redis_errors_pass_through(redis_factory: object) -> None:
+    server: RedisServer = redis_factory()  # type: ignore[operator]
+    client = redis.Redis(port=server.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+    held = lock(client, "flush", timeout=10)
+    held.acquire()
+    client.script_flush()
+    held.extend(1)
+    client.script_flush()
+    held.release()
+    server.stop()
+    with pytest.raises(redis.exceptions.ConnectionError):  # redis-py's own error
+        held.acquire(blocking=False)
+    client.close()
+
+
+def test_bad_input_is_refused_before_any_io() -> None:
+    client = redis.Redis(port=free_port(), socket_connect_timeout=0.2)
+    with pytest.raises(TypeError):
+        FencedLock("not a client", "x")
+    with pytest.raises(TypeError):
+        lock(client, b"bytes-name")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        lock(client, "")
+    for kwargs, error in [
+        ({"timeout": -1}, ValueError),
+        ({"timeout": "10"}, TypeError),
+        ({"timeout": True}, TypeError),
+        ({"sleep": -1}, ValueError),
+        ({"sleep": None}, TypeError),
+        ({"blocking_timeout": "1"}, TypeError),
+    ]:
+        with pytest.raises(error):
+            lock(client, "x", **kwargs)
+    made = lock(client, "x", timeout=5)
+    with pytest.raises(ValueError):
+        made.acquire(blocking_timeout=-1)
+    with pytest.raises(TypeError):
+        made.acquire(sleep="1")  # type: ignore[arg-type]
+    with pytest.raises(redis.exceptions.ConnectionError):  # only now does it do I/O
+        made.acquire(blocking=False)
