@@ -1,0 +1,171 @@
+"""fencing.aio.RedisFence on redis.asyncio: the sync tests' twins, plus sync/async sharing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import redis
+import redis.asyncio
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+import fencing
+import fencing.aio
+from fencing._protocol import Busy
+from fencing._redis import AsyncRedisIssuer
+from fencing.testing.servers import RedisServer, free_port
+
+
+@pytest.fixture
+async def aclient(
+    redis_client: redis.Redis, redis_server: RedisServer
+) -> AsyncIterator[redis.asyncio.Redis]:
+    client = redis.asyncio.Redis(port=redis_server.port)
+    yield client
+    await client.aclose()
+
+
+def lease_key(name: str) -> str:
+    return f"fencing:{{{name}}}:lease"
+
+
+async def test_acquire_renew_release_and_busy(aclient: redis.asyncio.Redis) -> None:
+    fence = fencing.aio.RedisFence(aclient, "a:1", ttl=5)
+    assert isinstance(fence, fencing.AsyncFence)
+    token = await fence.acquire()
+    assert isinstance(token, fencing.FenceToken) and token.name == "a:1"
+    busy = await AsyncRedisIssuer(aclient).try_acquire("a:1", "other", 1000)
+    assert isinstance(busy, Busy) and busy.expires_in is not None and 0 < busy.expires_in <= 5
+    with pytest.raises(fencing.AcquireTimeout):
+        await fencing.aio.RedisFence(aclient, "a:1").acquire(timeout=0.1)
+    await fence.renew(token, ttl=8)
+    assert 5000 < await aclient.pttl(lease_key("a:1")) <= 8000
+    await fence.release(token)
+    assert await fence.acquire(timeout=0) > token
+
+
+async def test_shares_keys_and_counter_with_sync_fence(
+    aclient: redis.asyncio.Redis, redis_client: redis.Redis
+) -> None:
+    sync = fencing.RedisFence(redis_client, "shared", ttl=5)
+    afence = fencing.aio.RedisFence(aclient, "shared", ttl=5)
+    first = sync.acquire()
+    with pytest.raises(fencing.AcquireTimeout):
+        await afence.acquire(timeout=0)
+    sync.release(first)
+    second = await afence.acquire(timeout=0)
+    await afence.release(second)
+    assert first < second < sync.acquire(timeout=0)
+
+
+async def test_renew_release_by_non_holder_and_after_expiry(aclient: redis.asyncio.Redis) -> None:
+    fence = fencing.aio.RedisFence(aclient, "exp", ttl=0.05)
+    token = await fence.acquire()
+    await asyncio.sleep(0.1)
+    newer_fence = fencing.aio.RedisFence(aclient, "exp", ttl=5)
+    newer = await newer_fence.acquire(timeout=0)
+    held = await aclient.get(lease_key("exp"))
+    with pytest.raises(fencing.LeaseLost):
+        await fence.renew(token)
+    with pytest.raises(fencing.LeaseLost):
+        await fence.release(token)
+    with pytest.raises(fencing.LeaseLost):
+        await fence.release(newer)
+    assert await aclient.get(lease_key("exp")) == held
+    await newer_fence.release(newer)
+
+
+async def test_script_flush_and_flushall(aclient: redis.asyncio.Redis) -> None:
+    fence = fencing.aio.RedisFence(aclient, "flush", ttl=5)
+    last = 0
+    for _ in range(3):
+        await aclient.script_flush()
+        token = await fence.acquire()
+        await aclient.script_flush()
+        await fence.renew(token)
+        await aclient.script_flush()
+        await fence.release(token)
+        await aclient.flushall()
+        assert token > last
+        last = token
+
+
+async def test_hold_renews_in_a_task_and_reports_loss(aclient: redis.asyncio.Redis) -> None:
+    fence = fencing.aio.RedisFence(aclient, "ahold", ttl=0.3)
+    async with fence.hold() as token:
+        await asyncio.sleep(1.0)  # > 3 ttls
+        assert not fence.lost
+        assert (await aclient.get(lease_key("ahold"))).startswith(b"%d:" % token)
+    with pytest.raises(fencing.LeaseLost):
+        async with fence.hold():
+            await aclient.delete(lease_key("ahold"))
+            deadline = time.monotonic() + 10
+            while not fence.lost and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            assert fence.lost
+
+
+async def test_waiter_task_is_woken_by_release(aclient: redis.asyncio.Redis) -> None:
+    holder = fencing.aio.RedisFence(aclient, "awake", ttl=30)
+    token = await holder.acquire()
+    issuer = AsyncRedisIssuer(aclient)
+    waiting = asyncio.create_task(issuer.await_release("awake", 20))
+    other = fencing.aio.RedisFence(aclient, "awake", ttl=30)
+    acquiring = asyncio.create_task(other.acquire(timeout=20))
+    await asyncio.sleep(0.2)
+    assert not waiting.done() and not acquiring.done()
+    started = time.monotonic()
+    await holder.release(token)
+    got = await asyncio.wait_for(acquiring, 15)
+    assert got > token
+    await other.release(got)  # a second release signal wakes the plain waiter too
+    await asyncio.wait_for(waiting, 15)
+    assert time.monotonic() - started < 15
+
+
+async def test_unavailable_server_then_back(redis_factory: Callable[..., RedisServer]) -> None:
+    server = redis_factory()
+    client = redis.asyncio.Redis(
+        port=server.port,
+        socket_timeout=0.5,
+        socket_connect_timeout=0.5,
+        retry=Retry(NoBackoff(), 0),
+    )
+    fence = fencing.aio.RedisFence(client, "adown", ttl=30)
+    token = await fence.acquire()
+    server.stop()
+    with pytest.raises(fencing.FenceUnavailable) as info:
+        await fence.acquire(timeout=0)
+    assert isinstance(info.value.__cause__, redis.exceptions.RedisError)
+    server.start()
+    assert await fence.acquire(timeout=0) > token
+    server.freeze()
+    try:
+        with pytest.raises(fencing.FenceUnavailable):
+            await fence.acquire(timeout=0)
+    finally:
+        server.thaw()
+    await client.aclose()
+
+
+async def test_bad_input_is_refused_before_any_io() -> None:
+    client = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.2)
+    with pytest.raises(TypeError):
+        fencing.aio.RedisFence(redis.Redis(port=1), "x")  # a sync client
+    with pytest.raises(TypeError):
+        fencing.aio.RedisFence(client, None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        fencing.aio.RedisFence(client, "x", ttl=0)
+    with pytest.raises(ValueError):
+        fencing.aio.RedisFence(client, "x", counter_idle=-5)
+    fence = fencing.aio.RedisFence(client, "x")
+    with pytest.raises(ValueError):
+        await fence.acquire(timeout=-1)
+    with pytest.raises(TypeError):
+        await fence.release(True)
+    with pytest.raises(fencing.FenceUnavailable):
+        await fence.acquire(timeout=0)
+    await client.aclose()
