@@ -39,9 +39,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from .. import AcquireTimeout, Fence, LeaseLost, MemoryIssuer, StaleTokenError
+from .. import AcquireTimeout, Fence, LeaseLost, MemoryIssuer, StaleTokenError, guard
 
 # -- the pieces of a world ------------------------------------------------------------
 
@@ -109,6 +109,44 @@ class Register:
         self.value = value
         if self.high_water_mark is None or token > self.high_water_mark:
             self.high_water_mark = token
+
+    def read(self) -> str | None:
+        return self.value
+
+
+class StoreResource:
+    """A ``Resource`` over a guarded store with ``write(data: bytes, token)`` and
+    ``read() -> bytes`` (``FileStore``, or your own store under test)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def __repr__(self) -> str:
+        return f"StoreResource({self.store!r})"
+
+    def write(self, value: str, token: int) -> None:
+        self.store.write(value.encode(), token)
+
+    def read(self) -> str | None:
+        try:
+            data: bytes = self.store.read()
+        except FileNotFoundError:
+            return None
+        return data.decode()
+
+
+class GuardedResource:
+    """A ``Resource`` whose writes go through ``guard(set_value, mark=mark)``."""
+
+    def __init__(self, mark: Any = None) -> None:
+        self.value: str | None = None
+        self.write_guarded = guard(self._set, mark=mark, name="simulated resource")
+
+    def _set(self, value: str) -> None:
+        self.value = value
+
+    def write(self, value: str, token: int) -> None:
+        self.write_guarded(token, value)
 
     def read(self) -> str | None:
         return self.value
