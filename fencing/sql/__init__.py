@@ -10,13 +10,25 @@ Imports SQLAlchemy (install ``fencing[sql]``) and the core; the core never impor
 
 from __future__ import annotations
 
+from ._errors import RowcountUnavailable, StaleRowError
+from ._guard import UNFENCED_OPTION
 from ._issuer import SqlFence, SqlIssuer
 from ._migrate import create_tables
+from ._mixin import FencedMixin, allow_unfenced, fenced_mapper_args
 from ._schema import leases
+from ._statements import guarded_delete, guarded_update
 
 __all__ = [
+    "UNFENCED_OPTION",
+    "FencedMixin",
+    "RowcountUnavailable",
     "SqlFence",
     "SqlIssuer",
+    "StaleRowError",
+    "allow_unfenced",
     "create_tables",
+    "fenced_mapper_args",
+    "guarded_delete",
+    "guarded_update",
     "leases",
 ]

@@ -1,0 +1,151 @@
+"""``FencedMixin``: ORM rows whose UPDATE and DELETE are guarded by a fence token.
+
+Stamping ``row.fence_token = token`` marks the row as written under that token *for the
+current session transaction*. At flush, every updated or deleted fenced row must carry
+such a stamp, else ``UnfencedWriteError`` (nobody can forget the guard); the guard
+itself is in the flush's statement (see ``_guard``). ``allow_unfenced(session)`` is the
+explicit opt-out: unstamped rows are then written with ``fence_token <= <loaded token>``
+(so a row rewritten by a newer holder since it was loaded is still refused).
+
+Imports the core validation, this package's guard, and SQLAlchemy's ORM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import BigInteger, event, inspect, text
+from sqlalchemy.orm import (
+    Mapped,
+    Mapper,
+    Session,
+    SessionTransaction,
+    declared_attr,
+    mapped_column,
+    object_session,
+    validates,
+)
+from sqlalchemy.orm.attributes import flag_modified, set_committed_value
+
+from .._errors import UnfencedWriteError
+from .._validate import check_token
+from ._guard import INFO_KEY, install
+
+COLUMN = "fence_token"
+_STAMP = "_fencing_stamp"  # instance __dict__ key: the session generation of the stamp
+_GENERATION = "fencing_generation"  # Session.info key: changes when a transaction ends
+_ALLOW = "fencing_allow_unfenced"  # Session.info key set by allow_unfenced()
+
+
+def fenced_mapper_args(cls: Any) -> dict[str, Any]:
+    """The mapper arguments the guard needs; merge them into your own ``__mapper_args__``."""
+    return {"version_id_col": cls.__table__.c[COLUMN], "version_id_generator": False}
+
+
+class FencedMixin:
+    """Adds ``fence_token`` (BIGINT NOT NULL, server default 0) and guards the row's writes.
+
+    ::
+
+        class Invoice(FencedMixin, Base):
+            __tablename__ = "invoices"
+            id: Mapped[int] = mapped_column(primary_key=True)
+
+    If the model defines its own ``__mapper_args__``, include
+    ``**fenced_mapper_args(cls)`` in it (a clear error says so otherwise).
+    """
+
+    fence_token: Mapped[int] = mapped_column(
+        BigInteger, nullable=False, server_default=text("0"), sort_order=1000
+    )
+
+    @declared_attr.directive
+    def __mapper_args__(cls) -> dict[str, Any]:
+        return fenced_mapper_args(cls)
+
+    @validates(COLUMN)
+    def _fencing_stamp(self, key: str, value: Any) -> int:
+        token = check_token(value)
+        session = object_session(self)
+        self.__dict__[_STAMP] = None if session is None else _generation(session)
+        return token
+
+
+def _generation(session: Session) -> object:
+    generation = session.info.get(_GENERATION)
+    if generation is None:
+        generation = session.info[_GENERATION] = object()
+    return generation
+
+
+@contextmanager
+def allow_unfenced(session: Any) -> Iterator[None]:
+    """Within the block, flushes of ``session`` may write fenced rows without a stamp.
+
+    Accepts a ``Session`` or an ``AsyncSession``. Unstamped rows are still written with
+    ``fence_token <= <the token loaded with the row>``.
+    """
+    sync: Session = getattr(session, "sync_session", session)
+    before = sync.info.get(_ALLOW)
+    sync.info[_ALLOW] = True
+    try:
+        yield
+    finally:
+        if before is None:
+            sync.info.pop(_ALLOW, None)
+        else:
+            sync.info[_ALLOW] = before
+
+
+def _stamped(session: Session, row: FencedMixin, action: str) -> bool:
+    """True if ``row`` was stamped in this transaction; raise unless unfenced writes are on."""
+    generation = _generation(session)
+    tag = row.__dict__.get(_STAMP, False)
+    if tag is generation or tag is None:  # None: stamped while outside a session
+        row.__dict__[_STAMP] = generation
+        return True
+    if session.info.get(_ALLOW):
+        return False
+    identity = inspect(row).identity
+    raise UnfencedWriteError(
+        f"{action} of fenced row {type(row).__name__}{identity or ''} without a fence token: "
+        f"set row.{COLUMN} = token in this transaction (or use fencing.sql.allow_unfenced)"
+    )
+
+
+def _before_flush(session: Session, flush_context: Any, instances: Any) -> None:
+    for row in session.dirty:
+        if (
+            isinstance(row, FencedMixin)
+            and session.is_modified(row, include_collections=False)
+            and _stamped(session, row, "UPDATE")
+            and not inspect(row).attrs[COLUMN].history.added
+        ):
+            flag_modified(row, COLUMN)  # same token as loaded: still send it, still guard
+    for row in session.deleted:
+        if isinstance(row, FencedMixin) and _stamped(session, row, "DELETE"):
+            set_committed_value(row, COLUMN, row.__dict__[COLUMN])  # DELETE binds this token
+
+
+def _after_transaction_end(session: Session, transaction: SessionTransaction) -> None:
+    if transaction.parent is None:  # stamps are valid for one outermost transaction
+        session.info[_GENERATION] = object()
+
+
+def _mapped(mapper: Mapper[Any], cls: type) -> None:
+    column = mapper.local_table.c[COLUMN]
+    if mapper.version_id_col is not column or mapper.version_id_generator is not False:
+        raise TypeError(
+            f"{cls.__name__} defines __mapper_args__ without the fence guard's; "
+            "add **fencing.sql.fenced_mapper_args(cls) to them"
+        )
+    table: Any = mapper.local_table
+    table.info[INFO_KEY] = column.key
+
+
+install()
+event.listen(FencedMixin, "after_mapper_constructed", _mapped, propagate=True)
+event.listen(Session, "before_flush", _before_flush)
+event.listen(Session, "after_transaction_end", _after_transaction_end)

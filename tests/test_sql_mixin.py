@@ -1,0 +1,301 @@
+"""FencedMixin and the Core helpers: the guard is in the flush's own UPDATE/DELETE."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sql_models import make_models
+from sqlalchemy import BigInteger, Engine, create_engine, event, select, update
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm.exc import StaleDataError
+
+import fencing
+from fencing.sql import (
+    FencedMixin,
+    SqlFence,
+    allow_unfenced,
+    create_tables,
+    guarded_delete,
+    guarded_update,
+)
+
+
+class DB:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.suffix = uuid.uuid4().hex[:10]
+        self.Base, self.Invoice, self.Audit = make_models(self.suffix)
+        self.engine: Engine = create_engine(url)
+        self.Base.metadata.create_all(self.engine)
+        self.statements: list[str] = []
+        event.listen(self.engine, "before_cursor_execute", self._capture)
+
+    def _capture(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self.statements.append(statement)
+
+    def add(self, *ids: int, token: int = 1) -> None:
+        with Session(self.engine) as s:
+            s.add_all(self.Invoice(id=i, total=0, fence_token=token) for i in ids)
+            s.commit()
+
+    def row(self, id: int) -> tuple[int, int] | None:
+        table = self.Invoice.__table__
+        with self.engine.connect() as conn:
+            found = conn.execute(select(table.c.total, table.c.fence_token).where(table.c.id == id))
+            row = found.one_or_none()
+        return None if row is None else (row.total, row.fence_token)
+
+
+@pytest.fixture
+def db(sql_url: str) -> Iterator[DB]:
+    database = DB(sql_url)
+    yield database
+    database.Base.metadata.drop_all(database.engine)
+    database.engine.dispose()
+
+
+def test_column_is_bigint_not_null_with_server_default_zero(db: DB) -> None:
+    column = db.Invoice.__table__.c.fence_token
+    assert isinstance(column.type, BigInteger) and not column.nullable
+    assert str(column.server_default.arg) == "0"
+    with Session(db.engine) as s:
+        s.add(db.Invoice(id=1, total=5))  # inserting needs no token
+        s.commit()
+    assert db.row(1) == (5, 0)
+
+
+def test_flush_update_carries_the_guard_in_one_statement(db: DB) -> None:
+    db.add(42)
+    db.statements.clear()
+    with Session(db.engine) as s:
+        invoice = s.get(db.Invoice, 42)
+        invoice.total = 100
+        invoice.fence_token = 7
+        s.commit()
+    updates = [sql for sql in db.statements if sql.lstrip().upper().startswith("UPDATE")]
+    assert len(updates) == 1
+    assert "fence_token <=" in updates[0] and "WHERE" in updates[0]
+    after = db.statements[db.statements.index(updates[0]) + 1 :]
+    assert not [sql for sql in after if "SELECT" in sql.upper()]  # no read around the write
+    assert db.row(42) == (100, 7)
+
+
+def test_stale_token_is_rejected_by_the_database(db: DB) -> None:
+    db.add(1)
+    with Session(db.engine) as s:
+        invoice = s.get(db.Invoice, 1)
+        invoice.total, invoice.fence_token = 10, 5
+        s.commit()
+    with Session(db.engine) as s:
+        invoice = s.get(db.Invoice, 1)
+        invoice.total, invoice.fence_token = 99, 4
+        with pytest.raises(fencing.StaleTokenError) as info:
+            s.commit()
+        assert isinstance(info.value, StaleDataError)
+        assert (info.value.token, info.value.current) == (4, 5)
+        assert not s.is_active  # rolled back, like any StaleDataError in a flush
+    assert db.row(1) == (10, 5)
+
+
+def test_writer_with_newest_token_wins_even_after_an_older_wrote(db: DB) -> None:
+    """Fencing, not optimistic locking: what was loaded does not matter, the token does."""
+    db.add(1)
+    with Session(db.engine) as newest, Session(db.engine) as older:
+        a = newest.get(db.Invoice, 1)
+        b = older.get(db.Invoice, 1)
+        b.total, b.fence_token = 3, 3
+        older.commit()
+        a.total, a.fence_token = 4, 4
+        newest.commit()
+    assert db.row(1) == (4, 4)
+
+
+def test_update_without_a_stamp_is_refused_and_the_opt_out_is_explicit(db: DB) -> None:
+    db.add(1, token=3)
+    with Session(db.engine) as s:
+        s.get(db.Invoice, 1).total = 50
+        with pytest.raises(fencing.UnfencedWriteError):
+            s.commit()
+    with Session(db.engine) as s:
+        invoice = s.get(db.Invoice, 1)
+        invoice.fence_token = 3
+        s.commit()  # a stamp is good for one transaction only
+        invoice.total = 60
+        with pytest.raises(fencing.UnfencedWriteError):
+            s.flush()
+    with Session(db.engine) as s, allow_unfenced(s):
+        s.get(db.Invoice, 1).total = 70
+        s.commit()
+    assert db.row(1) == (70, 3)
+
+
+def test_opt_out_still_refuses_a_row_rewritten_by_a_newer_token(db: DB) -> None:
+    db.add(1, token=3)
+    with Session(db.engine) as s, allow_unfenced(s):
+        invoice = s.get(db.Invoice, 1)
+        with db.engine.begin() as conn:
+            conn.execute(guarded_update(db.Invoice, 9, db.Invoice.id == 1).values(total=9))
+        invoice.total = 1
+        with pytest.raises(StaleDataError):
+            s.commit()
+    assert db.row(1) == (9, 9)
+
+
+def test_restamping_the_same_token_in_a_new_transaction_is_guarded(db: DB) -> None:
+    db.add(1, token=5)
+    db.statements.clear()
+    with Session(db.engine) as s:
+        invoice = s.get(db.Invoice, 1)
+        invoice.total, invoice.fence_token = 8, 5
+        s.commit()
+    assert any("fence_token <=" in sql for sql in db.statements if sql.startswith("UPDATE"))
+    assert db.row(1) == (8, 5)
+
+
+def test_bad_tokens_are_refused_when_stamped(db: DB) -> None:
+    invoice = db.Invoice(id=1, total=0)
+    with pytest.raises(TypeError):
+        invoice.fence_token = True
+    with pytest.raises(TypeError):
+        invoice.fence_token = "5"
+    with pytest.raises(ValueError):
+        invoice.fence_token = -1
+    invoice.fence_token = fencing.FenceToken(3, "x")
+    assert invoice.fence_token == 3
+
+
+def test_orm_delete_is_guarded_and_needs_a_stamp(db: DB) -> None:
+    db.add(1, 2, token=5)
+    with Session(db.engine) as s:
+        s.delete(s.get(db.Invoice, 1))
+        with pytest.raises(fencing.UnfencedWriteError):
+            s.flush()
+    with Session(db.engine) as s:
+        invoice = s.get(db.Invoice, 1)
+        invoice.fence_token = 4
+        s.delete(invoice)
+        with pytest.raises(fencing.StaleTokenError) as info:
+            s.commit()
+        assert info.value.current == 5
+    with Session(db.engine) as s:
+        invoice = s.get(db.Invoice, 2)
+        invoice.fence_token = 6
+        s.delete(invoice)
+        s.commit()
+    assert db.row(1) == (0, 5) and db.row(2) is None
+
+
+def test_core_guarded_update_and_delete(db: DB) -> None:
+    db.add(1, 2, 3, token=5)
+    table = db.Invoice.__table__
+    with db.engine.begin() as conn:
+        conn.execute(guarded_update(db.Invoice, 6, table.c.id == 1).values(total=6))
+        with pytest.raises(fencing.StaleTokenError) as info:
+            conn.execute(guarded_update(table, 5, table.c.id == 1).values(total=-1))
+        assert (info.value.token, info.value.current) == (5, 6)
+        bulk = conn.execute(guarded_update(table, 5, expect_rows=None).values(total=5))
+        assert bulk.rowcount == 2  # row 1 keeps its newer write
+        with pytest.raises(fencing.StaleTokenError):
+            conn.execute(guarded_delete(table, 5, table.c.id == 1))
+        conn.execute(guarded_delete(table, 5, table.c.id == 2))
+    assert db.row(1) == (6, 6) and db.row(2) is None and db.row(3) == (5, 5)
+
+
+def test_unguarded_core_writes_to_a_fenced_table_are_refused(db: DB) -> None:
+    db.add(1)
+    table = db.Invoice.__table__
+    with db.engine.begin() as conn:
+        with pytest.raises(fencing.UnfencedWriteError):
+            conn.execute(update(table).values(total=1))
+        conn.execute(update(table).values(total=2).execution_options(fencing_unfenced=True))
+    with Session(db.engine) as s, pytest.raises(fencing.UnfencedWriteError):
+        s.execute(update(db.Invoice).where(db.Invoice.id == 1).values(total=3))
+    assert db.row(1) == (2, 1)
+
+
+def test_orm_bulk_update_by_primary_key_is_guarded(db: DB) -> None:
+    db.add(1, 2, token=5)
+    with Session(db.engine) as s:
+        rows = [{"id": 1, "total": 1, "fence_token": 6}, {"id": 2, "total": 1, "fence_token": 6}]
+        s.execute(update(db.Invoice), rows)
+        s.commit()
+        with pytest.raises(fencing.StaleTokenError):
+            s.execute(update(db.Invoice), [{"id": 2, "total": 9, "fence_token": 5}])
+    assert db.row(2) == (1, 6)
+
+
+def test_bad_arguments_to_the_core_helpers(db: DB) -> None:
+    with pytest.raises(TypeError):
+        guarded_update(db.Invoice, "1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        guarded_delete(db.Invoice, -1)
+    with pytest.raises(ValueError):
+        guarded_update(db.Invoice, 1, expect_rows=-2)
+    with pytest.raises(TypeError):
+        guarded_update(object(), 1)
+
+
+def test_own_mapper_args_without_the_guard_are_refused() -> None:
+    class Base(DeclarativeBase):
+        pass
+
+    with pytest.raises(TypeError, match="fenced_mapper_args"):
+
+        class Bad(FencedMixin, Base):
+            __tablename__ = "bad_mapper_args"
+            __mapper_args__ = {"eager_defaults": True}  # noqa: RUF012
+            id: Mapped[int] = mapped_column(primary_key=True)
+
+
+def _writer(url: str, suffix: str, fence_name: str, rounds: int, seed: int) -> None:
+    """Take a token, maybe dawdle (so newer tokens overtake it), then write every row."""
+    _, Invoice, Audit = make_models(suffix)
+    engine = create_engine(url)
+    fence = SqlFence(url, fence_name, ttl=5)
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        token = fence.acquire(timeout=60)
+        fence.release(token)  # others may now take newer tokens: ours may turn stale
+        time.sleep(rng.random() * 0.02)
+        for row_id in rng.sample(range(3), 3):
+            with Session(engine) as s:
+                invoice = s.get(Invoice, row_id)
+                invoice.total, invoice.fence_token = token * 10 + row_id, token
+                s.add(Audit(invoice_id=row_id, token=token))
+                with contextlib.suppress(fencing.StaleTokenError):
+                    s.commit()
+    engine.dispose()
+
+
+def test_processes_interleaving_stale_and_fresh_writes(db: DB) -> None:
+    if db.url.startswith("postgresql"):
+        create_tables(db.engine)
+    db.add(0, 1, 2, token=0)
+    ctx = multiprocessing.get_context("spawn")
+    name = f"rows:{db.suffix}"
+    workers = [
+        ctx.Process(target=_writer, args=(db.url, db.suffix, name, 12, seed)) for seed in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(180)
+        assert worker.exitcode == 0
+    audit = db.Audit.__table__
+    with db.engine.connect() as conn:
+        accepted = conn.execute(select(audit.c.invoice_id, audit.c.token).order_by(audit.c.seq))
+        history: dict[int, list[int]] = {}
+        for row_id, token in accepted:
+            history.setdefault(row_id, []).append(token)
+    for row_id in range(3):
+        tokens = history[row_id]
+        assert tokens == sorted(tokens)  # no write below the high-water mark ever landed
+        assert db.row(row_id) == (tokens[-1] * 10 + row_id, tokens[-1])
+    assert sum(len(tokens) for tokens in history.values()) < 4 * 12 * 3  # some were refused
