@@ -15,14 +15,15 @@ Imports SQLAlchemy, redis-py, fencing and the harness.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
 
@@ -46,10 +47,79 @@ def _rounds(ctx: Context, variants: list[Variant], quick: int, full: int) -> Any
 # -- SQL ---------------------------------------------------------------------------------
 
 PLAIN_CORE = "plain UPDATE (Core)"
+PLAIN_CORE_LOADED = "plain UPDATE (Core), fencing.sql loaded"
 FENCED_SQL = "fenced UPDATE, hand-written (Core)"
-FENCED_HELPER = "fencing.sql guarded update (Core)"
+FENCED_HELPER = "fencing.sql.guarded_update (Core)"
 PLAIN_ORM = "plain UPDATE (ORM flush)"
 FENCED_ORM = "fencing.sql.FencedMixin (ORM flush)"
+
+
+class _Base(DeclarativeBase):
+    pass
+
+
+class _PlainRow(_Base):
+    __tablename__ = "bench_plain_rows"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    value: Mapped[int]
+    fence_token: Mapped[int] = mapped_column(sa.BigInteger)
+
+
+def _fenced_model() -> Any:
+    """The ORM model with ``FencedMixin``, or None before fencing.sql exists."""
+    try:
+        from fencing.sql import FencedMixin
+    except ImportError:
+        return None
+
+    class FencedRow(FencedMixin, _Base):
+        __tablename__ = "bench_fenced_rows"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        value: Mapped[int]
+
+    return FencedRow
+
+
+_FencedRow = _fenced_model()
+
+
+@contextmanager
+def _fencing_sql_unloaded() -> Iterator[None]:
+    """Run the block as a process that never imported fencing.sql would.
+
+    fencing.sql listens on every Engine (before/after_execute) and every Session
+    (before_flush, after_transaction_end); the plain floors must not pay for that, so
+    their batches run with those listeners removed (the benchmark reaches into the
+    private modules for exactly this).
+    """
+    try:
+        from fencing.sql import _guard, _mixin
+    except ImportError:
+        yield
+        return
+    hooks = [
+        (sa.Engine, "before_execute", _guard._before_execute, {"retval": True}),
+        (sa.Engine, "after_execute", _guard._after_execute, {}),
+        (Session, "before_flush", _mixin._before_flush, {}),
+        (Session, "after_transaction_end", _mixin._after_transaction_end, {}),
+    ]
+    for target, name, fn, _ in hooks:
+        sa.event.remove(target, name, fn)
+    try:
+        yield
+    finally:
+        for target, name, fn, kw in hooks:
+            sa.event.listen(target, name, fn, **kw)
+
+
+def _unloaded(op: Callable[[], Any]) -> Batch:
+    run = timed(op)
+
+    def batch(n: int) -> list[int]:
+        with _fencing_sql_unloaded():
+            return run(n)
+
+    return batch
 
 
 def _sql(ctx: Context, dialect: str, url: str) -> Table:
@@ -62,41 +132,71 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
         sa.Column("value", sa.Integer, nullable=False),
         sa.Column("fence_token", sa.BigInteger, nullable=False),
     )
-    meta.drop_all(engine)
-    meta.create_all(engine)
+    for metadata in (meta, _Base.metadata):
+        metadata.drop_all(engine)
+        metadata.create_all(engine)
+    rows = [{"id": i, "value": 0, "fence_token": 0} for i in (1, 2, 3, 4)]
     with engine.begin() as conn:
-        conn.execute(sa.insert(items), [{"id": i, "value": 0, "fence_token": 0} for i in (1, 2)])
+        conn.execute(sa.insert(items), rows)
+        conn.execute(sa.insert(_PlainRow), rows[:1])
+        if _FencedRow is not None:
+            conn.execute(sa.insert(_FencedRow), rows[:1])
     tokens = itertools.count(1)
 
-    plain = (
-        sa.update(items).where(items.c.id == sa.bindparam("rid")).values(value=sa.bindparam("v"))
-    )
-    fenced = (
-        sa.update(items)
-        .where(items.c.id == sa.bindparam("rid"), items.c.fence_token <= sa.bindparam("tok"))
-        .values(value=sa.bindparam("v"), fence_token=sa.bindparam("tok"))
-    )
+    def plain_core(rid: int) -> Callable[[], None]:
+        def update() -> None:
+            with engine.begin() as conn:
+                conn.execute(sa.update(items).where(items.c.id == rid).values(value=next(tokens)))
 
-    def plain_update() -> None:
-        with engine.begin() as conn:
-            conn.execute(plain, {"rid": 1, "v": next(tokens)})
+        return update
 
-    def fenced_update() -> None:
+    def fenced_core() -> None:
         token = next(tokens)
         with engine.begin() as conn:
-            result = conn.execute(fenced, {"rid": 2, "tok": token, "v": token})
+            result = conn.execute(
+                sa.update(items)
+                .where(items.c.id == 2, items.c.fence_token <= token)
+                .values(value=token, fence_token=token)
+            )
             if result.rowcount != 1:
                 raise RuntimeError("fenced update rejected")
 
+    def orm(model: Any, fenced: bool) -> Callable[[], None]:
+        def update() -> None:
+            token = next(tokens)
+            with Session(engine) as session, session.begin():
+                row = session.get(model, 1)
+                row.value = token
+                if fenced:
+                    row.fence_token = token
+
+        return update
+
     variants = [
-        Variant(PLAIN_CORE, timed(plain_update)),
-        Variant(FENCED_SQL, timed(fenced_update)),
+        Variant(PLAIN_CORE, _unloaded(plain_core(1))),
+        Variant(FENCED_SQL, _unloaded(fenced_core)),
     ]
-    notes = []
-    extra, missing = _sql_fencing_variants(engine, tokens)
-    variants += extra
-    if missing:
-        notes.append(f"not in this checkout yet: {missing}")
+    notes = [
+        "each op: begin, one UPDATE of one row, commit (ORM: begin, get, flush, commit)",
+        "plain and hand-written rows run with fencing.sql's event listeners removed",
+    ]
+    try:
+        from fencing.sql import guarded_update
+    except ImportError:
+        notes.append("not in this checkout yet: fencing.sql")
+    else:
+
+        def helper() -> None:
+            token = next(tokens)
+            with engine.begin() as conn:
+                conn.execute(guarded_update(items, token, items.c.id == 4).values(value=token))
+
+        variants += [
+            Variant(PLAIN_CORE_LOADED, timed(plain_core(3))),
+            Variant(FENCED_HELPER, timed(helper)),
+            Variant(PLAIN_ORM, _unloaded(orm(_PlainRow, False))),
+            Variant(FENCED_ORM, timed(orm(_FencedRow, True))),
+        ]
     stats = _rounds(ctx, variants, 8, 30)
     engine.dispose()
     return Table(
@@ -107,17 +207,6 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
         notes=notes,
         floor_of={FENCED_ORM: PLAIN_ORM},
     )
-
-
-def _sql_fencing_variants(
-    engine: sa.Engine, tokens: itertools.count[int]
-) -> tuple[list[Variant], str]:
-    """fencing.sql's helpers, once they exist in this checkout."""
-    try:
-        importlib.import_module("fencing.sql")
-    except ImportError:
-        return [], "fencing.sql"
-    return [], "fencing.sql (API not wired into the benchmark yet)"
 
 
 # -- file --------------------------------------------------------------------------------

@@ -151,7 +151,8 @@ class Table:
     column: tuple[str, Callable[[Stats], str]] | None = None
 
     def floor_stats(self, row: str) -> Stats | None:
-        name = self.floor_of.get(row, self.floor)
+        own = row in self.floor_of.values()  # a floor row is its own floor
+        name = row if own else self.floor_of.get(row, self.floor)
         return next((s for s in self.rows if s.name == name), None)
 
     def ratios(self, stats: Stats) -> tuple[float, float]:
