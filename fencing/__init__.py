@@ -30,6 +30,7 @@ from ._protocol import AsyncIssuer, Busy, Issuer
 from ._token import FenceToken
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
+    from ._connect import connect
     from ._redis import RedisFence, RedisIssuer
     from ._redis_lock import FencedLock
     from ._redis_mark import RedisMark
@@ -46,6 +47,7 @@ _LAZY: dict[str, str] = {
     "RedisMark": "fencing._redis_mark",
     "SqlFence": "fencing.sql",
     "SqlIssuer": "fencing.sql",
+    "connect": "fencing._connect",
 }
 
 
@@ -84,5 +86,6 @@ __all__ = [
     "StaleTokenError",
     "UnfencedWriteError",
     "__version__",
+    "connect",
     "guard",
 ]
