@@ -64,11 +64,13 @@ def run(ctx: Context) -> list[Table]:
         client.close()
     notes = [
         "holder releases -> waiter in another process holds; "
-        f"hold {MIN_HOLD * 1e3:.0f} ms + U(0, poll period)",
+        f"hold {MIN_HOLD * 1e3:.0f} ms + U(0, poll period); ops/s = 1 / mean latency",
     ]
     notes += [f"{k}: {locks.KINDS[k].note}" for k in ORDER if locks.KINDS[k].note]
     if skipped:
         notes.append(f"not in this checkout yet: {', '.join(skipped)}")
+    for v in variants:  # the raw distribution, for re-plotting
+        stats[v.name].extra["samples_us"] = [round(x / 1e3, 1) for x in stats[v.name].samples]
     table = Table(
         "handoff",
         "hand-off latency (release -> waiter in another process holds)",

@@ -49,12 +49,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--cpu",
-        default="1",
-        help="CPU to pin client and servers to, or 'none' (default: 1)",
+        default="auto",
+        help="CPU to pin client and servers to, 'none', or 'auto' (the highest-numbered)",
     )
     parser.add_argument("--out", type=Path, help="directory for the JSON and PNG")
     args = parser.parse_args(argv)
-    cpu = None if args.cpu == "none" else int(args.cpu)
+    if args.cpu == "auto":
+        cpu: int | None = max(os.sched_getaffinity(0))
+    else:
+        cpu = None if args.cpu == "none" else int(args.cpu)
     pinning = pin(cpu)  # before the servers start, so they inherit the affinity
     families = args.only or list(FAMILIES)
     out = args.out or RESULTS

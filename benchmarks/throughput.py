@@ -122,9 +122,12 @@ class _Cell:
     def run(self, _n: int) -> list[int]:
         deadline = now_ns() + int(self.span * 1e9)
         if self.kind.is_async:
-            results = self.loop.run_until_complete(
-                asyncio.gather(*(self._async_client(h, deadline) for h in self.holders))
-            )
+
+            async def clients() -> list[list[int]]:
+                tasks = [self._async_client(h, deadline) for h in self.holders]
+                return await asyncio.gather(*tasks)
+
+            results = self.loop.run_until_complete(clients())
         else:
             results = [[] for _ in self.holders]
             threads = [
