@@ -78,3 +78,9 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return server.url("psycopg")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "wheel: builds and installs the wheel in a clean venv (slow; part of the suite)"
+    )

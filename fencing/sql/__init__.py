@@ -13,7 +13,7 @@ from __future__ import annotations
 from ._errors import RowcountUnavailable, StaleRowError
 from ._guard import UNFENCED_OPTION
 from ._issuer import SqlFence, SqlIssuer
-from ._migrate import create_tables
+from ._migrate import create_tables, downgrade, migrations_dir, upgrade
 from ._mixin import FencedMixin, allow_unfenced, fenced_mapper_args
 from ._schema import leases
 from ._statements import guarded_delete, guarded_update
@@ -27,8 +27,11 @@ __all__ = [
     "StaleRowError",
     "allow_unfenced",
     "create_tables",
+    "downgrade",
     "fenced_mapper_args",
     "guarded_delete",
     "guarded_update",
     "leases",
+    "migrations_dir",
+    "upgrade",
 ]

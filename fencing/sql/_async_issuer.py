@@ -45,7 +45,7 @@ class AsyncSqlIssuer(_Plans):
             if self.dialect == "sqlite":
                 from ._migrate import create_tables
 
-                async with self.engine.connect() as conn:
+                async with self.engine.begin() as conn:
                     await conn.run_sync(_create_on, create_tables)
             self._ready = True
 

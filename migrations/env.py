@@ -1,0 +1,63 @@
+"""Alembic environment of the fencing SDK's tables; see ``fencing.sql._migrate``.
+
+Online mode reuses the caller's connection (``config.attributes["connection"]``), else
+connects to ``sqlalchemy.url``; offline mode prints SQL. Only the SDK's own tables are
+considered (``include_object``), and the version table is ``fencing_alembic_version``,
+so an application's own migrations and tables are never touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alembic import context
+from sqlalchemy import Connection, create_engine, pool
+
+from fencing.sql._schema import VERSION_TABLE, metadata
+
+config = context.config
+
+
+def include_object(obj: Any, name: str | None, type_: str, reflected: bool, other: Any) -> bool:
+    if type_ == "table":
+        return name in metadata.tables
+    return True
+
+
+def _configure(**kw: Any) -> None:
+    context.configure(
+        target_metadata=metadata,
+        version_table=VERSION_TABLE,
+        include_object=include_object,
+        compare_type=True,
+        **kw,
+    )
+
+
+def run_offline() -> None:
+    _configure(url=config.get_main_option("sqlalchemy.url"), literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def _run(connection: Connection) -> None:
+    _configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    connection = config.attributes.get("connection")
+    if connection is not None:
+        _run(connection)
+        return
+    engine = create_engine(config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
+    with engine.connect() as conn:
+        _run(conn)
+        conn.commit()
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

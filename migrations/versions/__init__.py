@@ -1,0 +1,1 @@
+"""Revisions of the SDK's own tables."""
