@@ -15,10 +15,12 @@ from ._memory import AsyncMemoryFence as MemoryFence
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from ._redis import AsyncRedisFence as RedisFence
+    from .sql.aio import AsyncSqlFence as SqlFence
 
 #: Public name -> (module, name in that module), imported on first use.
 _LAZY: dict[str, tuple[str, str]] = {
     "RedisFence": ("fencing._redis", "AsyncRedisFence"),
+    "SqlFence": ("fencing.sql.aio", "AsyncSqlFence"),
 }
 
 
@@ -31,4 +33,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["AsyncFence", "MemoryFence", "RedisFence"]
+__all__ = ["AsyncFence", "MemoryFence", "RedisFence", "SqlFence"]

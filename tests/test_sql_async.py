@@ -1,0 +1,130 @@
+"""The SQL side on asyncio: AsyncSqlFence, and FencedMixin rows on AsyncSession.
+
+Runs on aiosqlite, psycopg (async) and asyncpg.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from sql_models import make_models
+from sqlalchemy import create_engine, event, select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.orm.exc import StaleDataError
+
+import fencing
+import fencing.aio
+from fencing.sql import create_tables, guarded_update
+from fencing.sql.aio import AsyncSqlFence
+from fencing.testing.servers import PostgresServer, free_port
+
+
+@pytest.fixture(params=["sqlite+aiosqlite", "postgresql+psycopg", "postgresql+asyncpg"])
+def async_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A SQLite file (aiosqlite), or the session's PostgreSQL (psycopg async, asyncpg)."""
+    driver: str = request.param
+    if driver.startswith("sqlite"):
+        return f"{driver}:///{tmp_path / 'fencing.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    engine = create_engine(server.url("psycopg"))
+    create_tables(engine)
+    engine.dispose()
+    return server.url(driver.partition("+")[2])
+
+
+@pytest.fixture
+async def aengine(async_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_async_engine(async_url)
+    yield engine
+    await engine.dispose()
+
+
+async def test_async_fence_tokens_leases_and_holders(aengine: AsyncEngine) -> None:
+    assert fencing.aio.SqlFence is AsyncSqlFence
+    name = f"a:{uuid.uuid4().hex}"
+    fence = AsyncSqlFence(aengine, name, ttl=0.2)
+    other = AsyncSqlFence(aengine, name, ttl=5)
+    first = await fence.acquire()
+    with pytest.raises(fencing.AcquireTimeout):
+        await other.acquire(timeout=0)
+    await fence.renew(first)
+    await fence.release(first)
+    second = await other.acquire(timeout=0)
+    assert second == first + 1
+    with pytest.raises(fencing.LeaseLost):
+        await fence.renew(second)  # not this fence's lease
+    await other.release(second)
+    third = await fence.acquire()
+    await asyncio.sleep(0.3)  # expired by the database clock
+    fourth = await other.acquire(timeout=0)
+    assert third < fourth
+    with pytest.raises(fencing.LeaseLost):
+        await fence.release(third)
+
+
+async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncEngine) -> None:
+    name = f"t:{uuid.uuid4().hex}"
+
+    async def worker() -> list[int]:
+        fence = AsyncSqlFence(aengine, name, ttl=5)
+        got = []
+        for _ in range(5):
+            async with fence.hold(timeout=30) as token:
+                got.append(int(token))
+        return got
+
+    results = await asyncio.gather(*(worker() for _ in range(4)))
+    everything = sorted(t for tokens in results for t in tokens)
+    assert everything == list(range(1, 21))
+
+
+async def test_async_unreachable_database_raises_fence_unavailable() -> None:
+    url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/none"
+    fence = AsyncSqlFence(url, "u")
+    with pytest.raises(fencing.FenceUnavailable):
+        await fence.acquire(timeout=0)
+
+
+async def test_async_session_flush_is_guarded(aengine: AsyncEngine) -> None:
+    Base, Invoice, _ = make_models(uuid.uuid4().hex[:10])
+    async with aengine.begin() as conn:
+        await conn.run_sync(Base.metadata.create_all)
+    statements: list[str] = []
+    event.listen(
+        aengine.sync_engine, "before_cursor_execute", lambda c, cur, sql, *a: statements.append(sql)
+    )
+    try:
+        async with AsyncSession(aengine) as s:
+            s.add(Invoice(id=1, total=0, fence_token=1))
+            await s.commit()
+        async with AsyncSession(aengine) as s:
+            invoice = await s.get(Invoice, 1)
+            invoice.total, invoice.fence_token = 10, 5
+            await s.commit()
+        assert any("fence_token <=" in sql for sql in statements if sql.startswith("UPDATE"))
+        async with AsyncSession(aengine) as s:
+            invoice = await s.get(Invoice, 1)
+            invoice.total, invoice.fence_token = 99, 4
+            with pytest.raises(fencing.StaleTokenError) as info:
+                await s.commit()
+            assert isinstance(info.value, StaleDataError)
+            assert (info.value.token, info.value.current) == (4, 5)
+        async with AsyncSession(aengine) as s:
+            (await s.get(Invoice, 1)).total = 7
+            with pytest.raises(fencing.UnfencedWriteError):
+                await s.commit()
+        async with aengine.begin() as conn:
+            table = Invoice.__table__
+            with pytest.raises(fencing.StaleTokenError):
+                await conn.execute(guarded_update(table, 3, table.c.id == 1).values(total=3))
+            await conn.execute(guarded_update(table, 6, table.c.id == 1).values(total=6))
+        async with aengine.connect() as conn:
+            row = (await conn.execute(select(table.c.total, table.c.fence_token))).one()
+        assert tuple(row) == (6, 6)
+    finally:
+        async with aengine.begin() as conn:
+            await conn.run_sync(Base.metadata.drop_all)
