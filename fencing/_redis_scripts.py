@@ -130,8 +130,6 @@ return 1
     numkeys=2,
 )
 
-SCRIPTS = (ACQUIRE, RENEW, RELEASE)
-
 
 # -- keys and arguments ------------------------------------------------------------------
 
@@ -142,11 +140,11 @@ def key_prefix(name: str) -> str:
 
 
 def lease_key(name: str) -> str:
-    return f"fencing:{{{name}}}:lease"
+    return key_prefix(name) + "lease"
 
 
 def signal_key(name: str) -> str:
-    return f"fencing:{{{name}}}:signal"
+    return key_prefix(name) + "signal"
 
 
 def lease_value(token: int, holder: str) -> str:
