@@ -181,6 +181,25 @@ class Table:
         lines.extend(f"   {note}" for note in self.notes)
         return "\n".join(lines)
 
+    def to_markdown(self) -> str:
+        """The table as GitHub markdown (for docs/performance.md)."""
+        head = ["variant", "n", "median", "p99", "ops/s", "x floor", "p99 x floor"]
+        if self.column:
+            head.append(self.column[0])
+        lines = [f"**{self.title}**", "", "| " + " | ".join(head) + " |"]
+        lines.append("|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|")
+        for s in self.rows:
+            r50, r99 = self.ratios(s)
+            own = s.name == self.floor or s.name in self.floor_of.values()
+            name = f"{s.name} *(floor)*" if own else s.name
+            cells = [name, str(len(s.samples)), fmt_ns(s.median), fmt_ns(s.p99)]
+            cells += [f"{s.rate:.0f}", fmt_ratio(r50), fmt_ratio(r99)]
+            if self.column:
+                cells.append(self.column[1](s))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += [""] + [f"- {note}" for note in self.notes if "/tmp/" not in note]
+        return "\n".join(lines)
+
     def to_json(self) -> dict[str, Any]:
         rows = []
         for s in self.rows:

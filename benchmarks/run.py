@@ -94,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         "families": [t.to_json() for t in tables],
         "targets": verdicts,
     }
+    machine["loadavg_at_end"] = os.getloadavg()
+    (out / f"bench-{stamp}.md").write_text(
+        "\n\n".join([*(t.to_markdown() for t in tables), report.render_targets(verdicts)]) + "\n"
+    )
     json_path = out / f"bench-{stamp}.json"
     json_path.write_text(json.dumps(result, indent=2, default=str))
     print(f"\nJSON: {json_path}")
