@@ -63,7 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    print(f"fencing benchmarks ({'quick' if args.quick else 'full'} run); {pinning}")
+    code = describe_code()
+    changed = len(code["uncommitted"])
+    dirty = f", {changed} uncommitted files in fencing/" if changed else ""
+    print(
+        f"fencing benchmarks ({'quick' if args.quick else 'full'} run) at {code['commit']}{dirty};"
+        f" {pinning}"
+    )
     with ExitStack() as stack:
         redis_server = stack.enter_context(RedisServer())
         postgres = _Postgres(cpu, stack) if "guards" in families else None
@@ -89,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": stamp,
         "seconds": round(time.monotonic() - started, 1),
         "machine": machine,
+        "code": code,
         "pinning": pinning,
         "cpu": cpu,
         "families": [t.to_json() for t in tables],
@@ -156,6 +163,14 @@ def describe_machine(redis_binary: str, pinning: str) -> dict[str, Any]:
         "loadavg_at_start": os.getloadavg(),
         "pinning": pinning,
     }
+
+
+def describe_code() -> dict[str, Any]:
+    """Which fencing was measured: the commit, and the files under fencing/ changed since."""
+    root = Path(__file__).resolve().parent.parent
+    head = _version(["git", "-C", str(root), "rev-parse", "--short", "HEAD"])
+    status = _version(["git", "-C", str(root), "status", "--porcelain", "--", "fencing"])
+    return {"commit": head, "uncommitted": status.splitlines()}
 
 
 def _pg_binary() -> Path:
