@@ -1,0 +1,93 @@
+"""``fencing demo``: real processes, a real SIGSTOP, and the stale write refused."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fencing.testing.servers import RedisServer
+
+
+def demo(*args: str, state: Path) -> tuple[int, str, float]:
+    """Run ``fencing demo`` as a user would, with its embedded database under ``state``."""
+    env = {**os.environ, "XDG_STATE_HOME": str(state)}
+    env.pop("FENCING_URL", None)
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "fencing.cli", "demo", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    return result.returncode, result.stdout + result.stderr, time.monotonic() - started
+
+
+def test_demo_without_arguments_needs_no_server(tmp_path: Path) -> None:
+    code, output, elapsed = demo(state=tmp_path)
+    print(output)
+    assert code == 0, output
+    assert elapsed < 10, f"the README promises well under 10 s; it took {elapsed:.1f}s"
+    assert f"issued by sqlite:///{tmp_path}/fencing/fencing.db" in output
+    lines = output.splitlines()
+    order = [
+        "client 1  acquires the lease: token 1",
+        "demo      SIGSTOP client 1",
+        "demo      client 1's lease expires",
+        "client 2  acquires the lease: token 2",
+        "client 2  writes with token 2: accepted",
+        "demo      SIGCONT client 1",
+        "client 1  writes with token 1: REJECTED, token 2 was already accepted",
+    ]
+    positions = [next(i for i, line in enumerate(lines) if step in line) for step in order]
+    assert positions == sorted(positions)
+    assert "the row holds: 'created; client 2 wrote with token 2' (fence_token 2)" in output
+    assert "fencing worked" in output
+
+
+def test_demo_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
+    code, output, _ = demo("--unfenced", state=tmp_path)
+    assert code == 0, output
+    assert "client 1  writes with token 1: accepted OVER token 2" in output
+    assert "<-- LOST UPDATE" in output
+    assert "the row holds: 'created; client 1 wrote with token 1' (fence_token 1)" in output
+
+
+def test_demo_on_redis(redis_server: RedisServer, tmp_path: Path) -> None:
+    code, output, _ = demo("--url", redis_server.url, state=tmp_path)
+    assert code == 0, output
+    assert f"issued by {redis_server.url}" in output
+    assert "REJECTED" in output and "fencing worked" in output
+    assert not (tmp_path / "fencing").exists()  # the embedded default was not touched
+
+
+@pytest.mark.parametrize("suffix", ["png", "svg"])
+def test_demo_plot(tmp_path: Path, suffix: str) -> None:
+    picture = tmp_path / f"timeline.{suffix}"
+    code, output, _ = demo("--plot", str(picture), state=tmp_path)
+    assert code == 0, output
+    assert f"timeline picture written to {picture}" in output
+    data = picture.read_bytes()
+    if suffix == "png":
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000
+    else:
+        assert b"<svg" in data and b"SIGSTOP" in data
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--plot", "timeline.txt"], "must end in .png or .svg"),
+        (["--ttl", "0"], "--ttl must be between"),
+        (["--url", "ftp://nowhere"], "unknown fencing URL scheme"),
+    ],
+)
+def test_demo_refuses_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
+    code, output, _ = demo(*args, state=tmp_path)
+    assert code != 0 and message in output
