@@ -268,8 +268,9 @@ def _writer(url: str, suffix: str, fence_name: str, rounds: int, seed: int) -> N
             with Session(engine) as s:
                 invoice = s.get(Invoice, row_id)
                 invoice.total, invoice.fence_token = token * 10 + row_id, token
-                s.add(Audit(invoice_id=row_id, token=token))
                 with contextlib.suppress(fencing.StaleTokenError):
+                    s.flush()  # the guarded UPDATE first: it holds the row until commit,
+                    s.add(Audit(invoice_id=row_id, token=token))  # so audit order = write order
                     s.commit()
     engine.dispose()
 
