@@ -9,9 +9,9 @@ Imports the errors, token, validation, log and protocol modules.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-import uuid
 
 from ._errors import FenceUnavailable, LeaseLost
 from ._log import acquire_log, lost_log, release_log, renew_log
@@ -34,6 +34,7 @@ class FenceCore:
     def __init__(self, name: str, ttl: float = DEFAULT_TTL, *, wakes_on_release: bool) -> None:
         self.name = check_name(name)
         self.ttl = check_ttl(ttl)
+        self._ttl_ms = _millis(self.ttl)
         self._wakes_on_release = wakes_on_release
         self._holders: dict[int, str] = {}
         self._mutex = threading.Lock()
@@ -51,14 +52,13 @@ class FenceCore:
 
     def _acquire_flow(self, timeout: float | None) -> Flow[FenceToken]:
         wait = check_timeout(timeout)
-        schedule = WaitSchedule(self.name, wait, self._wakes_on_release)
-        holder = uuid.uuid4().hex
-        ttl_ms = _millis(self.ttl)
-        while True:
-            reply = yield TryAcquire(holder, ttl_ms)
-            if isinstance(reply, int):
-                break
-            yield AwaitRelease(schedule.next_wait(reply))
+        holder = os.urandom(16).hex()
+        reply = yield TryAcquire(holder, self._ttl_ms)
+        if not isinstance(reply, int):  # busy: wait, made once and only when needed
+            schedule = WaitSchedule(self.name, wait, self._wakes_on_release)
+            while not isinstance(reply, int):
+                yield AwaitRelease(schedule.next_wait(reply))
+                reply = yield TryAcquire(holder, self._ttl_ms)
         token = FenceToken(reply, self.name)
         with self._mutex:
             self._holders[reply] = holder

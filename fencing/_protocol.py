@@ -122,6 +122,8 @@ Flow = Generator[Op, Any, T]
 class _Stepper:
     """Advances a flow: hands out its next operation and feeds back a reply or an error."""
 
+    __slots__ = ("_flow", "op", "result")
+
     def __init__(self, flow: Flow[Any]) -> None:
         self._flow = flow
         self.result: Any = None
@@ -129,14 +131,14 @@ class _Stepper:
         self.send(None)
 
     def send(self, reply: Any) -> None:
-        self._step(lambda: self._flow.send(reply))
+        try:
+            self.op = self._flow.send(reply)
+        except StopIteration as stop:
+            self.op, self.result = None, stop.value
 
     def throw(self, error: FencingError) -> None:
-        self._step(lambda: self._flow.throw(error))
-
-    def _step(self, advance: Callable[[], Op]) -> None:
         try:
-            self.op = advance()
+            self.op = self._flow.throw(error)
         except StopIteration as stop:
             self.op, self.result = None, stop.value
 
