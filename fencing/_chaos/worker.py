@@ -1,0 +1,103 @@
+"""One chaos worker: acquire -> read-modify-write every resource -> release, in a loop.
+
+Each attempt is one JSON line appended to the worker's own log file (never a shared
+queue or lock: a worker frozen by SIGSTOP must not block the others' logging):
+
+- ``{"kind": "acquire", "token", "t0", "t1"}`` (``t0``/``t1``: ``time.monotonic`` before
+  and after; one system-wide clock on Linux),
+- ``{"kind": "write", "resource", "seq", "token", "outcome", "t0", "tw", "t1"}`` (``tw``:
+  just before the write, after the read) with outcome ``accepted``, ``rejected`` (stale
+  token) or ``error: ...``,
+- ``{"kind": "unavailable", "what", "t0", "t1"}`` when the issuer could not be reached.
+
+Imports the public package and the chaos resources.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import fencing
+
+from .resources import Resource
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    index: int
+    redis_url: str
+    fence_name: str
+    ttl: float
+    window: float
+    deadline: float  # time.monotonic() after which no new cycle starts
+    log_path: str
+    fenced: bool
+
+
+class _Log:
+    def __init__(self, path: str) -> None:
+        self.file: TextIO = open(path, "a", buffering=1)  # noqa: SIM115  # line-buffered
+
+    def __call__(self, **record: Any) -> None:
+        self.file.write(json.dumps(record) + "\n")
+
+
+def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
+    """The loop; returns at the deadline. Never raises for expected failures."""
+    logging.getLogger("fencing").setLevel(logging.CRITICAL)
+    import redis
+
+    log = _Log(config.log_path)
+    client = redis.Redis.from_url(config.redis_url, socket_timeout=2, socket_connect_timeout=2)
+    fence = fencing.RedisFence(client, config.fence_name, ttl=config.ttl)
+    seq = 0
+    rng = random.Random(os.getpid())
+    while time.monotonic() < config.deadline:
+        t0 = time.monotonic()
+        try:
+            token = fence.acquire(timeout=config.ttl * 4)
+        except fencing.AcquireTimeout:
+            continue
+        except fencing.FenceUnavailable:
+            log(kind="unavailable", what="acquire", t0=t0, t1=time.monotonic())
+            time.sleep(0.05)
+            continue
+        log(kind="acquire", worker=config.index, token=int(token), t0=t0, t1=time.monotonic())
+        for resource in resources:
+            seq += 1
+            op = [config.index, seq, int(token)]
+            t0 = written = time.monotonic()
+            try:
+                written = resource.rmw(op, int(token), config.window)
+                outcome = "accepted"
+            except fencing.StaleTokenError:
+                outcome = "rejected"
+            except Exception as error:  # a database hiccup: logged, never fatal
+                outcome = f"error: {type(error).__name__}"
+            log(
+                kind="write",
+                worker=config.index,
+                resource=resource.name,
+                seq=seq,
+                token=int(token),
+                outcome=outcome,
+                t0=t0,
+                tw=written,
+                t1=time.monotonic(),
+            )
+        with contextlib.suppress(fencing.LeaseLost, fencing.FenceUnavailable):
+            fence.release(token)
+        time.sleep(rng.uniform(0, config.window))
+    log.file.close()
+
+
+def log_path(directory: Path, index: int) -> Path:
+    return directory / f"worker-{index}.jsonl"
