@@ -22,6 +22,11 @@ EXPECTED: dict[str, list[str]] = {
         "rejected: stale fence token 7",
         "ledger: ['paid invoice 42', 'refunded invoice 42']",
     ],
+    "sqlalchemy_mixin.py": [
+        "token 2 wrote total=100",
+        "rejected: stale fence token 1 rejected by invoices (id=42)",
+        "invoice 42: total=100",
+    ],
     "cache_fill.py": [
         "recomputed with token 1, but the write was refused as stale",
         "recomputed with token 2 and filled the cache",
