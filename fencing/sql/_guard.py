@@ -19,8 +19,9 @@ comparison ``fence_token = :<bind>`` into every UPDATE and DELETE of the row, (2
 one statement per row, whose row count every dialect reports, and (3) treat a
 mismatch as a ``StaleDataError`` and roll the session back. A ``before_execute``
 listener then turns that one comparison into ``fence_token <= :<bind>`` (a structural
-rewrite of the statement, memoized per statement, so compiled-statement caching still
-works) and binds the *new* token to it when the row's token is being set. An
+rewrite of the
+statement's WHERE criteria, memoized per criteria tuple; compiled-statement caching
+still works) and binds the *new* token to it when the row's token is being set. An
 ``after_execute`` listener checks the row count: a mismatch reads the row's token (a
 diagnostic read after the failed write) and raises ``StaleRowError``; a driver that
 cannot report the row count raises ``RowcountUnavailable``.
@@ -82,16 +83,20 @@ def fence_column(table: Any) -> Column[Any] | None:
     return None if name is None else table.c[name]
 
 
-_rewrites: weakref.WeakKeyDictionary[Any, tuple[Any, FlushGuard] | None] = (
-    weakref.WeakKeyDictionary()
-)
 _guards: weakref.WeakKeyDictionary[Any, FlushGuard] = weakref.WeakKeyDictionary()
+#: id(where criteria) -> (the criteria, rewritten criteria, guard). The flush reuses one
+#: criteria tuple per mapper and table, while the statement around it is often a fresh
+#: copy (``return_defaults``), so this is the key that hits. Bounded, see ``_remember``.
+_rewrites: dict[int, tuple[Any, tuple[Any, ...], FlushGuard]] = {}
+_MAX_REWRITES = 512
 
 
-def _rewrite(statement: Update | Delete, column: Column[Any]) -> tuple[Any, FlushGuard] | None:
-    """``statement`` with ``fence_token = :b`` turned into ``fence_token <= :b``.
+def _rewrite_criteria(
+    criteria: tuple[Any, ...], column: Column[Any], is_update: bool
+) -> tuple[tuple[Any, ...], FlushGuard] | None:
+    """``criteria`` with ``fence_token = :b`` turned into ``fence_token <= :b``.
 
-    None when the statement has no such comparison (it is not a flush statement).
+    None when there is no such comparison (it is not a flush statement).
     """
     found: list[str] = []
     keys: list[tuple[Column[Any], str]] = []
@@ -111,12 +116,27 @@ def _rewrite(statement: Update | Delete, column: Column[Any]) -> tuple[Any, Flus
                 keys.append((left, element.right.key))  # type: ignore[arg-type]
         return None
 
-    rewritten = visitors.replacement_traverse(statement, {}, replace)
+    rewritten = tuple(visitors.replacement_traverse(c, {}, replace) for c in criteria)
     if len(found) != 1:
         return None
-    guard = FlushGuard(column, found[0], tuple(keys), isinstance(statement, Update))
-    _guards[rewritten] = guard
-    return rewritten, guard
+    return rewritten, FlushGuard(column, found[0], tuple(keys), is_update)
+
+
+def _rewrite(statement: Any, column: Column[Any]) -> tuple[Any, FlushGuard] | None:
+    """The statement with its guard comparison turned into ``<=``, or None."""
+    criteria = statement._where_criteria
+    hit = _rewrites.get(id(criteria))
+    if hit is None or hit[0] is not criteria:
+        found = _rewrite_criteria(criteria, column, isinstance(statement, Update))
+        if found is None:
+            return None
+        if len(_rewrites) >= _MAX_REWRITES:
+            _rewrites.clear()
+        hit = _rewrites[id(criteria)] = (criteria, *found)
+    rewritten = statement._generate()  # a copy; only its WHERE criteria differ
+    rewritten._where_criteria = hit[1]
+    _guards[rewritten] = hit[2]
+    return rewritten, hit[2]
 
 
 def _with_new_token(params: dict[str, Any], guard: FlushGuard) -> dict[str, Any]:
@@ -134,10 +154,7 @@ def _before_execute(
     column = fence_column(element.table)
     if column is None or GUARD_OPTION in options:
         return element, multiparams, params
-    try:
-        found = _rewrites[element]
-    except KeyError:
-        found = _rewrites[element] = _rewrite(element, column)
+    found = _rewrite(element, column)
     if found is None:
         if options.get(UNFENCED_OPTION):
             return element, multiparams, params
