@@ -110,15 +110,22 @@ def _batch(
         for _ in range(n):
             acquire()
             waiter.send(("go", kind.name, fence))
-            waiter.recv()  # the waiter is about to block
+            _receive(waiter, kind.name)  # the waiter is about to block
             time.sleep(MIN_HOLD + random.uniform(0, kind.poll))
             start = now_ns()
             release()
-            held_at = waiter.recv()
+            held_at = _receive(waiter, kind.name)
             out.append(held_at - start)
         return out
 
     return batch
+
+
+def _receive(waiter: Connection, kind: str, timeout: float = 30.0) -> Any:
+    """The waiter's next message; a clear error instead of a hang if it never comes."""
+    if not waiter.poll(timeout):
+        raise TimeoutError(f"{kind}: the waiter process did not answer within {timeout} s")
+    return waiter.recv()
 
 
 def waiter_main(conn: Connection, redis_url: str) -> None:

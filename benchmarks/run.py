@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -79,12 +80,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         machine = describe_machine(redis_server.binary, pinning)
         tables: list[Table] = []
+        errors: dict[str, str] = {}
         for family in families:
             t0 = time.monotonic()
-            for table in FAMILIES[family](ctx):
-                tables.append(table)
-                print()
-                print(table.render(), flush=True)
+            try:
+                for table in FAMILIES[family](ctx):
+                    tables.append(table)
+                    print()
+                    print(table.render(), flush=True)
+            except Exception as exc:  # one broken family must not lose the others
+                errors[family] = f"{type(exc).__name__}: {exc}"
+                traceback.print_exc()
+                print(f"\n== {family} FAILED: {errors[family]}", flush=True)
             print(f"   ({family}: {time.monotonic() - t0:.1f} s)")
     verdicts = report.targets(tables)
     print()
@@ -100,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu": cpu,
         "families": [t.to_json() for t in tables],
         "targets": verdicts,
+        "errors": errors,
     }
     machine["loadavg_at_end"] = os.getloadavg()
     (out / f"bench-{stamp}.md").write_text(
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if png is not None:
         print(f"plot: {png}")
     print(f"total: {time.monotonic() - started:.1f} s")
-    return 0
+    return 1 if errors else 0
 
 
 def _none() -> None:
