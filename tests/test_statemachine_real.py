@@ -18,7 +18,7 @@ import sqlalchemy
 from hypothesis import Phase, settings
 
 import fencing
-from fencing.sql import create_tables
+from fencing.sql import create_tables, guarded_update
 from fencing.testing.simulation import (
     GuardedResource,
     InvariantViolation,
@@ -83,12 +83,43 @@ def world_factory(
     return make
 
 
-#: Which real guard each issuer is paired with (every guard is covered once).
+class SqlRow:
+    """A ``Resource`` on one row of a fenced table, written with ``guarded_update``."""
+
+    metadata = sqlalchemy.MetaData()
+    table = sqlalchemy.Table(
+        "machine_rows",
+        metadata,
+        sqlalchemy.Column("id", sqlalchemy.String(40), primary_key=True),
+        sqlalchemy.Column("value", sqlalchemy.Text),
+        sqlalchemy.Column("fence_token", sqlalchemy.BigInteger, nullable=False, default=0),
+    )
+
+    def __init__(self, engine: sqlalchemy.Engine) -> None:
+        self.engine, self.id = engine, uuid.uuid4().hex
+        self.metadata.create_all(engine)
+        with engine.begin() as conn:
+            conn.execute(self.table.insert().values(id=self.id, value=None, fence_token=0))
+
+    def write(self, value: str, token: int) -> None:
+        statement = guarded_update(self.table, token, self.table.c.id == self.id)
+        with self.engine.begin() as conn:
+            conn.execute(statement.values(value=value))  # StaleRowError if stale
+
+    def read(self) -> str | None:
+        with self.engine.connect() as conn:
+            query = sqlalchemy.select(self.table.c.value).where(self.table.c.id == self.id)
+            value: str | None = conn.execute(query).scalar_one()
+            return value
+
+
+#: Which real guard each issuer is paired with (every guard is covered once); the SQL
+#: issuers guard a row of their own database.
 RESOURCES: dict[str, Callable[[Path], Resource]] = {
     "memory": lambda path: GuardedResource(fencing.MemoryMark()),
     "redis": lambda path: StoreResource(fencing.FileStore(path)),
-    "sqlite": lambda path: GuardedResource(fencing.FileMark(path)),
-    "postgresql": lambda path: StoreResource(fencing.FileStore(path)),
+    "sqlite": lambda path: SqlRow(sqlalchemy.create_engine(f"sqlite:///{path.parent / 'rows.db'}")),
+    "postgresql": lambda path: GuardedResource(fencing.FileMark(path)),
 }
 
 
