@@ -52,7 +52,7 @@ class FastPathFence(RedisFence):
 
     def acquire(self, timeout: float | None = None) -> FenceToken:
         holder = f"{_PREFIX}{next(_SERIAL)}"
-        reply = self.issuer.try_acquire(self.name, holder, self._ttl_ms)
+        reply = self.issuer.try_acquire(self.name, holder, max(1, round(self.ttl * 1000)))
         if not isinstance(reply, int):
             return super().acquire(timeout)
         with self._mutex:
@@ -64,10 +64,6 @@ class FastPathFence(RedisFence):
             holder = self._holders.pop(int(token), None)
         if holder is None or not self.issuer.release(self.name, int(token), holder):
             raise LeaseLost(self.name, int(token), "not held")
-
-    @property
-    def _ttl_ms(self) -> int:
-        return max(1, round(self.ttl * 1000))
 
 
 def main() -> None:
