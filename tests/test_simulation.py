@@ -52,6 +52,10 @@ def test_a_running_client_checks_its_lease_and_does_not_write_late() -> None:
     assert c1.write() is None
     assert not c1.holding and sim.accepted == []
     assert "write skipped token 1: own lease ran out" in sim.format_timeline()
+    sim.expire()
+    assert c1.acquire() == 2
+    sim.advance(6)
+    assert c1.pause() is False and not c1.holding and not c1.paused
 
 
 def test_exact_lease_model_busy_release_and_expiry() -> None:

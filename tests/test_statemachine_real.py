@@ -41,7 +41,7 @@ REAL = settings(
     phases=[Phase.generate, Phase.shrink],
 )
 
-FenceFactory = Callable[[str], fencing.Fence]
+FenceFactory = Callable[..., fencing.Fence]  # (name, ttl=TTL)
 
 
 @pytest.fixture(autouse=True)
@@ -58,10 +58,10 @@ def make_fence(request: pytest.FixtureRequest, tmp_path: Path) -> FenceFactory:
     """A factory of fences for one name on one real issuer, with a short TTL."""
     if request.param == "memory":
         issuer = fencing.MemoryIssuer()
-        return lambda name: fencing.MemoryFence(name, TTL, issuer=issuer)
+        return lambda name, ttl=TTL: fencing.MemoryFence(name, ttl, issuer=issuer)
     if request.param == "redis":
         client: redis.Redis = request.getfixturevalue("redis_client")
-        return lambda name: fencing.RedisFence(client, name, TTL)
+        return lambda name, ttl=TTL: fencing.RedisFence(client, name, ttl)
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'issuer.db'}"
     else:
@@ -69,7 +69,9 @@ def make_fence(request: pytest.FixtureRequest, tmp_path: Path) -> FenceFactory:
         engine = sqlalchemy.create_engine(url)
         create_tables(engine)  # SQLite files get them on first use
         engine.dispose()
-    return lambda name: fencing.SqlFence(url, name, TTL)
+    fence = fencing.SqlFence(url, "warm-up", TTL)
+    fence.release(fence.acquire())  # the first use of a SQLite file creates its tables
+    return lambda name, ttl=TTL: fencing.SqlFence(url, name, ttl)
 
 
 def world_factory(
@@ -138,10 +140,11 @@ def test_kleppmann_in_real_time(make_fence: FenceFactory, tmp_path: Path) -> Non
         resource: Resource = (
             StoreResource(fencing.FileStore(tmp_path / name)) if fenced else Register(fenced=False)
         )
-        sim = Simulation(real_time_world([make_fence(name) for _ in range(2)], resource))
+        fences = [make_fence(name, ttl=0.3) for _ in range(2)]  # room for a loaded machine
+        sim = Simulation(real_time_world(fences, resource))
         c1, c2 = sim.clients
         first = c1.acquire()
-        c1.pause()
+        assert c1.pause() is True
         sim.expire()  # real time past the TTL
         second = c2.acquire()
         assert first is not None and second is not None and second > first

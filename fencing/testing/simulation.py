@@ -282,14 +282,21 @@ class SimClient:
             return None
         return self._send(token, value)
 
-    def pause(self) -> None:
-        """Freeze just after checking the lease and just before writing (a GC pause)."""
+    def pause(self) -> bool:
+        """Freeze just after checking the lease and just before writing (a GC pause).
+
+        Returns ``False`` (and drops the lease, like ``write``) if the check finds the
+        lease already run out: then there is no write to freeze.
+        """
         self._must_run("pause")
         token = self._token("pause")
         if not self._lease_looks_valid():
-            raise RuntimeError(f"{self.name}: its lease ran out before the pause")
+            self.sim._record(self, "pause skipped", token, "own lease ran out")
+            self.token = None
+            return False
         self.paused = True
         self.sim._record(self, "paused", token, "lease checked, write pending")
+        return True
 
     def resume(self, value: str | None = None) -> bool:
         """Wake up and send the pending write, believing the lease still held."""
