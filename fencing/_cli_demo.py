@@ -22,7 +22,11 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--url", help="issuer URL (redis://..., postgresql://...; default: embedded SQLite)"
+        "--url",
+        help=(
+            "issuer URL: redis://..., or postgresql://... after `fencing migrate` "
+            "(default: the embedded SQLite file)"
+        ),
     )
     parser.add_argument(
         "--unfenced", action="store_true", help="write without the guard: see the lost update"
