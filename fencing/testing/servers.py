@@ -64,6 +64,7 @@ class _Server:
         raise NotImplementedError
 
     def _pid(self) -> int:
+        """The server's own process id (subclasses whose launcher forks override it)."""
         if self.process is None:
             raise ServerError("server is not running")
         return self.process.pid
@@ -73,8 +74,9 @@ class _Server:
         if self.process is None:
             return
         if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGCONT)
-            self.process.send_signal(self.STOP_SIGNAL)
+            pid = self._pid()
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, self.STOP_SIGNAL)
             try:
                 self.process.wait(15)
             except subprocess.TimeoutExpired:
@@ -172,6 +174,13 @@ class PostgresServer(_Server):
     @property
     def user(self) -> str:
         return "postgres"
+
+    def _pid(self) -> int:
+        """The postmaster's pid: ``runuser`` forks, and does not pass signals on."""
+        pid_file = self.data / "postmaster.pid"
+        if self._as_postgres and pid_file.exists():
+            return int(pid_file.read_text().split("\n", 1)[0])
+        return super()._pid()
 
     def url(self, driver: str = "psycopg") -> str:
         return f"postgresql+{driver}://postgres@127.0.0.1:{self.port}/{self.database}"
