@@ -22,6 +22,7 @@ from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
 ORDER = [
     locks.FLOOR_LOCK,
     locks.FLOOR_FENCED,
+    locks.AA_FENCED,
     locks.FLOOR_HANDOFF,
     locks.REDIS_FENCE,
     locks.FENCED_LOCK,
@@ -44,10 +45,10 @@ def run(ctx: Context) -> list[Table]:
             continue
         kind = locks.KINDS[name]
         if kind.is_async:
-            holder = kind.make(aclient, "uncontended")
+            holder = kind.make(aclient, f"uncontended:{name}")
             variants.append(Variant(name, _async_batch(loop, holder)))
         else:
-            holder = kind.make(client, "uncontended")
+            holder = kind.make(client, f"uncontended:{name}")
             variants.append(Variant(name, timed(_cycle(holder))))
     try:
         stats = run_rounds(

@@ -47,6 +47,7 @@ def _rounds(ctx: Context, variants: list[Variant], quick: int, full: int) -> Any
 # -- SQL ---------------------------------------------------------------------------------
 
 PLAIN_CORE = "plain UPDATE (Core)"
+AA_CORE = "A/A: plain UPDATE (Core), 2nd copy"
 PLAIN_CORE_LOADED = "plain UPDATE (Core), fencing.sql loaded"
 FENCED_SQL = "fenced UPDATE, hand-written (Core)"
 FENCED_HELPER = "fencing.sql.guarded_update (Core)"
@@ -135,7 +136,7 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
     for metadata in (meta, _Base.metadata):
         metadata.drop_all(engine)
         metadata.create_all(engine)
-    rows = [{"id": i, "value": 0, "fence_token": 0} for i in (1, 2, 3, 4)]
+    rows = [{"id": i, "value": 0, "fence_token": 0} for i in (1, 2, 3, 4, 5)]
     with engine.begin() as conn:
         conn.execute(sa.insert(items), rows)
         conn.execute(sa.insert(_PlainRow), rows[:1])
@@ -174,6 +175,7 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
 
     variants = [
         Variant(PLAIN_CORE, _unloaded(plain_core(1))),
+        Variant(AA_CORE, _unloaded(plain_core(5))),
         Variant(FENCED_SQL, _unloaded(fenced_core)),
     ]
     notes = [
@@ -212,6 +214,7 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
 # -- file --------------------------------------------------------------------------------
 
 PLAIN_FILE = "plain write + fsync + rename"
+AA_FILE = "A/A: plain write + fsync + rename, 2nd copy"
 PLAIN_FILE_DIR = "plain write + fsync + rename + fsync(dir)"
 FILESTORE = "fencing.FileStore.write"
 
@@ -241,6 +244,7 @@ def _file(ctx: Context) -> Table:
     base.mkdir(exist_ok=True)
     variants = [
         Variant(PLAIN_FILE, timed(_plain_writer(base / "plain", False))),
+        Variant(AA_FILE, timed(_plain_writer(base / "plain-2", False))),
         Variant(PLAIN_FILE_DIR, timed(_plain_writer(base / "plain-dir", True))),
     ]
     notes = [f"4 KiB records in {base}"]

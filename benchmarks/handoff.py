@@ -28,6 +28,7 @@ from harness import Batch, Context, Table, Variant, now_ns, run_rounds
 
 ORDER = [
     locks.FLOOR_HANDOFF,
+    locks.AA_HANDOFF,
     locks.REDIS_FENCE,
     locks.FENCED_LOCK,
     "redis-py Lock",

@@ -140,6 +140,10 @@ FLOOR_HANDOFF = "floor: direct hand-off (Lua + BLPOP)"
 FLOOR_FENCED = "floor: fenced script (2x EVALSHA)"
 FLOOR_LOCK = "floor: SET NX PX + EVALSHA del"
 FLOOR_ASYNC = "floor: fenced script, asyncio"
+#: A second copy of a floor, measured like any variant: its ratio to the floor is the
+#: run's noise (an A/A comparison), the yardstick for a ratio near a target.
+AA_FENCED = "A/A: fenced script floor, 2nd copy"
+AA_HANDOFF = "A/A: direct hand-off floor, 2nd copy"
 REDIS_FENCE = "fencing.RedisFence"
 FENCED_LOCK = "fencing.FencedLock (r.lock lock_class=)"
 ASYNC_FENCE = "fencing.aio.RedisFence (asyncio)"
@@ -150,6 +154,8 @@ KINDS: dict[str, LockKind] = {
         LockKind(FLOOR_HANDOFF, _floor_handoff),
         LockKind(FLOOR_FENCED, _floor_fenced, blocking=False),
         LockKind(FLOOR_LOCK, _floor_lock, blocking=False),
+        LockKind(AA_FENCED, _floor_fenced, blocking=False),
+        LockKind(AA_HANDOFF, _floor_handoff),
         LockKind(REDIS_FENCE, _redis_fence),
         LockKind(FENCED_LOCK, _fenced_lock),
         LockKind("redis-py Lock", _redis_py, poll=0.1, note="polls every 0.1 s (default)"),

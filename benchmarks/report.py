@@ -88,10 +88,27 @@ def targets(tables: list[Table]) -> list[dict[str, Any]]:
     return out
 
 
-def render_targets(verdicts: list[dict[str, Any]]) -> str:
+def noise(tables: list[Table]) -> list[dict[str, Any]]:
+    """The A/A rows: a floor's second copy over the floor, i.e. what noise alone does."""
+    out = []
+    for table in tables:
+        for stats in table.rows:
+            if stats.name.startswith("A/A") and stats.samples:
+                r50, r99 = table.ratios(stats)
+                out.append({"family": table.family, "median_x": r50, "p99_x": r99})
+    return out
+
+
+def render_targets(verdicts: list[dict[str, Any]], aa: list[dict[str, Any]]) -> str:
+    lines = []
+    if aa:
+        lines.append("== noise: a floor's 2nd copy over the floor (A/A), per family")
+        lines.append(
+            ", ".join(f"{n['family']} {n['median_x']:.2f}x (p99 {n['p99_x']:.2f}x)" for n in aa)
+        )
     if not verdicts:
-        return "== targets: none measurable in this run"
-    lines = ["== targets (issue 5), from this run's ratios"]
+        return "\n".join([*lines, "== targets: none measurable in this run"])
+    lines.append("== targets (issue 5), from this run's ratios")
     for v in verdicts:
         lines.append(
             f"{'met   ' if v['met'] else 'MISSED'} {v['target']}: {v['value']:.2f} ({v['limit']})"

@@ -94,8 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n== {family} FAILED: {errors[family]}", flush=True)
             print(f"   ({family}: {time.monotonic() - t0:.1f} s)")
     verdicts = report.targets(tables)
+    aa = report.noise(tables)
     print()
-    print(report.render_targets(verdicts))
+    print(report.render_targets(verdicts, aa))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     result: dict[str, Any] = {
         "run": "quick" if args.quick else "full",
@@ -107,12 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         "cpu": cpu,
         "families": [t.to_json() for t in tables],
         "targets": verdicts,
+        "noise_aa": aa,
         "errors": errors,
     }
     machine["loadavg_at_end"] = os.getloadavg()
-    (out / f"bench-{stamp}.md").write_text(
-        "\n\n".join([*(t.to_markdown() for t in tables), report.render_targets(verdicts)]) + "\n"
-    )
+    markdown = [*(t.to_markdown() for t in tables), report.render_targets(verdicts, aa)]
+    (out / f"bench-{stamp}.md").write_text("\n\n".join(markdown) + "\n")
     json_path = out / f"bench-{stamp}.json"
     json_path.write_text(json.dumps(result, indent=2, default=str))
     print(f"\nJSON: {json_path}")
