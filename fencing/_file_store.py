@@ -12,6 +12,8 @@ of the data (u64), CRC-32 of the preceding 24 bytes (u32).
 Writers serialize on an exclusive ``fcntl.flock`` of a sidecar ``<name>.lock`` file
 (never deleted: deleting a lock file lets two writers lock two different files), so the
 compare-and-replace is atomic with respect to every thread and process on this host.
+``FileStore.write`` and ``FileStore.update`` (a guarded read-modify-write) share that one
+compare-and-replace; ``update`` only adds the read and the call inside the lock.
 ``flock`` is reliable on local file systems only; do not share a store over NFS.
 
 Imports the errors, log and validation modules (POSIX only: ``fcntl``).
@@ -156,12 +158,16 @@ def replace_record(path: Path, token: int, data: memoryview) -> None:
         os.close(dir_fd)
 
 
-def _check_data(data: object) -> memoryview:
+def _check_data(data: object, what: str = "data") -> memoryview:
     if isinstance(data, str):
-        raise TypeError("data must be bytes-like, not str (encode it first)")
+        raise TypeError(f"{what} must be bytes-like, not str (encode it first)")
     if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"data must be bytes-like, not {type(data).__name__}")
+        raise TypeError(f"{what} must be bytes-like, not {type(data).__name__}")
     return memoryview(data).cast("B")
+
+
+#: What a store accepts as data.
+BytesLike = bytes | bytearray | memoryview
 
 
 class FileStore:
@@ -196,7 +202,7 @@ class FileStore:
         """``(token, data)`` of the last accepted write, read from one consistent version."""
         return read_record(self.path)
 
-    def write(self, data: bytes | bytearray | memoryview, token: int) -> None:
+    def write(self, data: BytesLike, token: int) -> None:
         """Replace the data if ``token`` >= the high-water mark, else ``StaleTokenError``.
 
         An equal token is accepted (the same lease writing again). A rejected write
@@ -205,8 +211,47 @@ class FileStore:
         """
         value = check_mark_token(token)
         view = _check_data(data)
+        self._replace_if_fresh(value, lambda: view)
+
+    def update(self, fn: Callable[[bytes | None], BytesLike], token: int) -> bytes:
+        """A guarded read-modify-write: replace the data with ``fn(current)``, atomically.
+
+        Under the store's lock: check ``token`` against the high-water mark
+        (``StaleTokenError`` if lower: ``fn`` is not called, nothing is written), read the
+        current data (``None`` if never written), call ``fn`` with it, and write its
+        result with ``token`` exactly as ``write`` does. Returns the data written.
+
+        Unlike a ``read()`` followed by ``write()``, no other writer can land between the
+        read and the write, so a holder that paused past its lease can neither lose a
+        newer holder's update nor write one computed from data that is no longer current.
+
+        If ``fn`` raises, the error propagates and nothing is written; if it returns
+        anything but bytes-like data, ``TypeError`` and nothing is written. A corrupt
+        record raises ``ValueError`` before ``fn`` is called. ``fn`` runs while the lock
+        is held: keep it short, and never write this store from it (the lock is not
+        reentrant: that would deadlock).
+        """
+        value = check_mark_token(token)
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, not {type(fn).__name__}")
+        result: list[memoryview] = []
+
+        def produce() -> memoryview:
+            try:
+                current: bytes | None = read_record(self.path)[1]
+            except FileNotFoundError:
+                current = None
+            result.append(_check_data(fn(current), "update's fn result"))
+            return result[0]
+
+        self._replace_if_fresh(value, produce)
+        return result[0].tobytes()
+
+    def _replace_if_fresh(self, token: int, produce: Callable[[], memoryview]) -> None:
+        """The guard: under the lock, refuse ``token`` if below the mark, else replace the
+        record with ``token`` and ``produce()`` (called only once the token is admitted)."""
         with locked(self.path):
             current = read_token(self.path)
-            if current is not None and value < current:
-                raise rejected(value, current, f"FileStore({str(self.path)!r})")
-            replace_record(self.path, value, view)
+            if current is not None and token < current:
+                raise rejected(token, current, f"FileStore({str(self.path)!r})")
+            replace_record(self.path, token, produce())

@@ -74,6 +74,24 @@ def test_checker_sees_a_stale_overwrite() -> None:
     assert clean.ok and clean.rejected == 1, clean.summary()
 
 
+def test_checker_sees_an_update_lost_to_an_older_read() -> None:
+    """The unfenced-read timeline: A (token 4) read, paused; B (token 5) read the same old
+    data; A's write landed (4 >= 3), then B's replaced it. No stale write was accepted,
+    but A's update is gone: a lost update, a violation for every resource."""
+    records = [
+        {"kind": "acquire", "token": 4, "t0": 0.0, "t1": 0.1},
+        {"kind": "acquire", "token": 5, "t0": 1.0, "t1": 1.1},
+        record(worker=1, seq=1, token=4, t0=0.1, tw=1.3, t1=1.4),
+        record(worker=2, seq=1, token=5, t0=1.1, tw=1.5, t1=1.6),
+    ]
+    report = checker.check(records, {"r": {"ops": [[2, 1, 5]], "token": 5}})
+    assert report.lost_updates == 1 and report.stale_accepted == 0 and not report.ok
+    assert any("older read" in v for v in report.violations), report.summary()
+    # with the read fenced (FileStore.update), B reads A's write and keeps it
+    fixed = checker.check(records, {"r": {"ops": [[1, 1, 4], [2, 1, 5]], "token": 5}})
+    assert fixed.ok and fixed.lost_updates == 0, fixed.summary()
+
+
 def test_checker_sees_repeated_and_decreasing_tokens() -> None:
     records = [
         {"kind": "acquire", "token": 5, "t0": 0.0, "t1": 0.1},

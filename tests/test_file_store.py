@@ -225,3 +225,234 @@ def test_symlink_writes_through_to_its_target(tmp_path: Path) -> None:
     link.symlink_to(tmp_path / "real" / "s")
     FileStore(link).write(b"data", 1)
     assert link.is_symlink() and FileStore(tmp_path / "real" / "s").read() == b"data"
+
+
+# --- update: the guarded read-modify-write ---------------------------------------------
+
+
+def _recording(calls: list[bytes | None], result: bytes) -> Any:
+    """An update function that records what it was called with and returns ``result``."""
+
+    def fn(current: bytes | None) -> bytes:
+        calls.append(current)
+        return result
+
+    return fn
+
+
+def test_update_reads_calls_and_writes(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "s")
+    seen: list[bytes | None] = []
+
+    def append(current: bytes | None) -> bytes:
+        seen.append(current)
+        return (current or b"") + b"x"
+
+    assert store.update(append, 3) == b"x"  # never written: fn sees None
+    assert store.update(append, fencing.FenceToken(3, "f")) == b"xx"  # equal token: same lease
+    assert store.update(lambda current: bytearray(b"ba"), 5) == b"ba"  # bytes-like is fine
+    assert seen == [None, b"x"]
+    assert store.read_with_token() == (5, b"ba")
+    assert store.update(lambda current: b"", 6) == b"" and store.read_with_token() == (6, b"")
+
+
+def test_stale_update_never_calls_fn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "s"
+    store = FileStore(path)
+    store.write(b"fresh", 34)
+    before, stat = path.read_bytes(), path.stat()
+    calls: list[bytes | None] = []
+    with pytest.raises(StaleTokenError) as info:
+        store.update(_recording(calls, b"stale"), 33)
+    assert calls == []
+    assert (info.value.token, info.value.current) == (33, 34)
+    assert path.read_bytes() == before
+    after = path.stat()
+    assert (after.st_mtime_ns, after.st_ino) == (stat.st_mtime_ns, stat.st_ino)
+    assert any(r.name == "fencing.guard" and "33" in r.getMessage() for r in caplog.records)
+    assert not (tmp_path / ".s.tmp").exists()
+
+
+@pytest.mark.parametrize(
+    ("fn", "token", "error"),
+    [(b"not callable", 1, TypeError), (None, 1, TypeError),
+     (lambda current: b"x", True, TypeError), (lambda current: b"x", -1, ValueError),
+     (lambda current: b"x", 2**63, ValueError)],
+)  # fmt: skip
+def test_update_bad_arguments_before_any_io(
+    tmp_path: Path, fn: Any, token: object, error: type
+) -> None:
+    store = FileStore(tmp_path / "s")
+    with pytest.raises(error):
+        store.update(fn, token)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []  # not even the lock file was created
+
+
+@pytest.mark.parametrize("result", ["text", 5, None, [1, 2]])
+def test_update_fn_returning_non_bytes_writes_nothing(tmp_path: Path, result: object) -> None:
+    path = tmp_path / "s"
+    store = FileStore(path)
+    store.write(b"before", 2)
+    before = path.read_bytes()
+    with pytest.raises(TypeError, match="update's fn result"):
+        store.update(lambda current: result, 3)  # type: ignore[arg-type,return-value]
+    assert path.read_bytes() == before and store.token == 2
+    assert not (tmp_path / ".s.tmp").exists()
+
+
+def test_update_fn_raising_writes_nothing_and_releases_the_lock(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    store = FileStore(path)
+    store.write(b"before", 2)
+    before = path.read_bytes()
+
+    def boom(current: bytes | None) -> bytes:
+        assert current == b"before"
+        raise RuntimeError("computation failed")
+
+    with pytest.raises(RuntimeError, match="computation failed"):
+        store.update(boom, 9)
+    assert path.read_bytes() == before and store.token == 2  # the mark was not raised
+    assert store.update(lambda current: (current or b"") + b"+", 3) == b"before+"
+
+
+def test_update_on_a_corrupt_record_never_calls_fn(tmp_path: Path) -> None:
+    path = tmp_path / "s"
+    store = FileStore(path)
+    store.write(b"payload", 5)
+    path.write_bytes(path.read_bytes()[:-1])  # data truncated: header (mark) still valid
+    damaged = path.read_bytes()
+    calls: list[bytes | None] = []
+    with pytest.raises(ValueError, match="fencing record"):
+        store.update(_recording(calls, b"new"), 6)
+    assert calls == [] and path.read_bytes() == damaged
+
+
+def _incrementer(path: str, rounds: int, tokens: list[int], log: str) -> None:
+    """In a child: ``rounds`` counter increments via ``update``, one token per round."""
+    store = FileStore(path)
+    with open(log, "a") as out:
+        for token in tokens[:rounds]:
+            calls = 0
+
+            def increment(current: bytes | None) -> bytes:
+                nonlocal calls
+                calls += 1
+                return str(int(current or b"0") + 1).encode()
+
+            try:
+                store.update(increment, token)
+            except StaleTokenError:
+                out.write(f"stale {token} {calls}\n")
+            else:
+                out.write(f"ok {token} {calls}\n")
+            out.flush()
+
+
+def _run_incrementers(tmp_path: Path, plans: list[list[int]]) -> list[list[str]]:
+    path, log = tmp_path / "counter", tmp_path / "log"
+    ctx = multiprocessing.get_context("spawn")
+    workers = [
+        ctx.Process(target=_incrementer, args=(str(path), len(plan), plan, str(log)))
+        for plan in plans
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    return [line.split() for line in log.read_text().splitlines()]
+
+
+def test_processes_incrementing_with_fresh_tokens_lose_nothing(tmp_path: Path) -> None:
+    """Four processes, 50 increments each, all under one fresh token: every one counts."""
+    lines = _run_incrementers(tmp_path, [[7] * 50 for _ in range(4)])
+    assert len(lines) == 200 and all(parts[0] == "ok" and parts[2] == "1" for parts in lines)
+    assert FileStore(tmp_path / "counter").read_with_token() == (7, b"200")
+
+
+def test_processes_incrementing_with_climbing_tokens(tmp_path: Path) -> None:
+    """Four processes climbing tokens at their own pace: the counter is exactly the number
+    of accepted updates, and a rejected update never ran its function."""
+    lines = _run_incrementers(tmp_path, [list(range(w, 200 + w, 4)) for w in range(4)])
+    assert len(lines) == 200
+    accepted = [int(parts[1]) for parts in lines if parts[0] == "ok"]
+    assert all(parts[2] == ("1" if parts[0] == "ok" else "0") for parts in lines)
+    token, data = FileStore(tmp_path / "counter").read_with_token()
+    assert int(data) == len(accepted) and token == max(accepted) == 199
+
+
+def _paused_holder(path: str, token: int, where: str, log: str) -> None:
+    """In a child: the holder of ``token`` adds ``A`` by ``update``, freezing itself with
+    SIGSTOP ``before`` calling update (a zombie that paused past its lease) or ``inside``
+    its function (while it holds the store's lock, after its read)."""
+    store = FileStore(path)
+    calls: list[bytes | None] = []
+
+    def add_a(current: bytes | None) -> bytes:
+        calls.append(current)
+        if where == "inside":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return (current or b"") + b"A;"
+
+    if where == "before":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    try:
+        store.update(add_a, token)
+        outcome = "ok"
+    except StaleTokenError:
+        outcome = "stale"
+    Path(log).write_text(f"{outcome} {calls!r}")
+
+
+def _adder(path: str, token: int) -> None:
+    FileStore(path).update(lambda current: (current or b"") + b"B;", token)
+
+
+def _start_frozen(ctx: Any, path: Path, where: str, log: Path) -> Any:
+    holder = ctx.Process(target=_paused_holder, args=(str(path), 4, where, str(log)))
+    holder.start()
+    _, status = os.waitpid(holder.pid, os.WUNTRACED)  # until it has frozen itself
+    assert os.WIFSTOPPED(status)
+    return holder
+
+
+def test_paused_holder_update_after_a_newer_one_is_rejected_whole(tmp_path: Path) -> None:
+    """A (token 4) freezes past its lease; B (token 5) updates; A wakes and updates: A's
+    whole read-modify-write is refused (its function never runs) and B's update stays."""
+    path, log = tmp_path / "s", tmp_path / "a.log"
+    FileStore(path).write(b"", 3)
+    ctx = multiprocessing.get_context("spawn")
+    holder = _start_frozen(ctx, path, "before", log)
+    adder = ctx.Process(target=_adder, args=(str(path), 5))
+    adder.start()
+    adder.join(60)
+    assert adder.exitcode == 0
+    os.kill(holder.pid, signal.SIGCONT)
+    holder.join(60)
+    assert holder.exitcode == 0
+    assert log.read_text() == "stale []"
+    assert FileStore(path).read_with_token() == (5, b"B;")
+
+
+def test_paused_holder_inside_update_cannot_lose_the_newer_update(tmp_path: Path) -> None:
+    """A (token 4) freezes after its read, inside update; B (token 5) arrives meanwhile.
+    Without update, A's late write would land and B's, made from the old read, would drop
+    it. With update B waits for A's lock, reads A's result and adds to it: both survive."""
+    path, log = tmp_path / "s", tmp_path / "a.log"
+    FileStore(path).write(b"", 3)
+    ctx = multiprocessing.get_context("spawn")
+    holder = _start_frozen(ctx, path, "inside", log)
+    adder = ctx.Process(target=_adder, args=(str(path), 5))
+    adder.start()
+    adder.join(1.0)
+    assert adder.is_alive()  # B cannot read while A holds the store between read and write
+    assert FileStore(path).read_with_token() == (3, b"")
+    os.kill(holder.pid, signal.SIGCONT)
+    holder.join(60)
+    adder.join(60)
+    assert (holder.exitcode, adder.exitcode) == (0, 0)
+    assert log.read_text() == "ok [b'']"
+    assert FileStore(path).read_with_token() == (5, b"A;B;")
+    with pytest.raises(StaleTokenError):  # and A, now stale, cannot update again
+        FileStore(path).update(lambda current: b"A again", 4)

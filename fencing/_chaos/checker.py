@@ -13,11 +13,10 @@ Violations (each makes the run fail):
 - a rejected write found in the final state, or an unknown op;
 - the surviving operations of a resource not in non-decreasing token order, or the
   stored mark below the highest surviving token;
-- a lost update: an accepted write missing from the final state, overwritten by a write
-  with a lower token that was made after it.
-
-Also counted, not violations: accepted writes *superseded* by a newer token's write that
-read before them (a zombie's write that slipped in; see ``resources``).
+- a lost update: an accepted write missing from the final state, whoever removed it: a
+  later write with a lower token (a stale overwrite), or a write made from a read taken
+  before this write landed (an unfenced read). Every fenced resource fences its read too
+  (see ``resources``), so neither may happen to any of them.
 
 Imports the standard library only.
 """
@@ -43,7 +42,6 @@ class Report:
     unavailable: int = 0
     lost_updates: int = 0
     stale_accepted: int = 0
-    superseded: int = 0
     violations: list[str] = field(default_factory=list)
     per_resource: dict[str, Counter[str]] = field(default_factory=dict)
 
@@ -56,8 +54,7 @@ class Report:
             f"attempts: {self.attempts}  accepted: {self.accepted}  "
             f"rejected as stale: {self.rejected}  errors: {self.errors}",
             f"leases acquired: {self.acquisitions}  issuer unavailable: {self.unavailable}",
-            f"lost updates: {self.lost_updates}  stale writes accepted: {self.stale_accepted}  "
-            f"superseded (not lost): {self.superseded}",
+            f"lost updates: {self.lost_updates}  stale writes accepted: {self.stale_accepted}",
         ]
         for name, counts in sorted(self.per_resource.items()):
             parts = "  ".join(f"{key}: {value}" for key, value in sorted(counts.items()))
@@ -149,7 +146,7 @@ def _check_resource(
     if final.get("token") is not None and tokens and final["token"] < max(tokens):
         report.violations.append(f"{name}: stored mark {final['token']} < {max(tokens)}")
 
-    # accepted writes missing from the final state: lost, or superseded
+    # accepted writes missing from the final state: every one is a lost update
     made = {(op[0], op[1]): outcome.get((op[0], op[1])) for op in ops}
     for w in accepted:
         if (w["worker"], w["seq"]) in present:
@@ -158,14 +155,13 @@ def _check_resource(
             op[2] < w["token"] and (m := made[(op[0], op[1])]) is not None and m["tw"] > w["t1"]
             for op in ops
         )
-        if overwritten_by_lower:
-            counts["lost"] += 1
-            report.violations.append(
-                f"{name}: lost update: write with token {w['token']} overwritten by a "
-                "later write with a lower token"
-            )
-        else:
-            counts["superseded"] += 1
+        how = (
+            "overwritten by a later write with a lower token"
+            if overwritten_by_lower
+            else "overwritten by a write made from an older read"
+        )
+        counts["lost"] += 1
+        report.violations.append(f"{name}: lost update: write with token {w['token']} {how}")
 
     report.per_resource[name] = counts
     report.attempts += counts["attempts"]
@@ -174,4 +170,3 @@ def _check_resource(
     report.errors += counts["errors"]
     report.lost_updates += counts["lost"]
     report.stale_accepted += counts["stale accepted"]
-    report.superseded += counts["superseded"]

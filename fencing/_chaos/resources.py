@@ -3,11 +3,11 @@
 Every operation is ``[worker, seq, token]``; a read-modify-write appends one to the list
 it read. Fenced, each write goes through the SDK's guard; unfenced, it does not.
 
-A fenced read-modify-write must not let a write from a lower token land between its read
-and its write. The SQL row *claims* the row first (a guarded UPDATE that only raises the
-row's token), the guarded callable runs the whole read-modify-write inside the guard; the
-FileStore has no claim, so a zombie's write can slip in before a newer holder's write and
-be superseded by it (the checker counts those apart; they are never stale overwrites).
+A fenced read-modify-write must not let another write land between its read and its
+write. The SQL row *claims* the row first (a guarded UPDATE that only raises the row's
+token), the guarded callable runs the whole read-modify-write inside the guard, and the
+FileStore uses ``FileStore.update`` (check, read, modify and write under its lock).
+Unfenced, each does a plain read, then a plain write, so updates get lost.
 
 Imports the public package, ``fencing.sql`` and SQLAlchemy.
 """
@@ -41,7 +41,7 @@ class Resource(Protocol):
 
 
 class FileResource:
-    """A ``FileStore`` (fenced) or a plain JSON file (unfenced)."""
+    """A ``FileStore`` changed by ``update`` (fenced) or a plain JSON file (unfenced)."""
 
     def __init__(self, path: Path, fenced: bool) -> None:
         self.name = "file-store"
@@ -57,13 +57,23 @@ class FileResource:
         return ops
 
     def rmw(self, op: list[int], token: int, window: float) -> float:
-        ops = self._read()
-        time.sleep(window)
-        data = json.dumps([*ops, op]).encode()
-        written = time.monotonic()
+        written = 0.0
+
+        def append(current: bytes | None) -> bytes:
+            nonlocal written
+            ops: Ops = json.loads(current) if current is not None else []
+            time.sleep(window)
+            written = time.monotonic()
+            return json.dumps([*ops, op]).encode()
+
         if self.fenced:
-            self.store.write(data, token)
+            self.store.update(append, token)
         else:
+            try:
+                current: bytes | None = self.path.read_bytes()
+            except FileNotFoundError:
+                current = None
+            data = append(current)
             temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
             temporary.write_bytes(data)
             temporary.replace(self.path)
