@@ -50,9 +50,14 @@ def test_unfenced_resource_loses_an_update_in_kleppmanns_schedule() -> None:
     rules = [step.removeprefix("state.").removesuffix("()") for step in steps]
     print("shrunk schedule found by Hypothesis:", *steps, sep="\n  ")
     print(violation)
-    assert rules == ["acquire_1", "pause_1", "expire", "acquire_2", "write_2", "resume_1"]
+    # Which client plays which part depends on how far shrinking got; the shape may not.
+    actions = [rule.rsplit("_", 1)[0] for rule in rules]
+    assert actions == ["acquire", "pause", "expire", "acquire", "write", "resume"]
+    paused, fresh = rules[0][-1], rules[3][-1]
+    assert paused != fresh
+    assert [rules[1][-1], rules[4][-1], rules[5][-1]] == [paused, fresh, paused]
     assert "lost update" in violation.problem
-    assert "APPLIED over token 2: LOST UPDATE" in violation.timeline
+    assert "write token 1: APPLIED over token 2: LOST UPDATE" in violation.timeline
 
 
 def test_machine_needs_three_clients() -> None:
