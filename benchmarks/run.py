@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or RESULTS
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    stamp = time.strftime("%Y%m%d-%H%M%S")  # names the output files: when the run began
     code = describe_code()
     changed = len(code["uncommitted"])
     dirty = f", {changed} uncommitted files in fencing/" if changed else ""
@@ -97,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     aa = report.noise(tables)
     print()
     print(report.render_targets(verdicts, aa))
-    stamp = time.strftime("%Y%m%d-%H%M%S")
     result: dict[str, Any] = {
         "run": "quick" if args.quick else "full",
         "started": stamp,
+        "finished": time.strftime("%Y%m%d-%H%M%S"),
         "seconds": round(time.monotonic() - started, 1),
         "machine": machine,
         "code": code,
