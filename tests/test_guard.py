@@ -4,13 +4,13 @@ serialized in token order across threads and processes, bad input calls nothing.
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from racing import append_line, token_plan
 
 import fencing
 from fencing import FileMark, Guarded, MemoryMark, StaleTokenError, guard
@@ -169,40 +169,23 @@ def test_memory_mark_serializes_calls() -> None:
 # -- racing threads in racing processes ------------------------------------------------
 
 
-def _append(log: str, line: str) -> None:
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
-def _plan(me: int, racers: int, rounds: int) -> list[int]:
-    """Racer ``me``'s tokens: climbing, interleaved with the others', and every fourth one
-    replayed from five rounds ago (a paused holder waking up)."""
-    return [
-        max(0, i * racers + me - 5 * racers) if i % 4 == 3 else i * racers + me
-        for i in range(rounds)
-    ]
-
-
 def _racer(mark_path: str, log: str, worker: int, workers: int, rounds: int) -> None:
     """Threads that call one file-guarded function with climbing and replayed tokens."""
 
     def record(token: int) -> None:
-        _append(log, f"start {token}\n")
-        _append(log, f"end {token}\n")
+        append_line(log, f"start {token}\n")
+        append_line(log, f"end {token}\n")
 
     guarded = guard(record, mark=FileMark(mark_path), name="race")
 
     def run(thread: int) -> None:
         me = worker * 3 + thread
-        for token in _plan(me, workers * 3, rounds):
+        for token in token_plan(me, workers * 3, rounds):
             try:
                 guarded(token, token)
             except StaleTokenError as exc:
                 assert exc.current is not None and exc.current > token
-                _append(log, f"stale {token}\n")
+                append_line(log, f"stale {token}\n")
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(3)]
     for thread in threads:
@@ -235,5 +218,5 @@ def test_file_mark_races_threads_and_processes(tmp_path: Path) -> None:
     )
     accepted = [token for kind, token in calls if kind == "start"]
     assert accepted == sorted(accepted), "a call ran below the high-water mark"
-    highest = max(t for me in range(workers * 3) for t in _plan(me, workers * 3, rounds))
+    highest = max(t for me in range(workers * 3) for t in token_plan(me, workers * 3, rounds))
     assert stale and FileMark(mark).current == max(accepted) == highest

@@ -4,7 +4,6 @@ processes, exact comparison of 64-bit tokens, script reload, FenceUnavailable.""
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from racing import append_line, token_plan
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -157,14 +157,6 @@ def test_admitted_calls_may_overlap(redis_client: redis.Redis) -> None:
 # -- racing threads in racing processes ------------------------------------------------
 
 
-def _append(log: str, line: str) -> None:
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
 def _racer(port: int, log: str, worker: int, racers: int, rounds: int) -> None:
     """Threads calling one Redis-guarded function; each call logs when it was attempted
     (before the check) and when it was admitted or refused (after the check), on the
@@ -174,10 +166,7 @@ def _racer(port: int, log: str, worker: int, racers: int, rounds: int) -> None:
 
     def run(thread: int) -> None:
         me = worker * 3 + thread
-        for i in range(rounds):
-            token = i * racers + me
-            if i % 4 == 3:
-                token = max(0, token - 5 * racers)  # a paused holder wakes up
+        for token in token_plan(me, racers, rounds):
             before = time.monotonic()
             try:
                 after = guarded(token)
@@ -185,7 +174,7 @@ def _racer(port: int, log: str, worker: int, racers: int, rounds: int) -> None:
             except StaleTokenError as exc:
                 after = time.monotonic()
                 outcome = f"stale:{exc.current}"
-            _append(log, f"{outcome} {token} {before!r} {after!r}\n")
+            append_line(log, f"{outcome} {token} {before!r} {after!r}\n")
 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(3)]
     for thread in threads:
