@@ -2,15 +2,13 @@
 
 Each ``LockKind`` builds a fresh holder (one per thread, task or process) from a client
 and a fence name, so the uncontended, hand-off and throughput families measure exactly
-the same objects. fencing's own classes appear only once their modules exist in the
-tree: ``available()`` says which kinds this checkout can run.
+the same objects. Every kind is always present: the peers come with the ``bench`` extra.
 
 Imports redis-py, the peers (python-redis-lock, pottery), fencing and the floors.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -167,22 +165,3 @@ KINDS: dict[str, LockKind] = {
         LockKind(ASYNC_FENCE, _async_redis_fence, is_async=True),
     ]
 }
-
-_NEEDS = {
-    REDIS_FENCE: ("fencing", "RedisFence"),
-    FENCED_LOCK: ("fencing", "FencedLock"),
-    ASYNC_FENCE: ("fencing.aio", "RedisFence"),
-}
-
-
-def available(name: str) -> bool:
-    """True if this checkout has what the kind needs (fencing's classes land over time)."""
-    need = _NEEDS.get(name)
-    if need is None:
-        return True
-    try:
-        module = importlib.import_module(need[0])
-        getattr(module, need[1])
-    except (ImportError, AttributeError):
-        return False
-    return True
