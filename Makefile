@@ -4,12 +4,9 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test lint bench
 
-$(PY):
-	python3 -m venv $(VENV)
-	$(PY) -m pip install -q -e '.[sql]'
-
-demo: $(PY)
-	$(VENV)/bin/fencing demo
+demo:
+	bash scripts/setup-test-env.sh demo
+	$(VENV)/bin/fencing demo $(ARGS)
 
 test:
 	bash scripts/setup-test-env.sh

@@ -1,22 +1,31 @@
 #!/usr/bin/env bash
-# Prepare a machine for the test suite: system packages the tests start themselves
-# (redis-server, PostgreSQL) when missing, then a virtual environment with the
-# package and its development extras. Safe to run again; installs only what is missing.
+# Prepare this machine: system packages when missing, then a virtual environment (.venv)
+# with the package and its extras. Safe to run again; installs only what is missing.
+#   scripts/setup-test-env.sh        everything the test suite needs: redis-server and
+#                                    PostgreSQL (the tests start their own throwaway
+#                                    servers), and the development extras
+#   scripts/setup-test-env.sh demo   only what `fencing demo` needs (no server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode="${1:-test}"
 
 missing=()
-command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || missing+=(python3-venv python3-pip)
-command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
+if [ "$mode" = test ]; then
+    command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+    command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
+fi
 if ((${#missing[@]})); then
     echo "installing system packages: ${missing[*]}"
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 fi
-# The suite starts its own throwaway servers; the distribution's services are not needed.
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
+if [ "$mode" = test ]; then
+    .venv/bin/python -m pip install -q -e '.[dev]'
+else
+    .venv/bin/python -m pip install -q -e '.[sql,plot]'
+fi
