@@ -191,7 +191,7 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
         def helper() -> None:
             token = next(tokens)
             with engine.begin() as conn:
-                conn.execute(guarded_update(items, token, items.c.id == 4).values(value=token))
+                conn.execute(guarded_update(items, token, items.c.id == 4, values={"value": token}))
 
         variants += [
             Variant(PLAIN_CORE_LOADED, timed(plain_core(3))),

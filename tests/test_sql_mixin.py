@@ -208,6 +208,37 @@ def test_core_guarded_update_and_delete(db: DB) -> None:
     assert db.row(1) == (6, 6) and db.row(2) is None and db.row(3) == (5, 5)
 
 
+def test_core_guarded_update_with_values_in_the_call(db: DB) -> None:
+    db.add(1, 2, token=5)
+    table = db.Invoice.__table__
+    with db.engine.begin() as conn:
+        conn.execute(guarded_update(db.Invoice, 6, table.c.id == 1, values={"total": 6}))
+        conn.execute(guarded_update(table, 7, table.c.id == 2, values={table.c.total: 7}))
+        with pytest.raises(fencing.StaleTokenError) as info:
+            conn.execute(guarded_update(table, 5, table.c.id == 1, values={"total": -1}))
+        assert (info.value.token, info.value.current) == (5, 6)
+        # A condition chained after the helper still narrows the diagnostic read.
+        stale = guarded_update(table, 5, values={"total": -1})
+        with pytest.raises(fencing.StaleTokenError) as info:
+            conn.execute(stale.where(table.c.id == 1))
+        assert (info.value.token, info.value.current) == (5, 6)  # row 1's, not the max 7
+        bulk = conn.execute(guarded_update(table, 6, values={"total": 60}, expect_rows=None))
+        assert bulk.rowcount == 1  # row 2 keeps its newer write
+    assert db.row(1) == (60, 6) and db.row(2) == (7, 7)
+    updates = [sql for sql in db.statements if sql.startswith("UPDATE")]
+    assert updates and all(sql.count("fence_token <=") == 1 for sql in updates)
+
+
+def test_values_may_not_set_the_token_and_must_be_a_mapping(db: DB) -> None:
+    table = db.Invoice.__table__
+    with pytest.raises(ValueError, match="fence_token"):
+        guarded_update(table, 1, values={"fence_token": 9})
+    with pytest.raises(ValueError, match="fence_token"):
+        guarded_update(db.Invoice, 1, values={table.c.fence_token: 9})
+    with pytest.raises(TypeError, match="mapping"):
+        guarded_update(table, 1, values=[("total", 1)])  # type: ignore[arg-type]
+
+
 def test_unguarded_core_writes_to_a_fenced_table_are_refused(db: DB) -> None:
     db.add(1)
     table = db.Invoice.__table__

@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Column, Delete, Engine, Update, and_, event, func, select
 from sqlalchemy.sql import operators, visitors
-from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ColumnElement
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
 from .._errors import UnfencedWriteError
 from .._log import guard_log
@@ -66,13 +66,14 @@ class FlushGuard:
     is_update: bool
 
 
-@dataclass(frozen=True)
-class CoreGuard:
-    """A ``guarded_update``/``guarded_delete``: token, row filter, expected row count."""
+class CoreGuard(NamedTuple):
+    """A ``guarded_update``/``guarded_delete``: its fence column and expected row count.
+
+    Independent of the token, so one is built per target and reused (the token and
+    row filter are read back from the statement if a write is refused).
+    """
 
     column: Column[Any]
-    token: int
-    where: tuple[ColumnElement[bool], ...]
     expect_rows: int | None
 
 
@@ -151,8 +152,10 @@ def _before_execute(
 ) -> tuple[Any, Any, Any]:
     if not isinstance(element, (Update, Delete)):
         return element, multiparams, params
+    if GUARD_OPTION in options:
+        return element, multiparams, params
     column = fence_column(element.table)
-    if column is None or GUARD_OPTION in options:
+    if column is None:
         return element, multiparams, params
     found = _rewrite(element, column)
     if found is None:
@@ -175,11 +178,15 @@ def _before_execute(
 def _after_execute(
     conn: Any, element: Any, multiparams: Any, params: Any, options: Any, result: Any
 ) -> None:
-    flush = _guards.get(element) if isinstance(element, (Update, Delete)) else None
     core = options.get(GUARD_OPTION)
-    if flush is None and core is None:
-        return
-    expected = (len(multiparams) or 1) if flush is not None else core.expect_rows
+    if core is not None:
+        flush = None
+        expected = core.expect_rows
+    else:
+        flush = _guards.get(element) if isinstance(element, (Update, Delete)) else None
+        if flush is None:
+            return
+        expected = len(multiparams) or 1
     if expected is None:
         return
     rows = result.rowcount
@@ -192,7 +199,7 @@ def _after_execute(
         return
     if flush is not None:
         _raise_flush(conn, flush, multiparams or [params])
-    _raise_core(conn, core)
+    _raise_core(conn, core, element)
 
 
 def _raise_flush(conn: Any, guard: FlushGuard, rows: list[dict[str, Any]]) -> None:
@@ -210,12 +217,31 @@ def _raise_flush(conn: Any, guard: FlushGuard, rows: list[dict[str, Any]]) -> No
     raise StaleRowError(0, None, column.table.name)  # row count off, every row fine: vanished
 
 
-def _raise_core(conn: Any, guard: CoreGuard) -> None:
+def _raise_core(conn: Any, guard: CoreGuard, statement: Any) -> None:
     column = guard.column
-    current = conn.execute(select(func.max(column)).where(*guard.where)).scalar()
+    token, where = _split_guard(statement._where_criteria, column)
+    current = conn.execute(select(func.max(column)).where(*where)).scalar()
     resource = column.table.name
-    guard_log.warning("stale token %s refused by %s (rows have %s)", guard.token, resource, current)
-    raise StaleRowError(guard.token, current, resource)
+    guard_log.warning("stale token %s refused by %s (rows have %s)", token, resource, current)
+    raise StaleRowError(token, current, resource)
+
+
+def _split_guard(criteria: tuple[Any, ...], column: Column[Any]) -> tuple[int, list[Any]]:
+    """The token of ``fence_token <= :token`` among ``criteria``, and the other criteria."""
+    token = 0
+    where = []
+    for criterion in criteria:
+        if (
+            isinstance(criterion, BinaryExpression)
+            and criterion.operator is operators.le
+            and criterion.left is column
+            and isinstance(criterion.right, BindParameter)
+        ):
+            value = criterion.right.effective_value
+            token = value if isinstance(value, int) else 0
+        else:
+            where.append(criterion)
+    return token, where
 
 
 def install() -> None:
