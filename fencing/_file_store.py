@@ -16,6 +16,12 @@ compare-and-replace is atomic with respect to every thread and process on this h
 compare-and-replace; ``update`` only adds the read and the call inside the lock.
 ``flock`` is reliable on local file systems only; do not share a store over NFS.
 
+A ``FileStore`` opens its lock file once (lazily) and keeps the descriptor until
+``close()``; a ``threading.Lock`` serializes its own threads, which share that one open
+file description (``flock`` would not exclude them from each other). A forked child
+must not use the inherited descriptor either (the flock is shared with the parent):
+the store records the pid that opened it and reopens in any other process.
+
 Imports the errors, log and validation modules (POSIX only: ``fcntl``).
 """
 
@@ -24,10 +30,13 @@ from __future__ import annotations
 import fcntl
 import os
 import struct
+import threading
+import weakref
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Union
 
 from ._errors import StaleTokenError
@@ -91,10 +100,14 @@ def _decode_header(raw: bytes, path: Path) -> tuple[int, int]:
 def read_token(path: Path) -> int | None:
     """The token in the record at ``path``; ``None`` if there is no record yet."""
     try:
-        with open(path, "rb") as file:
-            return _decode_header(file.read(_HEADER_SIZE), path)[0]
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # no buffered file object: hot path
     except FileNotFoundError:
         return None
+    try:
+        raw = os.read(fd, _HEADER_SIZE)
+    finally:
+        os.close(fd)
+    return _decode_header(raw, path)[0]
 
 
 def read_record(path: Path) -> tuple[int, bytes]:
@@ -143,11 +156,12 @@ def replace_record(path: Path, token: int, data: memoryview) -> None:
     """
     tmp = _sidecar(path, ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-    with open(fd, "wb") as file:
-        file.write(_encode_header(token, data.nbytes))
-        file.write(data)
-        file.flush()
+    try:
+        _write_all(fd, _encode_header(token, data.nbytes))
+        _write_all(fd, data)
         os.fsync(fd)
+    finally:
+        os.close(fd)
     if _before_replace is not None:
         _before_replace(tmp)
     os.replace(tmp, path)
@@ -156,6 +170,12 @@ def replace_record(path: Path, token: int, data: memoryview) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _check_data(data: object, what: str = "data") -> memoryview:
@@ -185,9 +205,43 @@ class FileStore:
 
     def __init__(self, path: PathArg) -> None:
         self.path = check_record_path(path, "FileStore")
+        self._lock_path = _sidecar(self.path, ".lock")
+        self._mutex = threading.Lock()  # this process's threads (they share self._fd)
+        self._fd = -1  # the lock file, opened on first write
+        self._pid = 0  # the process that opened self._fd
+        _stores.add(self)
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.path)!r})"
+
+    def close(self) -> None:
+        """Close the lock file's descriptor; a later write opens it again."""
+        with self._mutex:
+            self._close_fd()
+
+    def __enter__(self) -> FileStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:
+            self._close_fd()
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)  # in a forked child: only the child's copy (the parent keeps its)
+
+    def _after_fork(self) -> None:
+        """In a forked child: a thread of the parent may have held the mutex."""
+        self._mutex = threading.Lock()
 
     @property
     def token(self) -> int | None:
@@ -250,8 +304,30 @@ class FileStore:
     def _replace_if_fresh(self, token: int, produce: Callable[[], memoryview]) -> None:
         """The guard: under the lock, refuse ``token`` if below the mark, else replace the
         record with ``token`` and ``produce()`` (called only once the token is admitted)."""
-        with locked(self.path):
-            current = read_token(self.path)
-            if current is not None and token < current:
-                raise rejected(token, current, f"FileStore({str(self.path)!r})")
-            replace_record(self.path, token, produce())
+        with self._mutex:
+            fd = self._fd
+            if fd < 0 or self._pid != os.getpid():  # first write, closed, or forked child
+                self._close_fd()
+                fd = self._fd = os.open(self._lock_path, _LOCK_FLAGS, 0o666)
+                self._pid = os.getpid()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = read_token(self.path)
+                if current is not None and token < current:
+                    raise rejected(token, current, f"FileStore({str(self.path)!r})")
+                replace_record(self.path, token, produce())
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+#: Every live store, so a forked child can give each a fresh thread mutex.
+_stores: weakref.WeakSet[FileStore] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for store in list(_stores):
+        store._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

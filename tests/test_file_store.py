@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -456,3 +457,51 @@ def test_paused_holder_inside_update_cannot_lose_the_newer_update(tmp_path: Path
     assert FileStore(path).read_with_token() == (5, b"A;B;")
     with pytest.raises(StaleTokenError):  # and A, now stale, cannot update again
         FileStore(path).update(lambda current: b"A again", 4)
+
+
+def _increment_slowly(current: bytes | None) -> bytes:
+    value = int(current or b"0")
+    time.sleep(0.001)  # widen the read-modify-write window: lost updates would show
+    return b"%d" % (value + 1)
+
+
+def test_processes_forked_from_one_store_still_exclude_each_other(tmp_path: Path) -> None:
+    # The store's lock descriptor is open before the fork: the children inherit it, and
+    # flock on that shared open file description would not exclude them from each other
+    # or from the parent. Each process must take the lock through its own descriptor.
+    store = FileStore(tmp_path / "counter")
+    store.write(b"0", 1)
+    rounds = 40
+    children = []
+    for _ in range(2):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                for _ in range(rounds):
+                    store.update(_increment_slowly, 1)
+                code = 0
+            finally:
+                os._exit(code)
+        children.append(pid)
+    for _ in range(rounds):
+        store.update(_increment_slowly, 1)
+    for pid in children:
+        assert os.waitpid(pid, 0)[1] == 0
+    assert store.read() == b"%d" % (3 * rounds)  # no increment lost
+    store.close()
+
+
+def test_store_closes_and_reopens_its_lock_file(tmp_path: Path) -> None:
+    with FileStore(tmp_path / "record") as store:
+        store.write(b"a", 1)
+        assert store._fd >= 0
+    assert store._fd == -1
+    store.write(b"b", 2)  # reopens lazily
+    assert store.read_with_token() == (2, b"b")
+    other = FileStore(tmp_path / "record")  # a second store in this process still excludes
+    other.write(b"c", 3)
+    with pytest.raises(StaleTokenError):
+        store.write(b"d", 2)
+    store.close()
+    other.close()
