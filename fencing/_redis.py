@@ -35,13 +35,13 @@ from ._redis_scripts import (
     Script,
     acquire_args,
     block_seconds,
+    fence_keys,
     idle_millis,
     lease_value,
     parse_acquire,
     parse_flag,
     release_args,
     renew_args,
-    signal_key,
 )
 from ._validate import check_ttl
 
@@ -71,19 +71,19 @@ def run_script(client: Any, script: Script, args: tuple[Any, ...]) -> Any:
     redis-py errors pass through unchanged (``FencedLock`` keeps them, issuers map them).
     """
     try:
-        return client.evalsha(script.sha, script.numkeys, *args)
+        return client.evalsha(script.sha, script.numkeys_arg, *args)
     except NoScriptError:
         client.script_load(script.text)
-        return client.evalsha(script.sha, script.numkeys, *args)
+        return client.evalsha(script.sha, script.numkeys_arg, *args)
 
 
 async def run_script_async(client: Any, script: Script, args: tuple[Any, ...]) -> Any:
     """The asyncio twin of ``run_script``."""
     try:
-        return await client.evalsha(script.sha, script.numkeys, *args)
+        return await client.evalsha(script.sha, script.numkeys_arg, *args)
     except NoScriptError:
         await client.script_load(script.text)
-        return await client.evalsha(script.sha, script.numkeys, *args)
+        return await client.evalsha(script.sha, script.numkeys_arg, *args)
 
 
 class _RedisIssuerBase:
@@ -109,7 +109,10 @@ class RedisIssuer(_RedisIssuerBase):
     ``counter_idle`` (seconds, default a week; ``None`` = never) is how long a fence's
     token counter survives without an acquisition. Losing it is harmless: the next
     token still exceeds every earlier one (see the module docstring for the limit).
-    Waiters are woken on release through a signal list (BLPOP), without polling.
+    Waiters are woken on release through a signal list (BLPOP), without polling; the
+    release writes that signal only when a ``try_acquire`` found the lease busy in the
+    last 2 s (see ``_redis_scripts``), so ``await_release`` is woken early only after
+    such an attempt, which is how ``FenceCore`` always calls it.
     """
 
     def __init__(self, client: Any, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE) -> None:
@@ -138,7 +141,7 @@ class RedisIssuer(_RedisIssuerBase):
         wait = block_seconds(seconds, self._socket_timeout)
         if wait is not None:
             with redis_errors():
-                self.client.blpop([signal_key(name)], wait)
+                self.client.blpop([fence_keys(name).signal], wait)
 
 
 class AsyncRedisIssuer(_RedisIssuerBase):
@@ -171,7 +174,7 @@ class AsyncRedisIssuer(_RedisIssuerBase):
         wait = block_seconds(seconds, self._socket_timeout)
         if wait is not None:
             with redis_errors():
-                await self.client.blpop([signal_key(name)], wait)
+                await self.client.blpop([fence_keys(name).signal], wait)
 
 
 class RedisFence(Fence):

@@ -27,13 +27,13 @@ from ._redis_scripts import (
     RENEW,
     acquire_args,
     block_seconds,
+    fence_keys,
     idle_millis,
     lease_key,
     parse_acquire,
     parse_flag,
     release_args,
     renew_args,
-    signal_key,
 )
 from ._token import FenceToken
 from ._validate import check_name, check_timeout, check_ttl
@@ -47,8 +47,8 @@ class FencedLock(Lock):
     - the lock's key is ``fencing:{<name>}:lease`` (``name`` must be a ``str``), and it
       holds ``b"<fence token>:<lock token>"``; ``lock.local.token`` is that value;
     - a blocked ``acquire`` is woken by the holder's release (BLPOP on the fence's
-      signal list) instead of sleeping ``sleep`` seconds between attempts; ``sleep``
-      still bounds each wait;
+      signal list, written only when an attempt found the lock busy) instead of
+      sleeping ``sleep`` seconds between attempts; ``sleep`` still bounds each wait;
     - ``timeout``, ``sleep`` and ``blocking_timeout`` are checked: a bad value raises
       ``TypeError``/``ValueError`` at once.
 
@@ -134,7 +134,7 @@ class FencedLock(Lock):
     def _await_release(self, seconds: float) -> None:
         wait = block_seconds(seconds, self._socket_timeout)
         if wait is not None:
-            self.redis.blpop([signal_key(self.name)], wait)
+            self.redis.blpop([fence_keys(self.name).signal], wait)
 
     def locked(self) -> bool:
         """True if anyone holds the lock."""

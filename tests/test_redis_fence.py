@@ -229,6 +229,7 @@ def test_waiter_blocks_on_signal_and_is_woken_by_release(redis_client: redis.Red
     issuer = RedisIssuer(redis_client)
     fence = RedisFence(redis_client, "wake", ttl=30)
     token = fence.acquire()
+    assert isinstance(issuer.try_acquire("wake", "w", 30_000), Busy)  # marks a waiter
     woke: list[float] = []
     waiter = threading.Thread(
         target=lambda: (issuer.await_release("wake", 20), woke.append(time.monotonic()))
@@ -243,11 +244,18 @@ def test_waiter_blocks_on_signal_and_is_woken_by_release(redis_client: redis.Red
     assert issuer.wakes_on_release is True
 
 
-def test_release_leaves_one_short_lived_signal(redis_client: redis.Redis) -> None:
+def test_release_leaves_one_short_lived_signal_when_someone_waits(
+    redis_client: redis.Redis,
+) -> None:
     fence = RedisFence(redis_client, "sig", ttl=30)
-    for _ in range(3):
-        fence.release(fence.acquire())
     signal = keys("sig")[2]
+    fence.release(fence.acquire())
+    assert redis_client.exists(signal) == 0  # nobody waited: no signal written
+    for _ in range(3):
+        token = fence.acquire()
+        with pytest.raises(fencing.AcquireTimeout):
+            RedisFence(redis_client, "sig").acquire(timeout=0)  # a busy attempt
+        fence.release(token)
     assert redis_client.llen(signal) == 1
     assert 0 < redis_client.pttl(signal) <= 1000
 
