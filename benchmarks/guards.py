@@ -30,6 +30,22 @@ from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
 DATA = os.urandom(4096)  # one 4 KiB record
 
 
+def orm_update(
+    engine: sa.Engine, tokens: Iterator[int], model: Any, fenced: bool
+) -> Callable[[], None]:
+    """One ORM transaction: load row 1, set its value (and its fence token if fenced)."""
+
+    def update() -> None:
+        token = next(tokens)
+        with Session(engine) as session, session.begin():
+            row = session.get(model, 1)
+            row.value = token
+            if fenced:
+                row.fence_token = token
+
+    return update
+
+
 def run(ctx: Context) -> list[Table]:
     tables = [_sql(ctx, "sqlite", f"sqlite:///{ctx.workdir / 'bench.db'}")]
     pg_url = ctx.pg_url()
@@ -163,15 +179,7 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
                 raise RuntimeError("fenced update rejected")
 
     def orm(model: Any, fenced: bool) -> Callable[[], None]:
-        def update() -> None:
-            token = next(tokens)
-            with Session(engine) as session, session.begin():
-                row = session.get(model, 1)
-                row.value = token
-                if fenced:
-                    row.fence_token = token
-
-        return update
+        return orm_update(engine, tokens, model, fenced)
 
     variants = [
         Variant(PLAIN_CORE, _unloaded(plain_core(1))),

@@ -25,10 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from fencing.sql import FencedMixin, _guard
-from guards import _fencing_sql_unloaded
+from guards import _fencing_sql_unloaded, orm_update
 from harness import timed
 
 
@@ -67,15 +67,7 @@ def main() -> None:
     tokens = itertools.count(1)
 
     def orm(model: Any, fenced: bool) -> Callable[[], None]:
-        def update() -> None:
-            token = next(tokens)
-            with Session(engine) as session, session.begin():
-                row = session.get(model, 1)
-                row.value = token
-                if fenced:
-                    row.fence_token = token
-
-        return update
+        return orm_update(engine, tokens, model, fenced)
 
     # Count the statement rewrites (the replacement_traverse), whatever the memo.
     rewrites = [0]

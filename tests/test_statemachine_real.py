@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 import sqlalchemy
-from hypothesis import Phase, settings
+from hypothesis import settings
 
 import fencing
 from fencing.sql import create_tables, guarded_update
@@ -29,17 +29,10 @@ from fencing.testing.simulation import (
     World,
     real_time_world,
 )
-from fencing.testing.statemachine import CLIENTS, run_machine
+from fencing.testing.statemachine import CLIENTS, REPRODUCIBLE, run_machine
 
 TTL = 0.06
-REAL = settings(
-    max_examples=8,
-    stateful_step_count=12,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.generate, Phase.shrink],
-)
+REAL = settings(REPRODUCIBLE, max_examples=8, stateful_step_count=12)
 
 FenceFactory = Callable[..., fencing.Fence]  # (name, ttl=TTL)
 

@@ -6,19 +6,12 @@ import logging
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import settings
 
 from fencing.testing.simulation import InvariantViolation, virtual_world
-from fencing.testing.statemachine import FencingMachine, run_machine
+from fencing.testing.statemachine import REPRODUCIBLE, FencingMachine, run_machine
 
-FAST = settings(
-    max_examples=300,
-    stateful_step_count=50,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=[Phase.generate, Phase.shrink],
-)
+FAST = settings(REPRODUCIBLE, max_examples=300, stateful_step_count=50)
 
 #: Enough to find the lost update many times over (it is usually found within 100).
 SEARCH = settings(FAST, max_examples=2000)

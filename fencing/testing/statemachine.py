@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hypothesis import Phase
 from hypothesis import settings as Settings
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -104,6 +105,17 @@ class FencingMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         self.sim.close()
+
+
+#: Settings for reproducible runs: the same schedules every time (no example database,
+#: no random seed), no per-step deadline (real issuers take real time), and no explain
+#: phase. Derive from it: ``settings(REPRODUCIBLE, max_examples=50)``.
+REPRODUCIBLE = Settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate, Phase.shrink],
+)
 
 
 def run_machine(make_world: Callable[[], World], *, settings: Settings | None = None) -> None:
