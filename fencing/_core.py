@@ -15,7 +15,7 @@ import time
 
 from ._errors import FenceUnavailable, LeaseLost
 from ._log import acquire_log, lost_log, release_log, renew_log
-from ._protocol import AwaitRelease, Flow, Release, Renew, Sleep, TryAcquire, WaitSchedule
+from ._protocol import Flow, Release, Renew, Sleep, acquire_flow
 from ._token import FenceToken
 from ._validate import check_name, check_timeout, check_token_for, check_ttl
 
@@ -53,12 +53,9 @@ class FenceCore:
     def _acquire_flow(self, timeout: float | None) -> Flow[FenceToken]:
         wait = check_timeout(timeout)
         holder = os.urandom(16).hex()
-        reply = yield TryAcquire(holder, self._ttl_ms)
-        if not isinstance(reply, int):  # busy: wait, made once and only when needed
-            schedule = WaitSchedule(self.name, wait, self._wakes_on_release)
-            while not isinstance(reply, int):
-                yield AwaitRelease(schedule.next_wait(reply))
-                reply = yield TryAcquire(holder, self._ttl_ms)
+        reply = yield from acquire_flow(
+            self.name, holder, self._ttl_ms, wait, self._wakes_on_release
+        )
         token = FenceToken(reply, self.name)
         with self._mutex:
             self._holders[reply] = holder

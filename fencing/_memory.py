@@ -51,7 +51,9 @@ class MemoryIssuer:
             return None
         return lease
 
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+    def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> int | Busy:
         with self._changed:
             lease = self._live(name)
             now = self._clock()
@@ -77,7 +79,7 @@ class MemoryIssuer:
             self._changed.notify_all()
             return True
 
-    def await_release(self, name: str, seconds: float) -> None:
+    def await_release(self, name: str, holder: str, seconds: float) -> None:
         with self._changed:
             self._changed.wait(seconds)
 
@@ -90,7 +92,9 @@ class AsyncMemoryIssuer:
     def __init__(self, issuer: MemoryIssuer) -> None:
         self.sync = issuer
 
-    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+    async def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> int | Busy:
         return self.sync.try_acquire(name, holder, ttl_ms)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
@@ -99,8 +103,8 @@ class AsyncMemoryIssuer:
     async def release(self, name: str, token: int, holder: str) -> bool:
         return self.sync.release(name, token, holder)
 
-    async def await_release(self, name: str, seconds: float) -> None:
-        await asyncio.to_thread(self.sync.await_release, name, seconds)
+    async def await_release(self, name: str, holder: str, seconds: float) -> None:
+        await asyncio.to_thread(self.sync.await_release, name, holder, seconds)
 
 
 #: The issuer shared by every ``MemoryFence`` created without one.

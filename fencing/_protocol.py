@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ._errors import AcquireTimeout, FencingError
 
@@ -44,17 +44,28 @@ class Issuer(Protocol):
     #: True when ``await_release`` returns early on a release (hand-off without polling).
     wakes_on_release: bool
 
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        """Take the free or expired lease and return the new token, else ``Busy``."""
+    def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> int | Busy:
+        """Take the free or expired lease and return the new token, else ``Busy``.
+
+        An issuer that hands the lease over directly (Redis) also queues ``holder`` for
+        ``queue_ms`` when the lease is busy, and with ``queue_ms=0`` takes it out of the
+        queue. ``queued`` says that an earlier attempt queued it: a release may then
+        already have granted it the lease, whose token is returned. Others ignore both.
+        """
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         """Extend the lease to ``ttl_ms`` if ``token``/``holder`` still hold it."""
 
     def release(self, name: str, token: int, holder: str) -> bool:
-        """End the lease if ``token``/``holder`` still hold it; wake a waiter."""
+        """End the lease if ``token``/``holder`` still hold it; wake or serve a waiter."""
 
-    def await_release(self, name: str, seconds: float) -> None:
-        """Block up to ``seconds``, returning early when the lease may be free."""
+    def await_release(self, name: str, holder: str, seconds: float) -> int | None:
+        """Block up to ``seconds``, returning early when the lease may be free.
+
+        Returns the token when a release handed the lease straight to ``holder``.
+        """
 
 
 class AsyncIssuer(Protocol):
@@ -62,26 +73,31 @@ class AsyncIssuer(Protocol):
 
     wakes_on_release: bool
 
-    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy: ...
+    async def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> int | Busy: ...
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool: ...
 
     async def release(self, name: str, token: int, holder: str) -> bool: ...
 
-    async def await_release(self, name: str, seconds: float) -> None: ...
+    async def await_release(self, name: str, holder: str, seconds: float) -> int | None: ...
 
 
-@dataclass(frozen=True)
-class TryAcquire:
-    holder: str
+# Operations are NamedTuples: a flow makes one per step, and tuples are the cheapest to make.
+
+
+class TryAcquire(NamedTuple):
+    holder: str | bytes
     ttl_ms: int
+    queue_ms: int = 0
+    queued: bool = False
 
     def call(self, issuer: Any, name: str) -> Any:
-        return issuer.try_acquire(name, self.holder, self.ttl_ms)
+        return issuer.try_acquire(name, self.holder, self.ttl_ms, self.queue_ms, self.queued)
 
 
-@dataclass(frozen=True)
-class Renew:
+class Renew(NamedTuple):
     token: int
     holder: str
     ttl_ms: int
@@ -90,25 +106,23 @@ class Renew:
         return issuer.renew(name, self.token, self.holder, self.ttl_ms)
 
 
-@dataclass(frozen=True)
-class Release:
+class Release(NamedTuple):
     token: int
-    holder: str
+    holder: str | bytes
 
     def call(self, issuer: Any, name: str) -> Any:
         return issuer.release(name, self.token, self.holder)
 
 
-@dataclass(frozen=True)
-class AwaitRelease:
+class AwaitRelease(NamedTuple):
+    holder: str | bytes
     seconds: float
 
     def call(self, issuer: Any, name: str) -> Any:
-        return issuer.await_release(name, self.seconds)
+        return issuer.await_release(name, self.holder, self.seconds)
 
 
-@dataclass(frozen=True)
-class Sleep:
+class Sleep(NamedTuple):
     """Pause the flow; the driver replies ``True`` if it was asked to stop meanwhile."""
 
     seconds: float
@@ -136,7 +150,7 @@ class _Stepper:
         except StopIteration as stop:
             self.op, self.result = None, stop.value
 
-    def throw(self, error: FencingError) -> None:
+    def throw(self, error: BaseException) -> None:
         try:
             self.op = self._flow.throw(error)
         except StopIteration as stop:
@@ -156,12 +170,16 @@ async def _async_sleep(seconds: float) -> bool:
 def run_sync(
     flow: Flow[T], issuer: Issuer, name: str, sleep: Callable[[float], bool] = _sleep
 ) -> T:
-    """Drive ``flow`` with blocking calls. ``sleep(s)`` returns True to stop the flow."""
+    """Drive ``flow`` with blocking calls. ``sleep(s)`` returns True to stop the flow.
+
+    Any error of an operation, an interrupt included, is thrown into the flow, which may
+    yield clean-up operations (leaving a wait queue) before it lets the error out.
+    """
     stepper = _Stepper(flow)
     while (op := stepper.op) is not None:
         try:
             reply = sleep(op.seconds) if isinstance(op, Sleep) else op.call(issuer, name)
-        except FencingError as exc:
+        except BaseException as exc:
             stepper.throw(exc)
             continue
         stepper.send(reply)
@@ -174,12 +192,16 @@ async def run_async(
     name: str,
     sleep: Callable[[float], Awaitable[bool]] = _async_sleep,
 ) -> T:
-    """Drive ``flow`` with awaited calls; the asyncio twin of ``run_sync``."""
+    """Drive ``flow`` with awaited calls; the asyncio twin of ``run_sync``.
+
+    A cancellation is thrown into the flow like any error, so its clean-up operations
+    still run (once: a second cancellation ends them).
+    """
     stepper = _Stepper(flow)
     while (op := stepper.op) is not None:
         try:
             reply = await (sleep(op.seconds) if isinstance(op, Sleep) else op.call(issuer, name))
-        except FencingError as exc:
+        except BaseException as exc:
             stepper.throw(exc)
             continue
         stepper.send(reply)
@@ -190,9 +212,10 @@ class WaitSchedule:
     """How long a blocked ``acquire`` waits before its next attempt.
 
     With an issuer that wakes waiters on release, a waiter blocks until the release
-    signal, the lease's expiry, or ``MAX_BLOCK`` (so a lost wake-up only delays). Without
-    one, it backs off exponentially with full jitter so that waiters do not stampede.
-    The deadline always wins: once it has passed, ``next_wait`` raises ``AcquireTimeout``.
+    signal, the lease's expiry, or ``max_block`` (default ``MAX_BLOCK``, so a lost
+    wake-up only delays). Without one, it backs off exponentially with full jitter so
+    that waiters do not stampede. The deadline always wins: once it has passed,
+    ``next_wait`` raises ``AcquireTimeout``.
     """
 
     MAX_BLOCK = 1.0
@@ -206,21 +229,27 @@ class WaitSchedule:
         wakes_on_release: bool,
         clock: Callable[[], float] = time.monotonic,
         rng: Callable[[], float] = random.random,
+        max_block: float = MAX_BLOCK,
     ) -> None:
         self._name = name
         self._timeout = timeout
         self._wakes = wakes_on_release
         self._clock = clock
         self._rng = rng
+        self._max_block = max_block
         self._deadline = None if timeout is None else clock() + timeout
         self._backoff = self.FIRST_BACKOFF
 
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (negative once passed); ``None``: no deadline."""
+        return None if self._deadline is None else self._deadline - self._clock()
+
     def next_wait(self, busy: Busy) -> float:
-        remaining = None if self._deadline is None else self._deadline - self._clock()
+        remaining = self.remaining()
         if remaining is not None and remaining <= 0:
             raise AcquireTimeout(self._name, self._timeout)
         if self._wakes:
-            wait = self.MAX_BLOCK
+            wait = self._max_block
         else:
             wait = self._backoff * (0.5 + self._rng() / 2)
             self._backoff = min(self._backoff * 2, self.MAX_BACKOFF)
@@ -229,3 +258,80 @@ class WaitSchedule:
         if remaining is not None:
             wait = min(wait, remaining)
         return max(wait, 0.0)
+
+
+#: How much longer than its next wait a queued waiter's place lasts: covers the round
+#: trip between the attempt that queues it and the start of its wait.
+QUEUE_GRACE = 0.5
+
+
+def queue_millis(remaining: float | None, max_block: float) -> int:
+    """How long an attempt queues its waiter (0: not at all, the deadline has passed).
+
+    The place must outlive the wait that follows; a waiter that dies meanwhile can be
+    handed a lease it never uses (it expires), so it must not outlive it by much.
+    """
+    if remaining is not None and remaining <= 0:
+        return 0
+    wait = max_block if remaining is None else min(max_block, remaining)
+    return round((wait + QUEUE_GRACE) * 1000)
+
+
+def acquire_flow(
+    name: str,
+    holder: str | bytes,
+    ttl_ms: int,
+    timeout: float | None,
+    wakes_on_release: bool,
+    max_block: float = WaitSchedule.MAX_BLOCK,
+) -> Flow[int]:
+    """Attempt, wait, attempt again until the lease is granted; return its token.
+
+    ``timeout``: ``0`` tries once, ``None`` waits for ever, else ``AcquireTimeout`` at
+    the deadline. Where the issuer wakes waiters, every attempt that finds the lease
+    busy also queues the waiter, so the release can hand the lease straight to it
+    (``AwaitRelease`` then replies with the token). A waiter that stops waiting (the
+    deadline, an error, a cancellation) leaves the queue first, and releases a lease
+    that was handed to it in the meantime, so no lease goes to a waiter that has gone.
+    """
+    queue_ms = queue_millis(timeout, max_block) if wakes_on_release and timeout != 0 else 0
+    reply = yield TryAcquire(holder, ttl_ms, queue_ms)
+    if type(reply) is int:  # the fast path: no schedule made
+        return reply
+    schedule = WaitSchedule(name, timeout, wakes_on_release, max_block=max_block)
+    queued = queue_ms > 0
+    try:
+        while not isinstance(reply, int):
+            try:
+                wait = schedule.next_wait(reply)
+            except AcquireTimeout:
+                if not queued:
+                    raise
+                queued = False  # the last attempt leaves the queue, and may still win
+                reply = yield TryAcquire(holder, ttl_ms, 0, True)
+                if isinstance(reply, int):
+                    break
+                raise
+            granted = yield AwaitRelease(holder, wait)
+            if granted is not None:
+                return granted  # type: ignore[no-any-return]
+            queue_ms = queue_millis(schedule.remaining(), max_block) if queued else 0
+            reply = yield TryAcquire(holder, ttl_ms, queue_ms, queued)
+            queued = queue_ms > 0
+    except GeneratorExit:  # closed, not driven: no more operations can run
+        raise
+    except BaseException:
+        if queued:
+            yield from _leave_queue(holder, ttl_ms)
+        raise
+    return reply
+
+
+def _leave_queue(holder: str | bytes, ttl_ms: int) -> Flow[None]:
+    """Best effort: take ``holder`` out of the queue; release a lease handed to it."""
+    try:
+        reply = yield TryAcquire(holder, ttl_ms, 0, True)
+        if isinstance(reply, int):
+            yield Release(reply, holder)
+    except FencingError:
+        pass

@@ -23,10 +23,9 @@ import redis.cluster
 from redis.exceptions import NoScriptError, RedisError
 
 from ._async_fence import AsyncFence
-from ._core import DEFAULT_TTL
+from ._core import DEFAULT_TTL, issuer_error
 from ._fence import Fence
 from ._protocol import Busy
-from ._redis_errors import redis_errors
 from ._redis_scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -40,6 +39,7 @@ from ._redis_scripts import (
     lease_value,
     parse_acquire,
     parse_flag,
+    parse_wake,
     release_args,
     renew_args,
 )
@@ -109,10 +109,9 @@ class RedisIssuer(_RedisIssuerBase):
     ``counter_idle`` (seconds, default a week; ``None`` = never) is how long a fence's
     token counter survives without an acquisition. Losing it is harmless: the next
     token still exceeds every earlier one (see the module docstring for the limit).
-    Waiters are woken on release through a signal list (BLPOP), without polling; the
-    release writes that signal only when a ``try_acquire`` found the lease busy in the
-    last 2 s (see ``_redis_scripts``), so ``await_release`` is woken early only after
-    such an attempt, which is how ``FenceCore`` always calls it.
+    A release hands the lease straight to the first queued waiter, which ``BLPOP``s its
+    own wake key in ``await_release`` (see ``_redis_scripts``): no polling, and no
+    second round trip after the wake-up.
     """
 
     def __init__(self, client: Any, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE) -> None:
@@ -123,25 +122,33 @@ class RedisIssuer(_RedisIssuerBase):
         try:  # the hot path: no context manager
             return run_script(self.client, script, args)
         except RedisError as exc:
-            with redis_errors():
-                raise exc
+            raise issuer_error("redis", exc) from exc
 
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return parse_acquire(self._eval(ACQUIRE, acquire_args(name, holder, ttl_ms, self._idle_ms)))
+    def _blpop(self, key: bytes, seconds: float) -> Any:
+        try:
+            return self.client.blpop([key], seconds)
+        except RedisError as exc:
+            raise issuer_error("redis", exc) from exc
 
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+    def try_acquire(
+        self, name: str, holder: str | bytes, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> int | Busy:
+        args = acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued)
+        return parse_acquire(self._eval(ACQUIRE, args))
+
+    def renew(self, name: str, token: int, holder: str | bytes, ttl_ms: int) -> bool:
         value = lease_value(token, holder)
         return parse_flag(self._eval(RENEW, renew_args(name, value, ttl_ms)), "renew")
 
-    def release(self, name: str, token: int, holder: str) -> bool:
+    def release(self, name: str, token: int, holder: str | bytes) -> bool:
         value = lease_value(token, holder)
         return parse_flag(self._eval(RELEASE, release_args(name, value)), "release")
 
-    def await_release(self, name: str, seconds: float) -> None:
+    def await_release(self, name: str, holder: str | bytes, seconds: float) -> int | None:
         wait = block_seconds(seconds, self._socket_timeout)
-        if wait is not None:
-            with redis_errors():
-                self.client.blpop([fence_keys(name).signal], wait)
+        if wait is None:
+            return None
+        return parse_wake(self._blpop(fence_keys(name).wake(holder), wait))
 
 
 class AsyncRedisIssuer(_RedisIssuerBase):
@@ -155,26 +162,31 @@ class AsyncRedisIssuer(_RedisIssuerBase):
         try:
             return await run_script_async(self.client, script, args)
         except RedisError as exc:
-            with redis_errors():
-                raise exc
+            raise issuer_error("redis", exc) from exc
 
-    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        reply = await self._eval(ACQUIRE, acquire_args(name, holder, ttl_ms, self._idle_ms))
-        return parse_acquire(reply)
+    async def try_acquire(
+        self, name: str, holder: str | bytes, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> int | Busy:
+        args = acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued)
+        return parse_acquire(await self._eval(ACQUIRE, args))
 
-    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+    async def renew(self, name: str, token: int, holder: str | bytes, ttl_ms: int) -> bool:
         value = lease_value(token, holder)
         return parse_flag(await self._eval(RENEW, renew_args(name, value, ttl_ms)), "renew")
 
-    async def release(self, name: str, token: int, holder: str) -> bool:
+    async def release(self, name: str, token: int, holder: str | bytes) -> bool:
         value = lease_value(token, holder)
         return parse_flag(await self._eval(RELEASE, release_args(name, value)), "release")
 
-    async def await_release(self, name: str, seconds: float) -> None:
+    async def await_release(self, name: str, holder: str | bytes, seconds: float) -> int | None:
         wait = block_seconds(seconds, self._socket_timeout)
-        if wait is not None:
-            with redis_errors():
-                await self.client.blpop([fence_keys(name).signal], wait)
+        if wait is None:
+            return None
+        try:
+            reply = await self.client.blpop([fence_keys(name).wake(holder)], wait)
+        except RedisError as exc:
+            raise issuer_error("redis", exc) from exc
+        return parse_wake(reply)
 
 
 class RedisFence(Fence):

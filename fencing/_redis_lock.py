@@ -18,19 +18,14 @@ from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
 from ._errors import AcquireTimeout
-from ._protocol import Busy, WaitSchedule
-from ._redis import SYNC_CLIENTS, check_client, run_script, socket_timeout_of
+from ._protocol import Busy, acquire_flow, run_sync
+from ._redis import SYNC_CLIENTS, RedisIssuer, check_client, run_script
 from ._redis_scripts import (
-    ACQUIRE,
     DEFAULT_COUNTER_IDLE,
     RELEASE,
     RENEW,
-    acquire_args,
-    block_seconds,
-    fence_keys,
-    idle_millis,
+    Script,
     lease_key,
-    parse_acquire,
     parse_flag,
     release_args,
     renew_args,
@@ -46,9 +41,9 @@ class FencedLock(Lock):
 
     - the lock's key is ``fencing:{<name>}:lease`` (``name`` must be a ``str``), and it
       holds ``b"<fence token>:<lock token>"``; ``lock.local.token`` is that value;
-    - a blocked ``acquire`` is woken by the holder's release (BLPOP on the fence's
-      signal list, written only when an attempt found the lock busy) instead of
-      sleeping ``sleep`` seconds between attempts; ``sleep`` still bounds each wait;
+    - a blocked ``acquire`` is handed the lock by the holder's release (it queues and
+      BLPOPs its own wake key, as ``RedisFence`` does) instead of sleeping ``sleep``
+      seconds between attempts; ``sleep`` still bounds each wait;
     - ``timeout``, ``sleep`` and ``blocking_timeout`` are checked: a bad value raises
       ``TypeError``/``ValueError`` at once.
 
@@ -70,8 +65,7 @@ class FencedLock(Lock):
         self.sleep = _check_sleep(self.sleep)
         check_timeout(self.blocking_timeout)
         self._ttl_ms = 0 if self.timeout is None else max(1, round(self.timeout * 1000))
-        self._idle_ms = idle_millis(self.counter_idle)
-        self._socket_timeout = socket_timeout_of(redis)
+        self._issuer = _LockIssuer(redis, counter_idle=self.counter_idle)
 
     def register_scripts(self) -> None:
         """Nothing to register: the fencing scripts are sent by SHA, loaded on NOSCRIPT."""
@@ -93,8 +87,9 @@ class FencedLock(Lock):
     ) -> bool:
         """Take the lock; True once held. See ``redis.lock.Lock.acquire``.
 
-        A blocked attempt waits for the holder's release signal, at most ``sleep``
-        seconds (or until the lease expires) before it tries again.
+        A blocked attempt queues for a direct hand-off from the holder's release and
+        waits at most ``sleep`` seconds (or until the lease expires) for it before it
+        tries again.
         """
         sleep = self.sleep if sleep is None else _check_sleep(sleep)
         blocking = self.blocking if blocking is None else blocking
@@ -102,39 +97,28 @@ class FencedLock(Lock):
             blocking_timeout = self.blocking_timeout
         else:
             check_timeout(blocking_timeout)
-        if token is None:
-            holder = uuid.uuid4().hex.encode()
-        else:
-            holder = self.redis.get_encoder().encode(token)
-        schedule = WaitSchedule(self.name, blocking_timeout, wakes_on_release=True)
-        while True:
-            reply = self._try_acquire(holder)
-            if not isinstance(reply, Busy):
-                return True
-            if not blocking:
-                return False
-            try:
-                wait = min(schedule.next_wait(reply), sleep)
-            except AcquireTimeout:
-                return False
-            self._await_release(wait)
+        holder = self._holder(uuid.uuid4().hex if token is None else token)
+        timeout = blocking_timeout if blocking else 0
+        flow = acquire_flow(self.name, holder, self._ttl_ms, timeout, True, sleep)
+        try:
+            granted = run_sync(flow, self._issuer, self.name)
+        except AcquireTimeout:
+            return False
+        self.local.token = b"%d:%s" % (granted, holder)
+        return True
 
     def do_acquire(self, token: str | bytes) -> bool:
         """One attempt with holder ``token`` (redis-py's hook); sets ``local.token``."""
-        return not isinstance(self._try_acquire(self.redis.get_encoder().encode(token)), Busy)
+        holder = self._holder(token)
+        reply = self._issuer.try_acquire(self.name, holder, self._ttl_ms)
+        if isinstance(reply, Busy):
+            return False
+        self.local.token = b"%d:%s" % (reply, holder)
+        return True
 
-    def _try_acquire(self, holder: bytes) -> int | Busy:
-        """One attempt; when granted, ``local.token`` becomes the lease's value."""
-        args = acquire_args(self.name, holder, self._ttl_ms, self._idle_ms)
-        reply = parse_acquire(run_script(self.redis, ACQUIRE, args))
-        if not isinstance(reply, Busy):
-            self.local.token = b"%d:%s" % (reply, holder)
-        return reply
-
-    def _await_release(self, seconds: float) -> None:
-        wait = block_seconds(seconds, self._socket_timeout)
-        if wait is not None:
-            self.redis.blpop([fence_keys(self.name).signal], wait)
+    def _holder(self, token: str | bytes) -> bytes:
+        encoded: bytes = self.redis.get_encoder().encode(token)
+        return encoded
 
     def locked(self) -> bool:
         """True if anyone holds the lock."""
@@ -172,6 +156,16 @@ class FencedLock(Lock):
             raise LockNotOwnedError(
                 f"Cannot {what} a lock that's no longer owned", lock_name=self.name
             )
+
+
+class _LockIssuer(RedisIssuer):
+    """The Redis issuer as ``FencedLock`` needs it: redis-py's errors pass unchanged."""
+
+    def _eval(self, script: Script, args: tuple[Any, ...]) -> Any:
+        return run_script(self.client, script, args)
+
+    def _blpop(self, key: bytes, seconds: float) -> Any:
+        return self.client.blpop([key], seconds)
 
 
 def _check_sleep(sleep: object) -> float:

@@ -7,19 +7,23 @@ same name use the same keys, exclude each other and share one token counter.
 Key layout of the fence ``<name>`` (one hash tag, so all keys of a fence live in one
 Redis Cluster slot)::
 
-    fencing:{<name>}:lease    "<token>:<holder>" while held, with the lease's PX expiry
-    fencing:{<name>}:counter  the last token issued; expires after a long idle period
-    fencing:{<name>}:signal   a one-element list pushed on release; waiters BLPOP it
-    fencing:{<name>}:waiters  "1" while someone may wait: set by every busy acquire
-                              attempt, it lives ``WAITER_TTL_MS``; only while it exists
-                              does a release push the signal
+    fencing:{<name>}:lease         "<token>:<holder>" while held, with the lease's PX expiry
+    fencing:{<name>}:counter       the last token issued; expires after a long idle period
+    fencing:{<name>}:queue         holder ids of the waiters, first come first served
+    fencing:{<name>}:waiting       hash: holder id -> "<deadline ms>:<ttl ms>:<idle ms>"
+    fencing:{<name>}:wake:<holder> a one-element list: the token a release handed over
 
-An uncontended release therefore writes nothing but the lease's DEL. A waiter marks
-itself in the same atomic step that finds the lease busy, so a release after that
-attempt always signals: a wake-up is never lost to the gap between the attempt and the
-BLPOP. The marker is not cleared by a release, so a second waiter still blocked is woken
-by the next release too; it expires on its own once nobody has found the lease busy
-for ``WAITER_TTL_MS``.
+Direct hand-off: an acquire attempt that finds the lease busy queues its holder id in
+the same atomic step (until a deadline on the server's clock, a little past the
+waiter's next wait) and the waiter BLPOPs its own wake key. The release pops the first
+waiter whose deadline has not passed, gives it the lease and a fresh token in the same
+script, and pushes the token to its wake key: the waiter holds the lease the moment
+BLPOP returns, with no further round trip. An uncontended release costs one LPOP of an
+absent list more than a bare compare-and-delete. A waiter that missed its wake-up (its
+BLPOP had just ended) finds the lease under its own holder id at its next attempt; one
+that gives up leaves the queue in an attempt with ``queue_ms`` 0 (see
+``_protocol.acquire_flow``). The scripts derive the queue and wake keys from the lease
+key, so they share its hash tag and slot.
 
 Keys and fixed arguments go to redis-py as bytes, built once (``fence_keys`` is an LRU
 cache), so it does not encode them again on every call.
@@ -37,16 +41,6 @@ from typing import Any, NamedTuple
 from ._core import issuer_error
 from ._errors import FenceUnavailable
 from ._protocol import Busy
-
-#: How long an unconsumed release signal lives. A waiter re-polls at least every second
-#: (``WaitSchedule.MAX_BLOCK``), so an older signal would wake nobody who needs it.
-SIGNAL_TTL_MS = 1000
-
-#: How long the waiters marker outlives the last busy attempt. A waiter blocks at most
-#: ``WaitSchedule.MAX_BLOCK`` (1 s) before its next attempt re-marks, so 2 s covers a
-#: block plus a slow client; a marker that expires under a waiter only delays it (its
-#: block ends within a second anyway).
-WAITER_TTL_MS = 2000
 
 #: Default idle lifetime of a counter key: a week. A lost counter is harmless (tokens
 #: restart from the server clock), so one-off names need not stay in Redis for ever.
@@ -70,45 +64,94 @@ class Script:
         object.__setattr__(self, "numkeys_arg", b"%d" % self.numkeys)
 
 
+#: Lua shared by the scripts that issue tokens or queue waiters.
+_LUA_HELPERS = """
+-- The next token of a fence, as digits: max(counter + 1, server clock in
+-- microseconds), so a lost or stale counter restarts above every earlier token unless
+-- the server clock stepped back further than the time that passed. Also returns the
+-- server clock in ms.
+local function next_token(counter)
+  local now = redis.call('TIME')
+  local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  local last = tonumber(redis.call('GET', counter))
+  if last and last >= token then
+    token = last + 1
+  end
+  return string.format('%d', token), math.floor(tonumber(now[1]) * 1000 + tonumber(now[2]) / 1000)
+end
+
+-- SET key value, with PX ms unless ms is '0' (no expiry), and NX when nx is true.
+local function set(key, value, ms, nx)
+  if ms == '0' then
+    if nx then return redis.call('SET', key, value, 'NX') end
+    return redis.call('SET', key, value)
+  end
+  if nx then return redis.call('SET', key, value, 'NX', 'PX', ms) end
+  return redis.call('SET', key, value, 'PX', ms)
+end
+
+-- Take holder out of the queue of the fence whose keys start with prefix.
+local function leave(prefix, holder)
+  if redis.call('HDEL', prefix .. 'waiting', holder) == 1 then
+    redis.call('LREM', prefix .. 'queue', 1, holder)
+  end
+end
+"""
+
+
+def _lua(body: str) -> str:
+    """A script: the shared helpers, then ``body``."""
+    return _LUA_HELPERS + body
+
+
 ACQUIRE = Script(
-    """
+    _lua("""
 -- fencing acquire: take a fence's lease and issue its next token, in one step.
--- KEYS[1] lease key, KEYS[2] counter key, KEYS[3] waiters marker key
+-- KEYS[1] lease key, KEYS[2] counter key
 -- ARGV[1] holder id (unique per acquisition)
 -- ARGV[2] lease ttl in ms; "0" = the lease never expires
 -- ARGV[3] counter idle lifetime in ms; "0" = the counter never expires
--- Returns the new token (an integer > 0) when the lease was free, or {pttl} when it
--- is held: pttl = its remaining ms, or -1 when it has no expiry. When held, the
--- waiters marker is (re)set for WAITER_TTL_MS so that the release signals.
--- token = max(counter + 1, server clock in microseconds): a lost or stale counter
--- restarts above every earlier token unless the server clock stepped back further
--- than the time that passed.
-local now = redis.call('TIME')
-local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local last = tonumber(redis.call('GET', KEYS[2]))
-if last and last >= token then
-  token = last + 1
+-- ARGV[4] ms to queue the holder for a hand-off when the lease is busy; "0" = do not
+--         queue it (and take it out of the queue if it is in)
+-- ARGV[5] present ("1") when an earlier attempt of this holder queued it
+-- Returns the new token (an integer > 0) when the lease was free or had been handed to
+-- this holder, else {pttl}: the lease's remaining ms, or -1 when it has no expiry.
+local holder = ARGV[1]
+local digits, now = next_token(KEYS[2])
+if set(KEYS[1], digits .. ':' .. holder, ARGV[2], true) then
+  set(KEYS[2], digits, ARGV[3], false)
+  if ARGV[5] then
+    leave(string.sub(KEYS[1], 1, -6), holder)
+  end
+  return tonumber(digits)
 end
-local digits = string.format('%d', token)
-local value = digits .. ':' .. ARGV[1]
-local taken
-if ARGV[2] == '0' then
-  taken = redis.call('SET', KEYS[1], value, 'NX')
+local prefix = string.sub(KEYS[1], 1, -6)
+if ARGV[5] then
+  local token, owner = string.match(redis.call('GET', KEYS[1]), '^(%d+):(.*)$')
+  if owner == holder then  -- a release handed it over; the wake-up was not heard
+    redis.call('DEL', prefix .. 'wake:' .. holder)
+    return tonumber(token)
+  end
+end
+if ARGV[4] == '0' then
+  if ARGV[5] then
+    leave(prefix, holder)
+  end
 else
-  taken = redis.call('SET', KEYS[1], value, 'NX', 'PX', ARGV[2])
+  local ms = tonumber(ARGV[4])
+  local place = string.format('%d', now + ms) .. ':' .. ARGV[2] .. ':' .. ARGV[3]
+  local queue, waiting = prefix .. 'queue', prefix .. 'waiting'
+  if redis.call('HSET', waiting, holder, place) == 1 then
+    redis.call('RPUSH', queue, holder)
+  end
+  if redis.call('PTTL', queue) < ms then
+    redis.call('PEXPIRE', queue, ms)
+    redis.call('PEXPIRE', waiting, ms)
+  end
 end
-if not taken then
-  redis.call('SET', KEYS[3], '1', 'PX', 'WAITER_TTL_MS')
-  return {redis.call('PTTL', KEYS[1])}
-end
-if ARGV[3] == '0' then
-  redis.call('SET', KEYS[2], digits)
-else
-  redis.call('SET', KEYS[2], digits, 'PX', ARGV[3])
-end
-return token
-""".replace("'WAITER_TTL_MS'", str(WAITER_TTL_MS)),
-    numkeys=3,
+return {redis.call('PTTL', KEYS[1])}
+"""),
+    numkeys=2,
 )
 
 RENEW = Script(
@@ -138,29 +181,43 @@ return 1
     numkeys=1,
 )
 
+
 RELEASE = Script(
-    """
--- fencing release: end a lease, only for the exact lease named; wake one waiter if any.
--- KEYS[1] lease key, KEYS[2] signal key, KEYS[3] waiters marker key
+    _lua("""
+-- fencing release: end a lease, only for the exact lease named, or hand it over.
+-- KEYS[1] lease key, KEYS[2] counter key
 -- ARGV[1] the lease value expected: "<token>:<holder>"
 -- Returns 1 when released; 0 when the lease is not held with that value, and then
--- nothing is changed. Only while the waiters marker exists (someone found the lease
--- busy in the last WAITER_TTL_MS) does the signal list get one element for a waiter's
--- BLPOP, replacing any older one and living SIGNAL_TTL_MS; the marker is left to
--- expire, so a second waiter is woken by the next release.
+-- nothing is changed. The first queued waiter whose deadline has not passed gets the
+-- lease (with its own ttl) and a fresh token, pushed to its wake key; waiters whose
+-- deadline passed are dropped on the way. With no such waiter the lease is deleted.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-if redis.call('EXISTS', KEYS[3]) == 0 then
-  redis.call('DEL', KEYS[1])
-  return 1
+local prefix = string.sub(KEYS[1], 1, -6)
+local queue, waiting = prefix .. 'queue', prefix .. 'waiting'
+local waiter = redis.call('LPOP', queue)
+while waiter do
+  local place = redis.call('HGET', waiting, waiter)
+  redis.call('HDEL', waiting, waiter)
+  if place then
+    local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
+    local digits, now = next_token(KEYS[2])
+    if tonumber(deadline) > now then
+      set(KEYS[1], digits .. ':' .. waiter, ttl, false)
+      set(KEYS[2], digits, idle, false)
+      local wake = prefix .. 'wake:' .. waiter
+      redis.call('RPUSH', wake, digits)
+      redis.call('PEXPIRE', wake, tonumber(deadline) - now)
+      return 1
+    end
+  end
+  waiter = redis.call('LPOP', queue)
 end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('RPUSH', KEYS[2], '1')
-redis.call('PEXPIRE', KEYS[2], 'SIGNAL_TTL_MS')
+redis.call('DEL', KEYS[1])
 return 1
-""".replace("'SIGNAL_TTL_MS'", str(SIGNAL_TTL_MS)),
-    numkeys=3,
+"""),
+    numkeys=2,
 )
 
 
@@ -176,37 +233,39 @@ def lease_key(name: str) -> str:
     return key_prefix(name) + "lease"
 
 
-def signal_key(name: str) -> str:
-    return key_prefix(name) + "signal"
-
-
 class FenceKeys(NamedTuple):
     """The keys of one fence as bytes, ready for redis-py (no encoding per call)."""
 
     lease: bytes
     counter: bytes
-    signal: bytes
-    waiters: bytes
+    prefix: bytes
+
+    def wake(self, holder: str | bytes) -> bytes:
+        """The key a release pushes the handed-over token to, for ``holder``."""
+        return self.prefix + b"wake:" + (holder.encode() if isinstance(holder, str) else holder)
 
 
 @lru_cache(maxsize=1024)
 def fence_keys(name: str) -> FenceKeys:
     """The keys of ``name``, built once; bounded, since names may be unbounded."""
     prefix = key_prefix(name).encode()
-    return FenceKeys(
-        prefix + b"lease", prefix + b"counter", prefix + b"signal", prefix + b"waiters"
-    )
+    return FenceKeys(prefix + b"lease", prefix + b"counter", prefix)
 
 
-def lease_value(token: int, holder: str) -> str:
+def lease_value(token: int, holder: str | bytes) -> str | bytes:
     """What the lease key holds while ``holder`` has the lease with ``token``."""
+    if isinstance(holder, bytes):
+        return b"%d:%s" % (token, holder)
     return f"{token}:{holder}"
 
 
-def acquire_args(name: str, holder: str | bytes, ttl_ms: int, idle_ms: int) -> tuple[Any, ...]:
+def acquire_args(
+    name: str, holder: str | bytes, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
+) -> tuple[Any, ...]:
     """KEYS and ARGV of ``ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
     keys = fence_keys(name)
-    return (keys.lease, keys.counter, keys.waiters, holder, b"%d" % ttl_ms, b"%d" % idle_ms)
+    args = (keys.lease, keys.counter, holder, b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
+    return (*args, b"1") if queued else args
 
 
 def renew_args(name: str, value: str | bytes, ttl_ms: int, add: bool = False) -> tuple[Any, ...]:
@@ -217,7 +276,7 @@ def renew_args(name: str, value: str | bytes, ttl_ms: int, add: bool = False) ->
 def release_args(name: str, value: str | bytes) -> tuple[Any, ...]:
     """KEYS and ARGV of ``RELEASE`` for the lease holding ``value``."""
     keys = fence_keys(name)
-    return (keys.lease, keys.signal, keys.waiters, value)
+    return (keys.lease, keys.counter, value)
 
 
 def idle_millis(counter_idle: float | None) -> int:
@@ -250,6 +309,16 @@ def parse_acquire(reply: Any) -> int | Busy:
         pttl = reply[0]
         return Busy(pttl / 1000 if pttl >= 0 else None)
     raise _unexpected("acquire", reply)
+
+
+def parse_wake(reply: Any) -> int | None:
+    """A wake key's ``BLPOP`` reply: the token handed over, or ``None`` if none came."""
+    if reply is None:
+        return None
+    try:
+        return int(reply[1])
+    except (TypeError, ValueError, IndexError):
+        raise _unexpected("wake-up", reply) from None
 
 
 def parse_flag(reply: Any, script: str) -> bool:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pickle
+import time
+from typing import Any, NamedTuple
 
 import pytest
 
 import fencing
-from fencing._protocol import Busy, WaitSchedule
+from fencing._protocol import Busy, WaitSchedule, acquire_flow, queue_millis, run_sync
 
 
 class FakeClock:
@@ -66,7 +68,9 @@ def test_fence_token_is_an_int_that_knows_its_fence() -> None:
 
 def test_backend_failure_surfaces_as_fence_unavailable_with_cause() -> None:
     class Broken(fencing.MemoryIssuer):
-        def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        def try_acquire(
+            self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+        ) -> int | Busy:
             try:
                 raise ConnectionError("connection refused")
             except ConnectionError as exc:
@@ -106,3 +110,101 @@ def test_bad_timeouts_are_refused_before_any_io(timeout: object) -> None:
     with pytest.raises((TypeError, ValueError)):
         fence.acquire(timeout=timeout)  # type: ignore[arg-type]
     assert fence.acquire(timeout=0) >= 1  # nothing was taken by the refused call
+
+
+class Slow(NamedTuple):
+    """A reply that arrives ``seconds`` late."""
+
+    reply: object
+    seconds: float
+
+
+class Scripted:
+    """An issuer that answers from a script and records what the flow asked, in order."""
+
+    wakes_on_release = True
+
+    def __init__(self, *replies: object) -> None:
+        self.replies = list(replies)
+        self.calls: list[tuple[object, ...]] = []
+
+    def _answer(self, call: tuple[object, ...]) -> Any:
+        self.calls.append(call)
+        reply = self.replies.pop(0)
+        if isinstance(reply, Slow):
+            time.sleep(reply.seconds)
+            reply = reply.reply
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> Any:
+        return self._answer(("try", queue_ms, queued))
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        raise AssertionError("not part of acquiring")
+
+    def release(self, name: str, token: int, holder: str) -> Any:
+        return self._answer(("release", token))
+
+    def await_release(self, name: str, holder: str, seconds: float) -> Any:
+        reply = self._answer(("wait",))
+        if reply is None:
+            time.sleep(seconds)  # no hand-off: the whole wait passes
+        return reply
+
+
+def run(issuer: Scripted, timeout: float | None) -> int:
+    return run_sync(acquire_flow("n", "h", 1000, timeout, True), issuer, "n")
+
+
+def test_a_hand_off_ends_the_wait_without_another_attempt() -> None:
+    issuer = Scripted(Busy(5.0), 41)
+    assert run(issuer, None) == 41
+    assert issuer.calls == [("try", queue_millis(None, 1.0), False), ("wait",)]
+
+
+def test_a_missed_hand_off_is_taken_at_the_next_attempt_which_still_queues() -> None:
+    issuer = Scripted(Busy(5.0), None, 42)
+    assert run(issuer, 30.0) == 42
+    again = issuer.calls[2]
+    assert again[0] == "try" and again[2] is True and int(again[1]) > 0  # type: ignore[call-overload]
+
+
+def test_the_deadline_leaves_the_queue_and_a_last_minute_grant_is_kept() -> None:
+    issuer = Scripted(Busy(5.0), None, 43)
+    assert run(issuer, 0.05) == 43
+    assert issuer.calls[-1] == ("try", 0, True)  # the attempt at the deadline leaves
+    issuer = Scripted(Busy(5.0), None, Busy(5.0))
+    with pytest.raises(fencing.AcquireTimeout):
+        run(issuer, 0.05)
+    assert issuer.calls[-1] == ("try", 0, True) and not issuer.replies
+    issuer = Scripted(Busy(0.001), None, Slow(Busy(5.0), 0.1), 45)  # deadline passed in flight
+    assert run(issuer, 0.05) == 45
+    assert [call[0] for call in issuer.calls] == ["try", "wait", "try", "try"]
+    assert issuer.calls[2][1] != 0 and issuer.calls[3] == ("try", 0, True)
+
+
+def test_an_interrupted_wait_leaves_the_queue_and_releases_a_raced_grant() -> None:
+    issuer = Scripted(Busy(5.0), KeyboardInterrupt(), 44, True)
+    with pytest.raises(KeyboardInterrupt):
+        run(issuer, None)
+    assert issuer.calls[2:] == [("try", 0, True), ("release", 44)]
+    issuer = Scripted(Busy(5.0), fencing.FenceUnavailable("down"), fencing.FenceUnavailable("x"))
+    with pytest.raises(fencing.FenceUnavailable, match="down"):  # the first error wins
+        run(issuer, None)
+
+
+def test_timeout_zero_never_queues() -> None:
+    issuer = Scripted(Busy(5.0))
+    with pytest.raises(fencing.AcquireTimeout):
+        run(issuer, 0)
+    assert issuer.calls == [("try", 0, False)]
+
+
+def test_queue_places_outlive_the_next_wait_but_not_the_deadline() -> None:
+    assert queue_millis(None, 1.0) == 1500
+    assert queue_millis(0.2, 1.0) == 700
+    assert queue_millis(0.0, 1.0) == queue_millis(-1.0, 1.0) == 0

@@ -108,21 +108,23 @@ async def test_hold_renews_in_a_task_and_reports_loss(aclient: redis.asyncio.Red
             assert fence.lost
 
 
-async def test_waiter_task_is_woken_by_release(aclient: redis.asyncio.Redis) -> None:
+async def test_waiter_tasks_are_handed_the_lease_in_turn(aclient: redis.asyncio.Redis) -> None:
     holder = fencing.aio.RedisFence(aclient, "awake", ttl=30)
     token = await holder.acquire()
-    issuer = AsyncRedisIssuer(aclient)
-    waiting = asyncio.create_task(issuer.await_release("awake", 20))
-    other = fencing.aio.RedisFence(aclient, "awake", ttl=30)
-    acquiring = asyncio.create_task(other.acquire(timeout=20))
+    first = fencing.aio.RedisFence(aclient, "awake", ttl=30)
+    second = fencing.aio.RedisFence(aclient, "awake", ttl=30)
+    one = asyncio.create_task(first.acquire(timeout=20))
+    await asyncio.sleep(0.1)
+    two = asyncio.create_task(second.acquire(timeout=20))
     await asyncio.sleep(0.2)
-    assert not waiting.done() and not acquiring.done()
+    assert not one.done() and not two.done()
     started = time.monotonic()
     await holder.release(token)
-    got = await asyncio.wait_for(acquiring, 15)
-    assert got > token
-    await other.release(got)  # a second release signal wakes the plain waiter too
-    await asyncio.wait_for(waiting, 15)
+    got = await asyncio.wait_for(one, 15)
+    assert got > token and not two.done()
+    await first.release(got)
+    assert await asyncio.wait_for(two, 15) > got
+    await second.release(await two)
     assert time.monotonic() - started < 15
 
 

@@ -30,8 +30,8 @@ def failing_fast(port: int, timeout: float = 0.5) -> redis.Redis:
     )
 
 
-def keys(name: str) -> tuple[str, str, str]:
-    return f"fencing:{{{name}}}:lease", f"fencing:{{{name}}}:counter", f"fencing:{{{name}}}:signal"
+def keys(name: str) -> tuple[str, str]:
+    return f"fencing:{{{name}}}:lease", f"fencing:{{{name}}}:counter"
 
 
 def test_acquire_is_one_evalsha_and_lays_out_the_keys(redis_client: redis.Redis) -> None:
@@ -43,7 +43,7 @@ def test_acquire_is_one_evalsha_and_lays_out_the_keys(redis_client: redis.Redis)
     assert stats["cmdstat_evalsha"]["calls"] == 1
     assert "cmdstat_eval" not in stats and "cmdstat_script|load" not in stats
     assert isinstance(token, fencing.FenceToken) and token.name == "inv:1"
-    lease, counter, _ = keys("inv:1")
+    lease, counter = keys("inv:1")
     value = redis_client.get(lease)
     assert value is not None and value.startswith(b"%d:" % token) and len(value) > 20
     assert int(redis_client.get(counter) or 0) == token
@@ -125,7 +125,7 @@ def test_flushall_and_lost_or_stale_counter_never_lower_tokens(
     redis_client: redis.Redis,
 ) -> None:
     fence = RedisFence(redis_client, "c", ttl=5)
-    _, counter, _ = keys("c")
+    _, counter = keys("c")
     last = 0
 
     def next_token() -> int:
@@ -225,41 +225,6 @@ def test_frozen_server_gives_fence_unavailable_not_a_hang(
     fence.release(token)
 
 
-def test_waiter_blocks_on_signal_and_is_woken_by_release(redis_client: redis.Redis) -> None:
-    issuer = RedisIssuer(redis_client)
-    fence = RedisFence(redis_client, "wake", ttl=30)
-    token = fence.acquire()
-    assert isinstance(issuer.try_acquire("wake", "w", 30_000), Busy)  # marks a waiter
-    woke: list[float] = []
-    waiter = threading.Thread(
-        target=lambda: (issuer.await_release("wake", 20), woke.append(time.monotonic()))
-    )
-    waiter.start()
-    time.sleep(0.2)
-    assert not woke  # blocked, not polling its way out
-    released = time.monotonic()
-    fence.release(token)
-    waiter.join(15)
-    assert woke and woke[0] - released < 10  # without the signal it would block 20 s
-    assert issuer.wakes_on_release is True
-
-
-def test_release_leaves_one_short_lived_signal_when_someone_waits(
-    redis_client: redis.Redis,
-) -> None:
-    fence = RedisFence(redis_client, "sig", ttl=30)
-    signal = keys("sig")[2]
-    fence.release(fence.acquire())
-    assert redis_client.exists(signal) == 0  # nobody waited: no signal written
-    for _ in range(3):
-        token = fence.acquire()
-        with pytest.raises(fencing.AcquireTimeout):
-            RedisFence(redis_client, "sig").acquire(timeout=0)  # a busy attempt
-        fence.release(token)
-    assert redis_client.llen(signal) == 1
-    assert 0 < redis_client.pttl(signal) <= 1000
-
-
 def test_blocked_acquire_hands_off_to_waiting_thread(redis_client: redis.Redis) -> None:
     fence = RedisFence(redis_client, "handoff", ttl=30)
     token = fence.acquire()
@@ -278,7 +243,7 @@ def test_wait_is_cut_below_the_client_socket_timeout(redis_server: RedisServer) 
     fence = RedisFence(client, "sockwait", ttl=30)
     token = fence.acquire()
     started = time.monotonic()
-    fence.issuer.await_release("sockwait", 3)  # would outlast socket_timeout: cut, no error
+    fence.issuer.await_release("sockwait", "w", 3)  # would outlast socket_timeout: cut
     assert time.monotonic() - started < 3
     with pytest.raises(fencing.AcquireTimeout):
         RedisFence(client, "sockwait").acquire(timeout=1.2)

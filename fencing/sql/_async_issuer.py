@@ -49,7 +49,9 @@ class AsyncSqlIssuer(_Plans):
                     await conn.run_sync(_create_on, create_tables)
             self._ready = True
 
-    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+    async def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> int | Busy:
         return await self._run(self._acquire(name, holder, ttl_ms))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
@@ -58,7 +60,7 @@ class AsyncSqlIssuer(_Plans):
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await self._run(self._release(name, token, holder))
 
-    async def await_release(self, name: str, seconds: float) -> None:
+    async def await_release(self, name: str, holder: str, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
 

@@ -175,7 +175,9 @@ class SqlIssuer(_Plans):
                 create_tables(self.engine)
             self._ready = True
 
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+    def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> int | Busy:
         return self._run(self._acquire(name, holder, ttl_ms))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
@@ -184,7 +186,7 @@ class SqlIssuer(_Plans):
     def release(self, name: str, token: int, holder: str) -> bool:
         return self._run(self._release(name, token, holder))
 
-    def await_release(self, name: str, seconds: float) -> None:
+    def await_release(self, name: str, holder: str, seconds: float) -> None:
         threading.Event().wait(seconds)
 
 

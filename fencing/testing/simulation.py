@@ -71,7 +71,7 @@ class SimulatedIssuer(MemoryIssuer):
         super().__init__(clock)
         self.clock = clock
 
-    def await_release(self, name: str, seconds: float) -> None:
+    def await_release(self, name: str, holder: str, seconds: float) -> None:
         self.clock.advance(seconds)
 
 

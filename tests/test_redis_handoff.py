@@ -1,0 +1,297 @@
+"""Direct hand-off: a release gives the lease and a fresh token to the first queued waiter.
+
+A busy acquire attempt queues its holder id (``fencing:{<name>}:queue`` and
+``:waiting``, until a deadline on the server's clock); the release pops the first
+waiter still within its deadline, sets the lease to it and pushes the token to its
+``wake:<holder>`` key, which the waiter BLPOPs. These tests check the scripts step by
+step (queueing, order, expired places, missed wake-ups, leaving the queue), that an
+uncontended release writes nothing more, that waiters who give up or are cancelled
+leave no place behind, and that blocked waiters (RedisFence, two in a row, FencedLock,
+asyncio) hold the lease as soon as the release runs: well before the 1 s fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+import redis
+import redis.asyncio
+
+import fencing
+import fencing.aio
+from fencing import FencedLock, RedisFence, RedisIssuer
+from fencing._protocol import Busy
+from fencing._redis_scripts import fence_keys
+from fencing.testing.servers import RedisServer
+
+#: A release wakes a blocked waiter within this (a missed wake-up: up to 1 s later).
+PROMPT = 0.5
+#: How long a waiter is left blocked before the release: its 1 s block then still has
+#: more than ``PROMPT`` to run, so only the hand-off can wake it in time.
+SETTLE = 0.2
+
+
+def queue_keys(name: str) -> tuple[str, str]:
+    return f"fencing:{{{name}}}:queue", f"fencing:{{{name}}}:waiting"
+
+
+def lease_of(client: redis.Redis, name: str) -> bytes | None:
+    value: bytes | None = client.get(f"fencing:{{{name}}}:lease")
+    return value
+
+
+def acquire_and_note(lock: FencedLock, woke: list[float]) -> None:
+    if lock.acquire(blocking_timeout=20):
+        woke.append(time.monotonic())
+
+
+def test_uncontended_cycles_write_no_queue(redis_client: redis.Redis) -> None:
+    fence = RedisFence(redis_client, "quiet", ttl=30)
+    lock = redis_client.lock("quiet", timeout=30, lock_class=FencedLock)
+    fence.release(fence.acquire())  # scripts loaded
+    redis_client.config_resetstat()
+    for _ in range(5):
+        fence.release(fence.acquire())
+        assert lock.acquire(blocking=False)
+        lock.release()
+    stats = redis_client.info("commandstats")
+    assert "cmdstat_rpush" not in stats and "cmdstat_hset" not in stats
+    assert redis_client.keys("fencing:{quiet}:*") == [b"fencing:{quiet}:counter"]
+
+
+def test_busy_attempt_queues_once_and_release_hands_over(redis_client: redis.Redis) -> None:
+    issuer = RedisIssuer(redis_client)
+    first = issuer.try_acquire("q", "h1", 30_000)
+    assert isinstance(first, int)
+    queue, waiting = queue_keys("q")
+    assert isinstance(issuer.try_acquire("q", "h2", 20_000, 0), Busy)  # timeout=0: no place
+    assert redis_client.exists(queue, waiting) == 0
+    for queued in (False, True):  # a later attempt refreshes the place, keeps its rank
+        assert isinstance(issuer.try_acquire("q", "h2", 20_000, 1500, queued), Busy)
+    assert redis_client.lrange(queue, 0, -1) == [b"h2"]
+    deadline, ttl, idle = redis_client.hget(waiting, "h2").split(b":")  # type: ignore[union-attr]
+    seconds, micros = redis_client.time()
+    now_ms = seconds * 1000 + micros // 1000
+    assert now_ms < int(deadline) <= now_ms + 1500  # on the server's clock
+    assert ttl == b"20000" and idle == b"%d" % issuer._idle_ms
+    assert 1000 < redis_client.pttl(queue) <= 1500
+    assert issuer.release("q", first, "h1")
+    handed = int(redis_client.lpop(fence_keys("q").wake("h2")))  # type: ignore[arg-type]
+    assert handed > first
+    assert lease_of(redis_client, "q") == b"%d:h2" % handed
+    assert 0 < redis_client.pttl("fencing:{q}:lease") <= 20_000  # the waiter's own ttl
+    assert int(redis_client.get("fencing:{q}:counter") or 0) == handed
+    assert redis_client.exists(queue, waiting) == 0
+    assert issuer.release("q", handed, "h2")
+    assert lease_of(redis_client, "q") is None
+
+
+def test_release_serves_waiters_in_arrival_order(redis_client: redis.Redis) -> None:
+    issuer = RedisIssuer(redis_client)
+    token = issuer.try_acquire("fifo", "h0", 30_000)
+    assert isinstance(token, int)
+    for holder in ("a", "b", "c"):
+        assert isinstance(issuer.try_acquire("fifo", holder, 30_000, 5000), Busy)
+    assert isinstance(issuer.try_acquire("fifo", "a", 30_000, 5000, True), Busy)  # no jump
+    order, holder = [], "h0"
+    for _ in range(3):
+        assert issuer.release("fifo", token, holder)
+        token, _, owner = (lease_of(redis_client, "fifo") or b"").partition(b":")
+        holder = owner.decode()
+        order.append(holder)
+        token = int(token)  # type: ignore[assignment]
+    assert order == ["a", "b", "c"]
+
+
+def test_release_skips_places_past_their_deadline(redis_client: redis.Redis) -> None:
+    issuer = RedisIssuer(redis_client)
+    token = issuer.try_acquire("late", "h0", 30_000)
+    assert isinstance(token, int)
+    assert isinstance(issuer.try_acquire("late", "gone", 30_000, 50), Busy)  # a dead waiter
+    time.sleep(0.1)
+    assert isinstance(issuer.try_acquire("late", "alive", 30_000, 5000), Busy)
+    assert issuer.release("late", token, "h0")
+    assert (lease_of(redis_client, "late") or b"").endswith(b":alive")
+    assert redis_client.exists(fence_keys("late").wake("gone")) == 0
+
+
+def test_missed_wake_up_is_found_at_the_next_attempt(redis_client: redis.Redis) -> None:
+    issuer = RedisIssuer(redis_client)
+    token = issuer.try_acquire("miss", "h0", 30_000)
+    assert isinstance(token, int)
+    assert isinstance(issuer.try_acquire("miss", "w", 30_000, 5000), Busy)
+    assert issuer.release("miss", token, "h0")  # handed to w, which is not listening
+    again = issuer.try_acquire("miss", "w", 30_000, 5000, True)
+    assert isinstance(again, int) and again > token
+    assert redis_client.exists(fence_keys("miss").wake("w")) == 0  # consumed
+    assert issuer.await_release("miss", "w", 0.05) is None
+
+
+def test_leaving_the_queue_takes_the_place_away(redis_client: redis.Redis) -> None:
+    issuer = RedisIssuer(redis_client)
+    token = issuer.try_acquire("leave", "h0", 30_000)
+    assert isinstance(token, int)
+    assert isinstance(issuer.try_acquire("leave", "w", 30_000, 5000), Busy)
+    assert isinstance(issuer.try_acquire("leave", "w", 30_000, 0, True), Busy)
+    assert redis_client.exists(*queue_keys("leave")) == 0
+    assert issuer.release("leave", token, "h0")
+    assert lease_of(redis_client, "leave") is None  # nobody left to hand it to
+
+
+def test_a_waiter_that_times_out_leaves_no_place(redis_client: redis.Redis) -> None:
+    holder = RedisFence(redis_client, "timeout", ttl=30)
+    token = holder.acquire()
+    with pytest.raises(fencing.AcquireTimeout):
+        RedisFence(redis_client, "timeout").acquire(timeout=0.3)
+    assert redis_client.exists(*queue_keys("timeout")) == 0
+    holder.release(token)
+    assert lease_of(redis_client, "timeout") is None
+
+
+def test_a_cancelled_async_waiter_leaves_no_place(redis_server: RedisServer) -> None:
+    async def scenario() -> None:
+        client = redis.asyncio.Redis(port=redis_server.port)
+        try:
+            holder = fencing.aio.RedisFence(client, "cancel", ttl=30)
+            token = await holder.acquire()
+            waiter = asyncio.create_task(fencing.aio.RedisFence(client, "cancel").acquire())
+            await asyncio.sleep(SETTLE)
+            assert await client.llen(queue_keys("cancel")[0]) == 1
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            assert await client.exists(*queue_keys("cancel")) == 0
+            await holder.release(token)
+            assert await client.get("fencing:{cancel}:lease") is None
+        finally:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_keys_are_built_once_and_bounded() -> None:
+    assert fence_keys("k") is fence_keys("k")
+    assert fence_keys("k").wake("h") == b"fencing:{k}:wake:h" == fence_keys("k").wake(b"h")
+    assert fence_keys.cache_info().maxsize is not None
+
+
+def test_blocked_waiter_is_woken_by_release_not_by_the_fallback(
+    redis_client: redis.Redis,
+) -> None:
+    holder = RedisFence(redis_client, "prompt", ttl=30)
+    token = holder.acquire()
+    got: list[tuple[int, float]] = []
+    waiter = RedisFence(redis_client, "prompt", ttl=30)
+    thread = threading.Thread(
+        target=lambda: got.append((waiter.acquire(timeout=20), time.monotonic()))
+    )
+    thread.start()
+    time.sleep(SETTLE)
+    assert not got  # blocked
+    released = time.monotonic()
+    holder.release(token)
+    thread.join(20)
+    assert got and got[0][0] > token
+    assert got[0][1] - released < PROMPT
+
+
+def test_two_waiters_are_each_woken_by_a_release(redis_client: redis.Redis) -> None:
+    holder = RedisFence(redis_client, "two", ttl=30)
+    token = holder.acquire()
+    events: list[tuple[str, int, float]] = []
+    guard = threading.Lock()
+
+    def wait_hold_release() -> None:
+        fence = RedisFence(redis_client, "two", ttl=30)
+        got = fence.acquire(timeout=20)
+        with guard:
+            events.append(("got", got, time.monotonic()))
+        time.sleep(0.05)
+        with guard:
+            events.append(("released", got, time.monotonic()))
+        fence.release(got)
+
+    threads = [threading.Thread(target=wait_hold_release) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(SETTLE)
+    assert not events  # both blocked
+    released = time.monotonic()
+    holder.release(token)
+    for t in threads:
+        t.join(20)
+    kinds = [e[0] for e in events]
+    assert kinds == ["got", "released", "got", "released"]  # never two holders at once
+    first, second = events[0][1], events[2][1]
+    assert token < first < second
+    assert events[0][2] - released < PROMPT
+    # the second waiter was still in the BLPOP it started before the first release; only
+    # a hand-off from the first waiter's release serves it before that block ends
+    assert events[2][2] - events[1][2] < PROMPT
+
+
+def test_fenced_lock_waiter_is_woken_by_release(redis_client: redis.Redis) -> None:
+    holder = redis_client.lock("lockwake", timeout=30, lock_class=FencedLock)
+    assert holder.acquire(blocking=False)
+    waiter = redis_client.lock(
+        "lockwake", timeout=30, sleep=20, thread_local=False, lock_class=FencedLock
+    )
+    woke: list[float] = []
+    thread = threading.Thread(target=acquire_and_note, args=(waiter, woke))
+    thread.start()
+    time.sleep(SETTLE)
+    assert not woke
+    released = time.monotonic()
+    holder.release()
+    thread.join(20)
+    assert woke and woke[0] - released < PROMPT
+    assert waiter.owned()
+    waiter.release()
+
+
+def test_fenced_lock_and_redis_fence_wake_each_other(redis_client: redis.Redis) -> None:
+    fence = RedisFence(redis_client, "mixed", ttl=30)
+    token = fence.acquire()
+    waiter = redis_client.lock(
+        "mixed", timeout=30, sleep=20, thread_local=False, lock_class=FencedLock
+    )
+    woke: list[float] = []
+    thread = threading.Thread(target=acquire_and_note, args=(waiter, woke))
+    thread.start()
+    time.sleep(SETTLE)
+    released = time.monotonic()
+    fence.release(token)
+    thread.join(20)
+    assert woke and woke[0] - released < PROMPT
+    assert waiter.fence_token is not None and waiter.fence_token > token
+    waiter.release()
+
+
+def test_async_waiter_is_woken_by_release(
+    redis_client: redis.Redis, redis_server: RedisServer
+) -> None:
+    async def scenario() -> float:
+        client = redis.asyncio.Redis(port=redis_server.port)
+        try:
+            holder = fencing.aio.RedisFence(client, "awake2", ttl=30)
+            token = await holder.acquire()
+            other = redis.asyncio.Redis(port=redis_server.port)
+            waiter = fencing.aio.RedisFence(other, "awake2")
+            acquiring = asyncio.create_task(waiter.acquire(timeout=20))
+            await asyncio.sleep(SETTLE)
+            assert not acquiring.done()
+            released = time.monotonic()
+            await holder.release(token)
+            got = await asyncio.wait_for(acquiring, 20)
+            delay = time.monotonic() - released
+            assert got > token
+            await waiter.release(got)
+            await other.aclose()
+            return delay
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(scenario()) < PROMPT
