@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from ._core import DEFAULT_TTL, FenceCore
-from ._protocol import AsyncIssuer, run_async
+from ._protocol import AsyncIssuer, Busy, run_async
 from ._token import FenceToken
 
 
@@ -24,7 +24,11 @@ class AsyncFence(FenceCore):
 
     async def acquire(self, timeout: float | None = None) -> FenceToken:
         """Take the lease and return its token (see ``Fence.acquire``)."""
-        return await run_async(self._acquire_flow(timeout), self.issuer, self.name)
+        first, wait = self._first_attempt(timeout)
+        reply = await first.call(self.issuer, self.name)
+        if isinstance(reply, Busy):
+            reply = await run_async(self._wait_flow(first, reply, wait), self.issuer, self.name)
+        return self._granted(reply, first)
 
     async def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token``; ``LeaseLost`` if no longer held."""
@@ -32,7 +36,8 @@ class AsyncFence(FenceCore):
 
     async def release(self, token: int) -> None:
         """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
-        await run_async(self._release_flow(token), self.issuer, self.name)
+        value, holder = self._lease_of(token)
+        self._released(value, await self.issuer.release(self.name, value, holder))
 
     @asynccontextmanager
     async def hold(

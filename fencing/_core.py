@@ -9,13 +9,15 @@ Imports the errors, token, validation, log and protocol modules.
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
+from typing import cast
 
 from ._errors import FenceUnavailable, LeaseLost
 from ._log import acquire_log, lost_log, release_log, renew_log
-from ._protocol import Flow, Release, Renew, Sleep, acquire_flow
+from ._protocol import Busy, Flow, Renew, Sleep, TryAcquire, first_attempt, wait_flow
 from ._token import FenceToken
 from ._validate import check_name, check_timeout, check_token_for, check_ttl
 
@@ -50,17 +52,21 @@ class FenceCore:
 
     # -- flows -------------------------------------------------------------------------
 
-    def _acquire_flow(self, timeout: float | None) -> Flow[FenceToken]:
+    def _first_attempt(self, timeout: object) -> tuple[TryAcquire, float | None]:
+        """Check ``timeout``; the first attempt of an acquire, with a fresh holder id."""
         wait = check_timeout(timeout)
-        holder = os.urandom(16).hex()
-        reply = yield from acquire_flow(
-            self.name, holder, self._ttl_ms, wait, self._wakes_on_release
-        )
-        token = FenceToken(reply, self.name)
+        return first_attempt(new_holder_id(), self._ttl_ms, wait, self._wakes_on_release), wait
+
+    def _wait_flow(self, first: TryAcquire, busy: Busy, wait: float | None) -> Flow[int]:
+        """The rest of an acquire whose first attempt found the lease busy."""
+        return wait_flow(self.name, first, busy, wait, self._wakes_on_release)
+
+    def _granted(self, token: int, first: TryAcquire) -> FenceToken:
+        """Remember the lease just granted, so ``renew``/``release`` can name it."""
         with self._mutex:
-            self._holders[reply] = holder
-        acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, reply, self.ttl)
-        return token
+            self._holders[token] = cast(str, first.holder)  # made by new_holder_id
+        acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
+        return FenceToken(token, self.name)
 
     def _renew_flow(self, token: object, ttl: object = None) -> Flow[None]:
         value, holder = self._lease_of(token)
@@ -71,16 +77,15 @@ class FenceCore:
             raise LeaseLost(self.name, value, "lease expired or was taken over before renew")
         renew_log.debug("fence %r: renewed token %d for %ss", self.name, value, seconds)
 
-    def _release_flow(self, token: object) -> Flow[None]:
-        value, holder = self._lease_of(token)
-        released = yield Release(value, holder)
-        self._forget(value)
+    def _released(self, token: int, released: bool) -> None:
+        """Forget the lease of ``token``; ``LeaseLost`` if the release found it gone."""
+        self._forget(token)
         if not released:
             lost_log.warning(
-                "fence %r: lease of token %d lost (found at release)", self.name, value
+                "fence %r: lease of token %d lost (found at release)", self.name, token
             )
-            raise LeaseLost(self.name, value, "lease expired or was taken over before release")
-        release_log.debug("fence %r: released token %d", self.name, value)
+            raise LeaseLost(self.name, token, "lease expired or was taken over before release")
+        release_log.debug("fence %r: released token %d", self.name, token)
 
     def _renewal_flow(self, token: FenceToken) -> Flow[None]:
         """Renew every ttl/3 until stopped; on loss set ``lost`` and end.
@@ -138,6 +143,28 @@ class FenceCore:
     def _forget(self, token: int) -> None:
         with self._mutex:
             self._holders.pop(token, None)
+
+
+class _HolderIds:
+    """Unique holder ids, cheaply: a random per-process prefix and a serial number.
+
+    The prefix is drawn again in a forked child, so parent and child never share ids.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+        os.register_at_fork(after_in_child=self.reset)
+
+    def reset(self) -> None:
+        self._prefix = os.urandom(12).hex()
+        self._serial = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._serial):x}"
+
+
+#: A fresh holder id per acquisition: it names the exact lease in renew and release.
+new_holder_id = _HolderIds()
 
 
 def _millis(seconds: float) -> int:

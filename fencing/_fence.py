@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ._core import DEFAULT_TTL, FenceCore
-from ._protocol import Issuer, run_sync
+from ._protocol import Busy, Issuer, run_sync
 from ._token import FenceToken
 
 
@@ -32,7 +32,11 @@ class Fence(FenceCore):
         many seconds; then ``AcquireTimeout``. Waiters are woken on release where the
         issuer supports it, and otherwise back off with jitter.
         """
-        return run_sync(self._acquire_flow(timeout), self.issuer, self.name)
+        first, wait = self._first_attempt(timeout)
+        reply = first.call(self.issuer, self.name)
+        if isinstance(reply, Busy):
+            reply = run_sync(self._wait_flow(first, reply, wait), self.issuer, self.name)
+        return self._granted(reply, first)
 
     def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token`` to ``ttl`` (default: the fence's) from now.
@@ -43,7 +47,8 @@ class Fence(FenceCore):
 
     def release(self, token: int) -> None:
         """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
-        run_sync(self._release_flow(token), self.issuer, self.name)
+        value, holder = self._lease_of(token)
+        self._released(value, self.issuer.release(self.name, value, holder))
 
     @contextmanager
     def hold(

@@ -277,31 +277,46 @@ def queue_millis(remaining: float | None, max_block: float) -> int:
     return round((wait + QUEUE_GRACE) * 1000)
 
 
-def acquire_flow(
-    name: str,
+def first_attempt(
     holder: str | bytes,
     ttl_ms: int,
     timeout: float | None,
     wakes_on_release: bool,
     max_block: float = WaitSchedule.MAX_BLOCK,
-) -> Flow[int]:
-    """Attempt, wait, attempt again until the lease is granted; return its token.
+) -> TryAcquire:
+    """The first attempt of an acquire: it queues the waiter unless it must not wait.
 
-    ``timeout``: ``0`` tries once, ``None`` waits for ever, else ``AcquireTimeout`` at
-    the deadline. Where the issuer wakes waiters, every attempt that finds the lease
-    busy also queues the waiter, so the release can hand the lease straight to it
-    (``AwaitRelease`` then replies with the token). A waiter that stops waiting (the
-    deadline, an error, a cancellation) leaves the queue first, and releases a lease
-    that was handed to it in the meantime, so no lease goes to a waiter that has gone.
+    Acquiring is this attempt, run directly by the fence (the uncontended fast path,
+    no flow), then ``wait_flow`` only if it found the lease busy.
     """
     queue_ms = queue_millis(timeout, max_block) if wakes_on_release and timeout != 0 else 0
-    reply = yield TryAcquire(holder, ttl_ms, queue_ms)
-    if type(reply) is int:  # the fast path: no schedule made
-        return reply
+    return TryAcquire(holder, ttl_ms, queue_ms)
+
+
+def wait_flow(
+    name: str,
+    first: TryAcquire,
+    busy: Busy,
+    timeout: float | None,
+    wakes_on_release: bool,
+    max_block: float = WaitSchedule.MAX_BLOCK,
+) -> Flow[int]:
+    """Wait and attempt again until the lease is granted; return its token.
+
+    ``first`` found the lease ``busy``. ``timeout``: ``0`` gives up at once, ``None``
+    waits for ever, else ``AcquireTimeout`` at the deadline. Where the issuer wakes
+    waiters, every attempt that finds the lease busy also queues the waiter, so the
+    release can hand the lease straight to it (``AwaitRelease`` then replies with the
+    token). A waiter that stops waiting (the deadline, an error, a cancellation) leaves
+    the queue first, and releases a lease handed to it in the meantime, so no lease
+    goes to a waiter that has gone.
+    """
+    holder, ttl_ms = first.holder, first.ttl_ms
     schedule = WaitSchedule(name, timeout, wakes_on_release, max_block=max_block)
-    queued = queue_ms > 0
+    queued = first.queue_ms > 0
+    reply: int | Busy = busy
     try:
-        while not isinstance(reply, int):
+        while isinstance(reply, Busy):
             try:
                 wait = schedule.next_wait(reply)
             except AcquireTimeout:
@@ -309,9 +324,9 @@ def acquire_flow(
                     raise
                 queued = False  # the last attempt leaves the queue, and may still win
                 reply = yield TryAcquire(holder, ttl_ms, 0, True)
-                if isinstance(reply, int):
-                    break
-                raise
+                if isinstance(reply, Busy):
+                    raise
+                break
             granted = yield AwaitRelease(holder, wait)
             if granted is not None:
                 return granted  # type: ignore[no-any-return]

@@ -18,7 +18,7 @@ from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
 from ._errors import AcquireTimeout
-from ._protocol import Busy, acquire_flow, run_sync
+from ._protocol import Busy, first_attempt, run_sync, wait_flow
 from ._redis import SYNC_CLIENTS, RedisIssuer, check_client, run_script
 from ._redis_scripts import (
     DEFAULT_COUNTER_IDLE,
@@ -99,12 +99,15 @@ class FencedLock(Lock):
             check_timeout(blocking_timeout)
         holder = self._holder(uuid.uuid4().hex if token is None else token)
         timeout = blocking_timeout if blocking else 0
-        flow = acquire_flow(self.name, holder, self._ttl_ms, timeout, True, sleep)
-        try:
-            granted = run_sync(flow, self._issuer, self.name)
-        except AcquireTimeout:
-            return False
-        self.local.token = b"%d:%s" % (granted, holder)
+        first = first_attempt(holder, self._ttl_ms, timeout, True, sleep)
+        reply = first.call(self._issuer, self.name)
+        if isinstance(reply, Busy):
+            flow = wait_flow(self.name, first, reply, timeout, True, sleep)
+            try:
+                reply = run_sync(flow, self._issuer, self.name)
+            except AcquireTimeout:
+                return False
+        self.local.token = b"%d:%s" % (reply, holder)
         return True
 
     def do_acquire(self, token: str | bytes) -> bool:
@@ -132,7 +135,7 @@ class FencedLock(Lock):
         stored = self.redis.get(lease_key(self.name))
         if isinstance(stored, str):
             stored = self.redis.get_encoder().encode(stored)
-        return bool(stored == mine)
+        return stored in (mine, b"+" + mine)  # "+": marked while waiters queue
 
     def do_release(self, expected_token: str | bytes) -> None:
         released = run_script(self.redis, RELEASE, release_args(self.name, expected_token))

@@ -7,7 +7,8 @@ same name use the same keys, exclude each other and share one token counter.
 Key layout of the fence ``<name>`` (one hash tag, so all keys of a fence live in one
 Redis Cluster slot)::
 
-    fencing:{<name>}:lease         "<token>:<holder>" while held, with the lease's PX expiry
+    fencing:{<name>}:lease         "<token>:<holder>" while held, with the lease's PX expiry;
+                                   "+<token>:<holder>" while waiters are queued
     fencing:{<name>}:counter       the last token issued; expires after a long idle period
     fencing:{<name>}:queue         holder ids of the waiters, first come first served
     fencing:{<name>}:waiting       hash: holder id -> "<deadline ms>:<ttl ms>:<idle ms>"
@@ -18,12 +19,13 @@ the same atomic step (until a deadline on the server's clock, a little past the
 waiter's next wait) and the waiter BLPOPs its own wake key. The release pops the first
 waiter whose deadline has not passed, gives it the lease and a fresh token in the same
 script, and pushes the token to its wake key: the waiter holds the lease the moment
-BLPOP returns, with no further round trip. An uncontended release costs one LPOP of an
-absent list more than a bare compare-and-delete. A waiter that missed its wake-up (its
+BLPOP returns, with no further round trip. Queueing marks the lease (a "+" in front of
+its value), and only a marked lease's release looks at the queue, so an uncontended
+release is a bare compare-and-delete. A waiter that missed its wake-up (its
 BLPOP had just ended) finds the lease under its own holder id at its next attempt; one
 that gives up leaves the queue in an attempt with ``queue_ms`` 0 (see
-``_protocol.acquire_flow``). The scripts derive the queue and wake keys from the lease
-key, so they share its hash tag and slot.
+``_protocol.wait_flow``). The scripts are passed only the lease key and derive the
+counter, queue and wake keys from it, so all share its hash tag and slot.
 
 Keys and fixed arguments go to redis-py as bytes, built once (``fence_keys`` is an LRU
 cache), so it does not encode them again on every call.
@@ -107,7 +109,7 @@ def _lua(body: str) -> str:
 ACQUIRE = Script(
     _lua("""
 -- fencing acquire: take a fence's lease and issue its next token, in one step.
--- KEYS[1] lease key, KEYS[2] counter key
+-- KEYS[1] lease key (the counter and queue keys are derived from it)
 -- ARGV[1] holder id (unique per acquisition)
 -- ARGV[2] lease ttl in ms; "0" = the lease never expires
 -- ARGV[3] counter idle lifetime in ms; "0" = the counter never expires
@@ -116,18 +118,26 @@ ACQUIRE = Script(
 -- ARGV[5] present ("1") when an earlier attempt of this holder queued it
 -- Returns the new token (an integer > 0) when the lease was free or had been handed to
 -- this holder, else {pttl}: the lease's remaining ms, or -1 when it has no expiry.
+-- Queueing marks the lease: its value gets a "+" in front, so that only the release of
+-- a marked lease looks at the queue.
 local holder = ARGV[1]
-local digits, now = next_token(KEYS[2])
+local prefix = string.sub(KEYS[1], 1, -6)
+local counter = prefix .. 'counter'
+local digits, now = next_token(counter)
 if set(KEYS[1], digits .. ':' .. holder, ARGV[2], true) then
-  set(KEYS[2], digits, ARGV[3], false)
-  if ARGV[5] then
-    leave(string.sub(KEYS[1], 1, -6), holder)
+  set(counter, digits, ARGV[3], false)
+  if ARGV[5] then  -- a waiter that took an expired lease: serve the others at release
+    leave(prefix, holder)
+    if redis.call('EXISTS', prefix .. 'queue') == 1 then
+      redis.call('SET', KEYS[1], '+' .. digits .. ':' .. holder, 'KEEPTTL')
+    end
   end
   return tonumber(digits)
 end
-local prefix = string.sub(KEYS[1], 1, -6)
+local held = redis.call('GET', KEYS[1])
+local queue = prefix .. 'queue'
 if ARGV[5] then
-  local token, owner = string.match(redis.call('GET', KEYS[1]), '^(%d+):(.*)$')
+  local token, owner = string.match(held, '^%+?(%d+):(.*)$')
   if owner == holder then  -- a release handed it over; the wake-up was not heard
     redis.call('DEL', prefix .. 'wake:' .. holder)
     return tonumber(token)
@@ -140,9 +150,12 @@ if ARGV[4] == '0' then
 else
   local ms = tonumber(ARGV[4])
   local place = string.format('%d', now + ms) .. ':' .. ARGV[2] .. ':' .. ARGV[3]
-  local queue, waiting = prefix .. 'queue', prefix .. 'waiting'
+  local waiting = prefix .. 'waiting'
   if redis.call('HSET', waiting, holder, place) == 1 then
     redis.call('RPUSH', queue, holder)
+  end
+  if string.sub(held, 1, 1) ~= '+' then  -- mark the lease: its release serves the queue
+    redis.call('SET', KEYS[1], '+' .. held, 'KEEPTTL')
   end
   if redis.call('PTTL', queue) < ms then
     redis.call('PEXPIRE', queue, ms)
@@ -151,20 +164,21 @@ else
 end
 return {redis.call('PTTL', KEYS[1])}
 """),
-    numkeys=2,
+    numkeys=1,
 )
 
 RENEW = Script(
     """
 -- fencing renew: extend a lease, only for the exact lease named.
 -- KEYS[1] lease key
--- ARGV[1] the lease value expected: "<token>:<holder>"
+-- ARGV[1] the lease value expected: "<token>:<holder>" (with or without the "+" mark)
 -- ARGV[2] ms
 -- ARGV[3] "0": the lease expires ARGV[2] ms from now; "1": ARGV[2] ms are added to
 --         what is left (redis-py Lock.extend)
 -- Returns 1 when renewed; 0 when the lease is not held with that value (or, adding,
 -- when it has no expiry), and then nothing is changed.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local held = redis.call('GET', KEYS[1])
+if held ~= ARGV[1] and held ~= '+' .. ARGV[1] then
   return 0
 end
 local ms = tonumber(ARGV[2])
@@ -185,27 +199,37 @@ return 1
 RELEASE = Script(
     _lua("""
 -- fencing release: end a lease, only for the exact lease named, or hand it over.
--- KEYS[1] lease key, KEYS[2] counter key
+-- KEYS[1] lease key (the counter and queue keys are derived from it)
 -- ARGV[1] the lease value expected: "<token>:<holder>"
 -- Returns 1 when released; 0 when the lease is not held with that value, and then
--- nothing is changed. The first queued waiter whose deadline has not passed gets the
--- lease (with its own ttl) and a fresh token, pushed to its wake key; waiters whose
--- deadline passed are dropped on the way. With no such waiter the lease is deleted.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- nothing is changed. An unmarked lease (nobody queued) is deleted. A marked one goes
+-- to the first queued waiter whose deadline has not passed, with its own ttl and a
+-- fresh token pushed to its wake key (marked again if others still wait); waiters
+-- whose deadline passed are dropped on the way; with no such waiter it is deleted.
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if held ~= '+' .. ARGV[1] then
   return 0
 end
 local prefix = string.sub(KEYS[1], 1, -6)
-local queue, waiting = prefix .. 'queue', prefix .. 'waiting'
+local queue, waiting, counter = prefix .. 'queue', prefix .. 'waiting', prefix .. 'counter'
 local waiter = redis.call('LPOP', queue)
 while waiter do
   local place = redis.call('HGET', waiting, waiter)
   redis.call('HDEL', waiting, waiter)
   if place then
     local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
-    local digits, now = next_token(KEYS[2])
+    local digits, now = next_token(counter)
     if tonumber(deadline) > now then
-      set(KEYS[1], digits .. ':' .. waiter, ttl, false)
-      set(KEYS[2], digits, idle, false)
+      local value = digits .. ':' .. waiter
+      if redis.call('EXISTS', queue) == 1 then
+        value = '+' .. value
+      end
+      set(KEYS[1], value, ttl, false)
+      set(counter, digits, idle, false)
       local wake = prefix .. 'wake:' .. waiter
       redis.call('RPUSH', wake, digits)
       redis.call('PEXPIRE', wake, tonumber(deadline) - now)
@@ -217,7 +241,7 @@ end
 redis.call('DEL', KEYS[1])
 return 1
 """),
-    numkeys=2,
+    numkeys=1,
 )
 
 
@@ -237,7 +261,6 @@ class FenceKeys(NamedTuple):
     """The keys of one fence as bytes, ready for redis-py (no encoding per call)."""
 
     lease: bytes
-    counter: bytes
     prefix: bytes
 
     def wake(self, holder: str | bytes) -> bytes:
@@ -249,7 +272,7 @@ class FenceKeys(NamedTuple):
 def fence_keys(name: str) -> FenceKeys:
     """The keys of ``name``, built once; bounded, since names may be unbounded."""
     prefix = key_prefix(name).encode()
-    return FenceKeys(prefix + b"lease", prefix + b"counter", prefix)
+    return FenceKeys(prefix + b"lease", prefix)
 
 
 def lease_value(token: int, holder: str | bytes) -> str | bytes:
@@ -263,8 +286,7 @@ def acquire_args(
     name: str, holder: str | bytes, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
 ) -> tuple[Any, ...]:
     """KEYS and ARGV of ``ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
-    keys = fence_keys(name)
-    args = (keys.lease, keys.counter, holder, b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
+    args = (fence_keys(name).lease, holder, b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
     return (*args, b"1") if queued else args
 
 
@@ -275,8 +297,7 @@ def renew_args(name: str, value: str | bytes, ttl_ms: int, add: bool = False) ->
 
 def release_args(name: str, value: str | bytes) -> tuple[Any, ...]:
     """KEYS and ARGV of ``RELEASE`` for the lease holding ``value``."""
-    keys = fence_keys(name)
-    return (keys.lease, keys.counter, value)
+    return (fence_keys(name).lease, value)
 
 
 def idle_millis(counter_idle: float | None) -> int:

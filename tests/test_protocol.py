@@ -9,7 +9,14 @@ from typing import Any, NamedTuple
 import pytest
 
 import fencing
-from fencing._protocol import Busy, WaitSchedule, acquire_flow, queue_millis, run_sync
+from fencing._protocol import (
+    Busy,
+    WaitSchedule,
+    first_attempt,
+    queue_millis,
+    run_sync,
+    wait_flow,
+)
 
 
 class FakeClock:
@@ -157,7 +164,12 @@ class Scripted:
 
 
 def run(issuer: Scripted, timeout: float | None) -> int:
-    return run_sync(acquire_flow("n", "h", 1000, timeout, True), issuer, "n")
+    """Acquire as the fences do: a first attempt, then the wait flow if it found ``Busy``."""
+    first = first_attempt("h", 1000, timeout, True)
+    reply = first.call(issuer, "n")
+    if isinstance(reply, Busy):
+        reply = run_sync(wait_flow("n", first, reply, timeout, True), issuer, "n")
+    return int(reply)
 
 
 def test_a_hand_off_ends_the_wait_without_another_attempt() -> None:

@@ -69,6 +69,7 @@ def test_busy_attempt_queues_once_and_release_hands_over(redis_client: redis.Red
     queue, waiting = queue_keys("q")
     assert isinstance(issuer.try_acquire("q", "h2", 20_000, 0), Busy)  # timeout=0: no place
     assert redis_client.exists(queue, waiting) == 0
+    assert lease_of(redis_client, "q") == b"%d:h1" % first  # and no mark
     for queued in (False, True):  # a later attempt refreshes the place, keeps its rank
         assert isinstance(issuer.try_acquire("q", "h2", 20_000, 1500, queued), Busy)
     assert redis_client.lrange(queue, 0, -1) == [b"h2"]
@@ -78,6 +79,9 @@ def test_busy_attempt_queues_once_and_release_hands_over(redis_client: redis.Red
     assert now_ms < int(deadline) <= now_ms + 1500  # on the server's clock
     assert ttl == b"20000" and idle == b"%d" % issuer._idle_ms
     assert 1000 < redis_client.pttl(queue) <= 1500
+    assert lease_of(redis_client, "q") == b"+%d:h1" % first  # marked: release serves the queue
+    assert 25_000 < redis_client.pttl("fencing:{q}:lease") <= 30_000  # the mark kept the ttl
+    assert issuer.renew("q", first, "h1", 30_000) and not issuer.renew("q", first, "x", 30_000)
     assert issuer.release("q", first, "h1")
     handed = int(redis_client.lpop(fence_keys("q").wake("h2")))  # type: ignore[arg-type]
     assert handed > first
@@ -104,6 +108,7 @@ def test_release_serves_waiters_in_arrival_order(redis_client: redis.Redis) -> N
         order.append(holder)
         token = int(token)  # type: ignore[assignment]
     assert order == ["a", "b", "c"]
+    assert not (lease_of(redis_client, "fifo") or b"").startswith(b"+")  # nobody left
 
 
 def test_release_skips_places_past_their_deadline(redis_client: redis.Redis) -> None:
@@ -295,3 +300,30 @@ def test_async_waiter_is_woken_by_release(
             await client.aclose()
 
     assert asyncio.run(scenario()) < PROMPT
+
+
+def test_fenced_lock_still_owns_a_marked_lease(redis_client: redis.Redis) -> None:
+    lock = redis_client.lock("owned", timeout=30, lock_class=FencedLock)
+    assert lock.acquire(blocking=False)
+    assert isinstance(RedisIssuer(redis_client).try_acquire("owned", "w", 30_000, 5000), Busy)
+    assert (lease_of(redis_client, "owned") or b"").startswith(b"+")
+    assert lock.owned() and lock.locked()
+    lock.extend(5)
+    lock.release()  # hands the lease to the queued waiter
+    assert (lease_of(redis_client, "owned") or b"").endswith(b":w")
+
+
+def test_a_waiter_taking_an_expired_lease_keeps_the_queue_served(
+    redis_client: redis.Redis,
+) -> None:
+    issuer = RedisIssuer(redis_client)
+    assert isinstance(issuer.try_acquire("expired", "h0", 100), int)  # a holder that dies
+    for holder in ("a", "b"):
+        assert isinstance(issuer.try_acquire("expired", holder, 30_000, 5000), Busy)
+    time.sleep(0.15)
+    token = issuer.try_acquire("expired", "a", 30_000, 5000, True)
+    assert isinstance(token, int)
+    assert lease_of(redis_client, "expired") == b"+%d:a" % token  # b still waits
+    assert redis_client.lrange(queue_keys("expired")[0], 0, -1) == [b"b"]
+    assert issuer.release("expired", token, "a")
+    assert (lease_of(redis_client, "expired") or b"").endswith(b":b")
