@@ -24,6 +24,7 @@ ORDER = [
     locks.FLOOR_FENCED,
     locks.AA_FENCED,
     locks.FLOOR_HANDOFF,
+    locks.RAW_SCRIPTS,
     locks.REDIS_FENCE,
     locks.FENCED_LOCK,
     "redis-py Lock",

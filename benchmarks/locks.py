@@ -97,6 +97,25 @@ def _redis_fence(client: redis.Redis, name: str) -> Holder:
     return _fence_holder(RedisFence(client, f"rf:{name}", TTL))
 
 
+def _fencing_scripts(client: redis.Redis, name: str) -> Holder:
+    """RedisFence's own two scripts by bare EVALSHA, no Python around them: the share of
+    its cost that is Redis's (clock fallback, hand-off bookkeeping), not fencing's code."""
+    from fencing._redis_scripts import ACQUIRE, RELEASE, fence_keys
+
+    for script in (ACQUIRE, RELEASE):
+        client.script_load(script.text)
+    lease, holder, value = fence_keys(f"raw:{name}").lease, b"0123456789abcdef0123456789", [b""]
+    args = (lease, holder, b"%d" % (TTL * 1000), b"604800000", b"1500")  # as RedisFence sends
+
+    def acquire() -> None:
+        value[0] = b"%d:%s" % (client.evalsha(ACQUIRE.sha, 1, *args), holder)
+
+    def release() -> None:
+        client.evalsha(RELEASE.sha, 1, lease, value[0])
+
+    return Holder(acquire, release)
+
+
 def _async_redis_fence(client: redis.asyncio.Redis, name: str) -> AsyncHolder:
     from fencing.aio import RedisFence  # type: ignore[attr-defined]
 
@@ -143,6 +162,7 @@ FLOOR_ASYNC = "floor: fenced script, asyncio"
 AA_FENCED = "A/A: fenced script floor, 2nd copy"
 AA_HANDOFF = "A/A: direct hand-off floor, 2nd copy"
 REDIS_FENCE = "fencing.RedisFence"
+RAW_SCRIPTS = "RedisFence's scripts alone (2x EVALSHA)"
 FENCED_LOCK = "fencing.FencedLock (r.lock lock_class=)"
 ASYNC_FENCE = "fencing.aio.RedisFence (asyncio)"
 
@@ -155,6 +175,7 @@ KINDS: dict[str, LockKind] = {
         LockKind(AA_FENCED, _floor_fenced, blocking=False),
         LockKind(AA_HANDOFF, _floor_handoff),
         LockKind(REDIS_FENCE, _redis_fence),
+        LockKind(RAW_SCRIPTS, _fencing_scripts, blocking=False),
         LockKind(FENCED_LOCK, _fenced_lock),
         LockKind("redis-py Lock", _redis_py, poll=0.1, note="polls every 0.1 s (default)"),
         LockKind("python-redis-lock", _python_redis_lock),

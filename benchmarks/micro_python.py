@@ -8,10 +8,8 @@ Python: argument building, reply parsing, and the fence's own machinery. Rows:
 - the fenced-script floor (two bare ``evalsha`` calls);
 - ``RedisIssuer.try_acquire`` + ``release`` called directly (the issuer alone);
 - ``FencedLock`` (the same scripts behind redis-py's ``Lock`` API);
-- ``RedisFence`` as shipped (flows driven by ``run_sync``);
-- a prototype ``RedisFence`` whose uncontended acquire and release call the issuer
-  directly (no flow, no ``WaitSchedule``, a counter instead of ``uuid4`` for the holder
-  id): what the flow machinery costs on the fast path.
+- ``RedisFence`` as shipped (the uncontended acquire and the release call the issuer
+  directly; flows run only when the lease is busy): what the fence adds to the issuer.
 
 Imports redis-py, fencing's Redis modules and the benchmark floors.
 """
@@ -26,7 +24,7 @@ from typing import Any
 
 import redis
 
-from fencing import FencedLock, FenceToken, LeaseLost, RedisFence
+from fencing import FencedLock, RedisFence
 from fencing._redis_scripts import ACQUIRE
 from floors import FencedFloor
 
@@ -43,34 +41,10 @@ class StubRedis(redis.Redis):
         return "stub"
 
 
-_PREFIX = uuid.uuid4().hex[:16]
-_SERIAL = itertools.count()
-
-
-class FastPathFence(RedisFence):
-    """Prototype: the uncontended acquire and the release without a flow."""
-
-    def acquire(self, timeout: float | None = None) -> FenceToken:
-        holder = f"{_PREFIX}{next(_SERIAL)}"
-        reply = self.issuer.try_acquire(self.name, holder, max(1, round(self.ttl * 1000)))
-        if not isinstance(reply, int):
-            return super().acquire(timeout)
-        with self._mutex:
-            self._holders[reply] = holder
-        return FenceToken(reply, self.name)
-
-    def release(self, token: int) -> None:
-        with self._mutex:
-            holder = self._holders.pop(int(token), None)
-        if holder is None or not self.issuer.release(self.name, int(token), holder):
-            raise LeaseLost(self.name, int(token), "not held")
-
-
 def main() -> None:
     client = StubRedis()
     floor = FencedFloor(client, "floor")
     fence = RedisFence(client, "fence", 10)
-    fast = FastPathFence(client, "fast", 10)
     issuer = fence.issuer
     lock = client.lock("lock", timeout=10, lock_class=FencedLock)
 
@@ -82,7 +56,6 @@ def main() -> None:
         "RedisIssuer calls only": issuer_only,
         "FencedLock": lambda: (lock.acquire(), lock.release()),
         "RedisFence as shipped": lambda: fence.release(fence.acquire()),
-        "RedisFence, fast-path prototype": lambda: fast.release(fast.acquire()),
         "(uuid.uuid4().hex alone)": lambda: uuid.uuid4().hex,
     }
     best: dict[str, float] = dict.fromkeys(cycles, float("inf"))

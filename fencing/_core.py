@@ -38,8 +38,8 @@ class FenceCore:
         self.ttl = check_ttl(ttl)
         self._ttl_ms = _millis(self.ttl)
         self._wakes_on_release = wakes_on_release
+        # token -> holder id; single dict operations are atomic, so threads need no lock
         self._holders: dict[int, str] = {}
-        self._mutex = threading.Lock()
         self._lost = threading.Event()
 
     def __repr__(self) -> str:
@@ -63,8 +63,7 @@ class FenceCore:
 
     def _granted(self, token: int, first: TryAcquire) -> FenceToken:
         """Remember the lease just granted, so ``renew``/``release`` can name it."""
-        with self._mutex:
-            self._holders[token] = cast(str, first.holder)  # made by new_holder_id
+        self._holders[token] = cast(str, first.holder)  # made by new_holder_id
         acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
         return FenceToken(token, self.name)
 
@@ -134,15 +133,13 @@ class FenceCore:
 
     def _lease_of(self, token: object) -> tuple[int, str]:
         value = check_token_for(token, self.name)
-        with self._mutex:
-            holder = self._holders.get(value)
+        holder = self._holders.get(value)
         if holder is None:
             raise LeaseLost(self.name, value, "this fence holds no lease with that token")
         return value, holder
 
     def _forget(self, token: int) -> None:
-        with self._mutex:
-            self._holders.pop(token, None)
+        self._holders.pop(token, None)
 
 
 class _HolderIds:

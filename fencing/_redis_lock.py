@@ -11,12 +11,12 @@ counter. Imports the Redis issuer helpers and redis-py.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any, Literal
 
 from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
+from ._core import new_holder_id
 from ._errors import AcquireTimeout
 from ._protocol import Busy, first_attempt, run_sync, wait_flow
 from ._redis import SYNC_CLIENTS, RedisIssuer, check_client, run_script
@@ -97,7 +97,7 @@ class FencedLock(Lock):
             blocking_timeout = self.blocking_timeout
         else:
             check_timeout(blocking_timeout)
-        holder = self._holder(uuid.uuid4().hex if token is None else token)
+        holder = self._holder(new_holder_id() if token is None else token)
         timeout = blocking_timeout if blocking else 0
         first = first_attempt(holder, self._ttl_ms, timeout, True, sleep)
         reply = first.call(self._issuer, self.name)

@@ -27,9 +27,13 @@ LOG = "race:log"
 PER_ACQUIRER = 130
 CRASH_EVERY = 40  # every 40th holder never releases: its lease must expire
 
-# KEYS[1] lease, KEYS[2] log. ARGV[1] token. Appends the token if the lease carries it.
+# KEYS[1] lease, KEYS[2] log. ARGV[1] token. Appends the token if the lease carries it
+# (its value is "<token>:<holder>", with a "+" in front while waiters are queued).
 RECORD = """
 local value = redis.call('GET', KEYS[1])
+if value and string.sub(value, 1, 1) == '+' then
+  value = string.sub(value, 2)
+end
 if not value or string.sub(value, 1, #ARGV[1] + 1) ~= ARGV[1] .. ':' then
   return 0
 end
