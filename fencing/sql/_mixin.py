@@ -117,11 +117,12 @@ def _stamped(session: Session, row: FencedMixin, action: str) -> bool:
 
 def _before_flush(session: Session, flush_context: Any, instances: Any) -> None:
     for row in session.dirty:
-        if (
-            isinstance(row, FencedMixin)
-            and session.is_modified(row, include_collections=False)
-            and _stamped(session, row, "UPDATE")
-            and not inspect(row).attrs[COLUMN].history.added
+        if not isinstance(row, FencedMixin):
+            continue
+        if inspect(row).attrs[COLUMN].history.added:  # a new token: the common case
+            _stamped(session, row, "UPDATE")
+        elif session.is_modified(row, include_collections=False) and _stamped(
+            session, row, "UPDATE"
         ):
             flag_modified(row, COLUMN)  # same token as loaded: still send it, still guard
     for row in session.deleted:
