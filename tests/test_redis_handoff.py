@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -238,21 +239,28 @@ def test_two_waiters_are_each_woken_by_a_release(redis_client: redis.Redis) -> N
     assert events[2][2] - events[1][2] < PROMPT
 
 
-def test_fenced_lock_waiter_is_woken_by_release(redis_client: redis.Redis) -> None:
-    holder = redis_client.lock("lockwake", timeout=30, lock_class=FencedLock)
-    assert holder.acquire(blocking=False)
-    waiter = redis_client.lock(
-        "lockwake", timeout=30, sleep=20, thread_local=False, lock_class=FencedLock
-    )
+def handed_over(client: redis.Redis, name: str, release: Callable[[], object]) -> FencedLock:
+    """Block a ``FencedLock`` waiter (each wait up to 20 s) on ``name``, then ``release``.
+
+    Returns the waiter once it holds, after checking it was served within ``PROMPT``.
+    """
+    waiter = client.lock(name, timeout=30, sleep=20, thread_local=False, lock_class=FencedLock)
     woke: list[float] = []
     thread = threading.Thread(target=acquire_and_note, args=(waiter, woke))
     thread.start()
     time.sleep(SETTLE)
     assert not woke
     released = time.monotonic()
-    holder.release()
+    release()
     thread.join(20)
     assert woke and woke[0] - released < PROMPT
+    return waiter
+
+
+def test_fenced_lock_waiter_is_woken_by_release(redis_client: redis.Redis) -> None:
+    holder = redis_client.lock("lockwake", timeout=30, lock_class=FencedLock)
+    assert holder.acquire(blocking=False)
+    waiter = handed_over(redis_client, "lockwake", holder.release)
     assert waiter.owned()
     waiter.release()
 
@@ -260,17 +268,7 @@ def test_fenced_lock_waiter_is_woken_by_release(redis_client: redis.Redis) -> No
 def test_fenced_lock_and_redis_fence_wake_each_other(redis_client: redis.Redis) -> None:
     fence = RedisFence(redis_client, "mixed", ttl=30)
     token = fence.acquire()
-    waiter = redis_client.lock(
-        "mixed", timeout=30, sleep=20, thread_local=False, lock_class=FencedLock
-    )
-    woke: list[float] = []
-    thread = threading.Thread(target=acquire_and_note, args=(waiter, woke))
-    thread.start()
-    time.sleep(SETTLE)
-    released = time.monotonic()
-    fence.release(token)
-    thread.join(20)
-    assert woke and woke[0] - released < PROMPT
+    waiter = handed_over(redis_client, "mixed", lambda: fence.release(token))
     assert waiter.fence_token is not None and waiter.fence_token > token
     waiter.release()
 
