@@ -287,9 +287,12 @@ def first_attempt(
     """The first attempt of an acquire: it queues the waiter unless it must not wait.
 
     Acquiring is this attempt, run directly by the fence (the uncontended fast path,
-    no flow), then ``wait_flow`` only if it found the lease busy.
+    no flow), then ``wait_flow`` only if it found the lease busy. A lease that never
+    expires (``ttl_ms`` 0) is never handed over: a waiter that died while queued would
+    get it for ever, so such waiters wait for their next attempt instead.
     """
-    queue_ms = queue_millis(timeout, max_block) if wakes_on_release and timeout != 0 else 0
+    queues = wakes_on_release and timeout != 0 and ttl_ms > 0
+    queue_ms = queue_millis(timeout, max_block) if queues else 0
     return TryAcquire(holder, ttl_ms, queue_ms)
 
 

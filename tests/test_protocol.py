@@ -209,6 +209,12 @@ def test_an_interrupted_wait_leaves_the_queue_and_releases_a_raced_grant() -> No
         run(issuer, None)
 
 
+def test_a_lease_that_never_expires_is_never_queued_for() -> None:
+    assert first_attempt("h", 0, None, True).queue_ms == 0
+    assert first_attempt("h", 1, None, True).queue_ms > 0
+    assert first_attempt("h", 1, None, False).queue_ms == 0  # an issuer without wake-ups
+
+
 def test_timeout_zero_never_queues() -> None:
     issuer = Scripted(Busy(5.0))
     with pytest.raises(fencing.AcquireTimeout):

@@ -325,3 +325,21 @@ def test_a_waiter_taking_an_expired_lease_keeps_the_queue_served(
     assert redis_client.lrange(queue_keys("expired")[0], 0, -1) == [b"b"]
     assert issuer.release("expired", token, "a")
     assert (lease_of(redis_client, "expired") or b"").endswith(b":b")
+
+
+def test_a_lease_without_expiry_is_not_handed_over(redis_client: redis.Redis) -> None:
+    holder = redis_client.lock("forever", timeout=None, lock_class=FencedLock)
+    assert holder.acquire(blocking=False)
+    waiter = redis_client.lock(
+        "forever", timeout=None, sleep=0.05, thread_local=False, lock_class=FencedLock
+    )
+    woke: list[float] = []
+    thread = threading.Thread(target=acquire_and_note, args=(waiter, woke))
+    thread.start()
+    time.sleep(SETTLE)
+    assert redis_client.exists(*queue_keys("forever")) == 0  # it polls, never queued
+    holder.release()
+    thread.join(20)
+    assert woke and waiter.owned()
+    assert redis_client.pttl("fencing:{forever}:lease") == -1  # still its own, no expiry
+    waiter.release()
