@@ -24,9 +24,10 @@ Imports the standard library only.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,17 +95,25 @@ def _check_tokens(acquires: list[dict[str, Any]], report: Report) -> None:
     for token, n in counts.items():
         if n > 1:
             report.violations.append(f"token {token} was issued {n} times")
-    by_end = sorted(acquires, key=lambda a: a["t1"])
-    ends = [a["t1"] for a in by_end]
-    best: list[int] = []
-    for a in by_end:
-        best.append(max(best[-1], a["token"]) if best else a["token"])
-    for a in acquires:
-        i = bisect.bisect_left(ends, a["t0"])
-        if i and best[i - 1] >= a["token"]:
+    for a, best in _highest_finished_before(acquires, "t0"):
+        if best >= a["token"]:
             report.violations.append(
-                f"token {a['token']} issued after token {best[i - 1]} had been: not increasing"
+                f"token {a['token']} issued after token {best} had been: not increasing"
             )
+
+
+def _highest_finished_before(
+    events: list[dict[str, Any]], start: str
+) -> Iterator[tuple[dict[str, Any], int]]:
+    """Each event with the highest token among the events that ended (``t1``) before it
+    began (its ``start`` field); events that began before any ended are left out."""
+    by_end = sorted(events, key=lambda e: e["t1"])
+    ends = [e["t1"] for e in by_end]
+    best = list(itertools.accumulate((e["token"] for e in by_end), max))
+    for event in events:
+        i = bisect.bisect_left(ends, event[start])
+        if i:
+            yield event, best[i - 1]
 
 
 def _check_resource(
@@ -119,17 +128,11 @@ def _check_resource(
     counts["errors"] = len(writes) - counts["accepted"] - counts["rejected"]
 
     # stale writes accepted, from the log alone
-    by_end = sorted(accepted, key=lambda w: w["t1"])
-    ends = [w["t1"] for w in by_end]
-    best: list[int] = []
-    for w in by_end:
-        best.append(max(best[-1], w["token"]) if best else w["token"])
-    for w in accepted:
-        i = bisect.bisect_left(ends, w["tw"])
-        if i and best[i - 1] > w["token"]:
+    for w, best in _highest_finished_before(accepted, "tw"):
+        if best > w["token"]:
             counts["stale accepted"] += 1
             report.violations.append(
-                f"{name}: write with token {w['token']} accepted after token {best[i - 1]}'s"
+                f"{name}: write with token {w['token']} accepted after token {best}'s"
             )
 
     # the final state
