@@ -40,20 +40,29 @@ def test_write_read_and_token(tmp_path: Path) -> None:
     assert FileStore(str(tmp_path / "s")).read() == b"view"  # another object, same file
 
 
-def test_stale_write_changes_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def _refused_without_a_trace(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, attempt: Any
+) -> StaleTokenError:
+    """Run ``attempt(store)`` with token 33 on a store at 34: it must be refused, logged,
+    and leave the file exactly as it was (bytes, mtime, inode, no temp file)."""
     path = tmp_path / "s"
     store = FileStore(path)
     store.write(b"fresh", 34)
     before, stat = path.read_bytes(), path.stat()
     with pytest.raises(StaleTokenError) as info:
-        store.write(b"stale", 33)
+        attempt(store)
     assert (info.value.token, info.value.current) == (33, 34)
-    assert str(path) in info.value.resource
     assert path.read_bytes() == before
     after = path.stat()
     assert (after.st_mtime_ns, after.st_ino) == (stat.st_mtime_ns, stat.st_ino)
     assert any(r.name == "fencing.guard" and "33" in r.getMessage() for r in caplog.records)
     assert not (tmp_path / ".s.tmp").exists()
+    return info.value
+
+
+def test_stale_write_changes_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    error = _refused_without_a_trace(tmp_path, caplog, lambda store: store.write(b"stale", 33))
+    assert str(tmp_path / "s") in error.resource
 
 
 @pytest.mark.parametrize(
@@ -258,20 +267,10 @@ def test_update_reads_calls_and_writes(tmp_path: Path) -> None:
 
 
 def test_stale_update_never_calls_fn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = tmp_path / "s"
-    store = FileStore(path)
-    store.write(b"fresh", 34)
-    before, stat = path.read_bytes(), path.stat()
     calls: list[bytes | None] = []
-    with pytest.raises(StaleTokenError) as info:
-        store.update(_recording(calls, b"stale"), 33)
+    fn = _recording(calls, b"stale")
+    _refused_without_a_trace(tmp_path, caplog, lambda store: store.update(fn, 33))
     assert calls == []
-    assert (info.value.token, info.value.current) == (33, 34)
-    assert path.read_bytes() == before
-    after = path.stat()
-    assert (after.st_mtime_ns, after.st_ino) == (stat.st_mtime_ns, stat.st_ino)
-    assert any(r.name == "fencing.guard" and "33" in r.getMessage() for r in caplog.records)
-    assert not (tmp_path / ".s.tmp").exists()
 
 
 @pytest.mark.parametrize(
