@@ -19,12 +19,12 @@ comparison ``fence_token = :<bind>`` into every UPDATE and DELETE of the row, (2
 one statement per row, whose row count every dialect reports, and (3) treat a
 mismatch as a ``StaleDataError`` and roll the session back. A ``before_execute``
 listener then turns that one comparison into ``fence_token <= :<bind>`` (a structural
-rewrite of the
-statement's WHERE criteria, memoized per criteria tuple; compiled-statement caching
-still works) and binds the *new* token to it when the row's token is being set. An
-``after_execute`` listener checks the row count: a mismatch reads the row's token (a
-diagnostic read after the failed write) and raises ``StaleRowError``; a driver that
-cannot report the row count raises ``RowcountUnavailable``.
+rewrite of the statement's WHERE criteria, memoized per criteria tuple;
+compiled-statement caching still works) and binds the *new* token to it when the row's
+token is being set. An ``after_execute`` listener checks the row count: a mismatch
+reads the row's token (a diagnostic read after the failed write) and raises
+``StaleRowError``; a driver that cannot report the row count raises
+``RowcountUnavailable``.
 
 Core statements built by ``guarded_update``/``guarded_delete`` carry a ``fencing_guard``
 execution option and are verified by the same ``after_execute`` listener. Any other
