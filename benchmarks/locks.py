@@ -100,7 +100,7 @@ def _redis_fence(client: redis.Redis, name: str) -> Holder:
 def _fencing_scripts(client: redis.Redis, name: str) -> Holder:
     """RedisFence's own two scripts by bare EVALSHA, no Python around them: the share of
     its cost that is Redis's (clock fallback, hand-off bookkeeping), not fencing's code."""
-    from fencing._redis_scripts import ACQUIRE, RELEASE, fence_keys
+    from fencing.redis._scripts import ACQUIRE, RELEASE, fence_keys
 
     for script in (ACQUIRE, RELEASE):
         client.script_load(script.text)

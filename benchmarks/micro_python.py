@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from fencing import FencedLock, RedisFence
-from fencing._redis_scripts import ACQUIRE
+from fencing.redis._scripts import ACQUIRE
 from floors import FencedFloor
 
 

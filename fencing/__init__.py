@@ -31,9 +31,7 @@ from ._token import FenceToken
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from ._connect import connect
-    from ._redis import RedisFence, RedisIssuer
-    from ._redis_lock import FencedLock
-    from ._redis_mark import RedisMark
+    from .redis import FencedLock, RedisFence, RedisIssuer, RedisMark
     from .sql import SqlFence, SqlIssuer
 
 __version__ = "0.1.0"
@@ -41,10 +39,10 @@ __version__ = "0.1.0"
 #: Public names whose modules need an optional dependency (redis-py, SQLAlchemy) or are
 #: heavy: imported on first use, so ``import fencing`` needs neither.
 _LAZY: dict[str, str] = {
-    "FencedLock": "fencing._redis_lock",
-    "RedisFence": "fencing._redis",
-    "RedisIssuer": "fencing._redis",
-    "RedisMark": "fencing._redis_mark",
+    "FencedLock": "fencing.redis",
+    "RedisFence": "fencing.redis",
+    "RedisIssuer": "fencing.redis",
+    "RedisMark": "fencing.redis",
     "SqlFence": "fencing.sql",
     "SqlIssuer": "fencing.sql",
     "connect": "fencing._connect",

@@ -15,15 +15,17 @@ embedded default is a SQLite file in the per-user state directory
 so every process of one user shares it whatever its working directory; it needs no
 server and creates its table on first use.
 
-Imports the core fences and validation; redis-py and SQLAlchemy only inside the branch
-that needs them.
+Imports the core fences only: each backend package provides its ``Backend`` class
+(``fencing.redis._backend``, ``fencing.sql._backend``), imported by name when its URL
+scheme is used, so the core never imports a backend.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
@@ -45,54 +47,28 @@ def default_url() -> str:
     return os.environ.get(ENV_VAR) or f"sqlite:///{default_path()}"
 
 
-class RedisBackend:
-    """Fences on the Redis server of ``url`` (one client for all blocking fences)."""
+class Backend(Protocol):
+    """What ``connect`` returns: fences on one issuer, blocking or asyncio."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self._client: Any = None
-
-    def __repr__(self) -> str:
-        return f"RedisBackend({self.url!r})"
+    url: str
 
     def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        import redis
-
-        from ._redis import RedisFence
-
-        if self._client is None:
-            self._client = redis.Redis.from_url(self.url)
-        return RedisFence(self._client, name, ttl)
+        """A blocking fence of that name on this backend."""
+        ...
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        import redis.asyncio
-
-        from ._redis import AsyncRedisFence
-
-        return AsyncRedisFence(redis.asyncio.Redis.from_url(self.url), name, ttl)
+        """An asyncio fence of that name, sharing leases and tokens with ``fence``."""
+        ...
 
 
-class SqlBackend:
-    """Fences in the ``fencing_leases`` table of a SQLite file or PostgreSQL database."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-
-    def __repr__(self) -> str:
-        return f"SqlBackend({self.url!r})"
-
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        from .sql import SqlFence
-
-        return SqlFence(self.url, name, ttl)
-
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        from .sql.aio import AsyncSqlFence
-
-        return AsyncSqlFence(self.url, name, ttl)
+#: URL scheme -> (module, class) of its backend, imported only when that scheme is used.
+_BACKENDS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(_REDIS_SCHEMES, ("fencing.redis._backend", "RedisBackend")),
+    **dict.fromkeys(_SQL_SCHEMES, ("fencing.sql._backend", "SqlBackend")),
+}
 
 
-def connect(url: str | None = None) -> RedisBackend | SqlBackend:
+def connect(url: str | None = None) -> Backend:
     """The backend for ``url`` (see the module docstring); no I/O happens here."""
     if url is None:
         url = default_url()
@@ -101,15 +77,12 @@ def connect(url: str | None = None) -> RedisBackend | SqlBackend:
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, not {type(url).__name__}")
     scheme = url.partition("://")[0].partition("+")[0].lower() if "://" in url else ""
-    if scheme in _REDIS_SCHEMES:
-        return RedisBackend(url)
-    if scheme in _SQL_SCHEMES:
+    found = _BACKENDS.get(scheme)
+    if found is not None:
         if scheme == "postgres":  # the libpq spelling; SQLAlchemy wants postgresql
             url = "postgresql" + url[len("postgres") :]
-        from .sql._engines import parse_sql_url
-
-        parse_sql_url(url)  # a bad SQL URL fails here, not at the first acquire
-        return SqlBackend(url)
+        backend: Backend = getattr(importlib.import_module(found[0]), found[1])(url)
+        return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
         "sqlite:///path or postgresql://"

@@ -166,8 +166,3 @@ new_holder_id = _HolderIds()
 
 def _millis(seconds: float) -> int:
     return max(1, round(seconds * 1000))
-
-
-def issuer_error(backend: str, exc: BaseException) -> FenceUnavailable:
-    """The ``FenceUnavailable`` for a driver error; raise it ``from exc``."""
-    return FenceUnavailable(f"{backend} failed: {type(exc).__name__}: {exc}")

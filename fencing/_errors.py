@@ -10,10 +10,14 @@
     └── FenceUnavailable                           the issuer or mark backend is unreachable/failing
 
 Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
-``raise ... from driver_error`` so the cause stays visible.
+``raise ... from driver_error`` so the cause stays visible (``issuer_error``).
+
+Imports only the log module.
 """
 
 from __future__ import annotations
+
+from ._log import guard_log
 
 
 class FencingError(Exception):
@@ -73,3 +77,14 @@ class FenceUnavailable(FencingError):
     have been taken on the server if only the reply was lost; that orphan lease simply
     expires, and a retry receives a newer token.
     """
+
+
+def rejected(token: int, current: int | None, resource: str) -> StaleTokenError:
+    """Log a stale rejection on ``fencing.guard`` and return the error to raise."""
+    guard_log.warning("%s: rejected stale token %d (high-water mark %s)", resource, token, current)
+    return StaleTokenError(token, current, resource=resource)
+
+
+def issuer_error(backend: str, exc: BaseException) -> FenceUnavailable:
+    """The ``FenceUnavailable`` for a driver error; raise it ``from exc``."""
+    return FenceUnavailable(f"{backend} failed: {type(exc).__name__}: {exc}")

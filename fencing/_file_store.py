@@ -1,20 +1,10 @@
-"""``FileStore``: a file whose writes are guarded by fence tokens, and the file record
-primitives it shares with ``FileMark`` (``_marks``).
+"""``FileStore``: a file whose writes are guarded by fence tokens.
 
-The on-disk record is one file: a fixed 28-byte header carrying the token that wrote
-it, then the data. Token and data are therefore replaced together by one atomic
-``os.replace`` and made durable by one ``fsync``: the high-water mark is exactly as
-durable as the data it protects (DESIGN.md, invariant 4).
-
-Header, big-endian: ``magic`` (8 bytes, ``b"FENCING\\x01"``), ``token`` (u64), ``length``
-of the data (u64), CRC-32 of the preceding 24 bytes (u32).
-
-Writers serialize on an exclusive ``fcntl.flock`` of a sidecar ``<name>.lock`` file
-(never deleted: deleting a lock file lets two writers lock two different files), so the
-compare-and-replace is atomic with respect to every thread and process on this host.
-``FileStore.write`` and ``FileStore.update`` (a guarded read-modify-write) share that one
-compare-and-replace; ``update`` only adds the read and the call inside the lock.
-``flock`` is reliable on local file systems only; do not share a store over NFS.
+The data and its token live in one file record (``_records``), replaced by one atomic
+rename and made durable by one ``fsync``. ``FileStore.write`` and ``FileStore.update``
+(a guarded read-modify-write) share one compare-and-replace under the record's
+``flock``; ``update`` only adds the read and the call inside the lock. ``flock`` is
+reliable on local file systems only; do not share a store over NFS.
 
 A ``FileStore`` opens its lock file once (lazily) and keeps the descriptor until
 ``close()``; a ``threading.Lock`` serializes its own threads, which share that one open
@@ -22,160 +12,21 @@ file description (``flock`` would not exclude them from each other). A forked ch
 must not use the inherited descriptor either (the flock is shared with the parent):
 the store records the pid that opened it and reopens in any other process.
 
-Imports the errors, log and validation modules (POSIX only: ``fcntl``).
+Imports the errors, validation and record modules (POSIX only: ``fcntl``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import struct
 import threading
 import weakref
-import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable
 from types import TracebackType
-from typing import Union
 
-from ._errors import StaleTokenError
-from ._log import guard_log
-from ._validate import check_token
-
-#: Tokens are 64-bit signed integers everywhere (Redis ``INCR``, SQL ``BIGINT``).
-MAX_TOKEN = 2**63 - 1
-
-_MAGIC = b"FENCING\x01"
-_HEAD = struct.Struct(">8sQQ")
-_HEADER_SIZE = _HEAD.size + 4
-
-PathArg = Union[str, "os.PathLike[str]"]
-
-
-def check_mark_token(token: object) -> int:
-    """A token for a guard: a non-negative ``int`` (never a bool) of at most 64 bits."""
-    value = check_token(token)
-    if value > MAX_TOKEN:
-        raise ValueError(f"fence token must be at most 2**63-1, got {value}")
-    return value
-
-
-def rejected(token: int, current: int | None, resource: str) -> StaleTokenError:
-    """Log a stale rejection on ``fencing.guard`` and return the error to raise."""
-    guard_log.warning("%s: rejected stale token %d (high-water mark %s)", resource, token, current)
-    return StaleTokenError(token, current, resource=resource)
-
-
-def check_record_path(path: object, what: str) -> Path:
-    """A path for a record file: ``str``/``PathLike``, in an existing directory, not one."""
-    if isinstance(path, bytes) or not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"{what} path must be a str or os.PathLike, not {type(path).__name__}")
-    resolved = Path(os.fspath(path)).resolve()  # a symlink: write where it points
-    if resolved.is_dir():
-        raise ValueError(f"{what} path {str(resolved)!r} is a directory, not a file")
-    if not resolved.parent.is_dir():
-        raise ValueError(f"{what} directory {str(resolved.parent)!r} does not exist")
-    return resolved
-
-
-def _encode_header(token: int, length: int) -> bytes:
-    head = _HEAD.pack(_MAGIC, token, length)
-    return head + struct.pack(">I", zlib.crc32(head))
-
-
-def _decode_header(raw: bytes, path: Path) -> tuple[int, int]:
-    """``(token, length)`` from a header; ``ValueError`` naming the file if corrupt."""
-    if len(raw) < _HEADER_SIZE:
-        raise ValueError(f"{str(path)!r}: corrupt fencing record (header truncated)")
-    magic, token, length = _HEAD.unpack_from(raw)
-    (crc,) = struct.unpack_from(">I", raw, _HEAD.size)
-    if magic != _MAGIC:
-        raise ValueError(f"{str(path)!r}: not a fencing record (bad magic {magic!r})")
-    if crc != zlib.crc32(raw[: _HEAD.size]) or token > MAX_TOKEN:
-        raise ValueError(f"{str(path)!r}: corrupt fencing record (header checksum mismatch)")
-    return token, length
-
-
-def read_token(path: Path) -> int | None:
-    """The token in the record at ``path``; ``None`` if there is no record yet."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # no buffered file object: hot path
-    except FileNotFoundError:
-        return None
-    try:
-        raw = os.read(fd, _HEADER_SIZE)
-    finally:
-        os.close(fd)
-    return _decode_header(raw, path)[0]
-
-
-def read_record(path: Path) -> tuple[int, bytes]:
-    """``(token, data)`` of one version of the record (``FileNotFoundError`` if none)."""
-    with open(path, "rb") as file:
-        token, length = _decode_header(file.read(_HEADER_SIZE), path)
-        data = file.read(length + 1)
-    if len(data) != length:
-        raise ValueError(
-            f"{str(path)!r}: corrupt fencing record ({len(data)} data bytes, header says {length})"
-        )
-    return token, data
-
-
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold the exclusive ``flock`` of the record's sidecar lock file.
-
-    A fresh descriptor per call: ``flock`` belongs to the open file description, so
-    this excludes other threads of this process too, and survives ``fork``.
-    """
-    fd = os.open(_sidecar(path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the last descriptor releases the lock
-
-
-def _sidecar(path: Path, suffix: str) -> Path:
-    return path.with_name(f".{path.name}{suffix}")
-
-
-#: Called with the temp file's path after it is written and synced, before the rename.
-#: Tests set it in a child process to simulate a crash at exactly that point.
-_before_replace: Callable[[Path], None] | None = None
-
-
-def replace_record(path: Path, token: int, data: memoryview) -> None:
-    """Durably replace the record with ``token`` + ``data``; the caller holds the lock.
-
-    Write a temp file in the same directory, fsync it, ``os.replace`` it over the record,
-    fsync the directory. A crash at any point leaves either the old record or the new
-    one. The temp name is fixed (``.<name>.tmp``): only the lock holder uses it, so a
-    crashed writer's leftover is simply truncated and reused by the next writer.
-    """
-    tmp = _sidecar(path, ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-    try:
-        _write_all(fd, _encode_header(token, data.nbytes))
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if _before_replace is not None:
-        _before_replace(tmp)
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+from ._errors import rejected
+from ._records import PathArg, check_record_path, read_record, read_token, replace_record, sidecar
+from ._validate import check_mark_token
 
 
 def _check_data(data: object, what: str = "data") -> memoryview:
@@ -205,7 +56,7 @@ class FileStore:
 
     def __init__(self, path: PathArg) -> None:
         self.path = check_record_path(path, "FileStore")
-        self._lock_path = _sidecar(self.path, ".lock")
+        self._lock_path = sidecar(self.path, ".lock")
         self._mutex = threading.Lock()  # this process's threads (they share self._fd)
         self._fd = -1  # the lock file, opened on first write
         self._pid = 0  # the process that opened self._fd

@@ -11,8 +11,8 @@ import inspect
 from collections.abc import Callable
 from typing import Generic, ParamSpec, TypeVar, overload
 
-from ._file_store import check_mark_token
 from ._marks import Mark, MemoryMark
+from ._validate import check_mark_token
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -16,7 +16,7 @@ admission, before the call, and stays raised if the call fails:
 their lock across check, raise and call, so guarded calls are fully serialized.
 ``RedisMark`` (``_redis_mark``) is atomic only for check-and-raise.
 
-Imports the file record primitives of ``_file_store``.
+Imports the errors module and the file record (``_records``).
 """
 
 from __future__ import annotations
@@ -26,14 +26,8 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
-from ._file_store import (
-    PathArg,
-    check_record_path,
-    locked,
-    read_token,
-    rejected,
-    replace_record,
-)
+from ._errors import rejected
+from ._records import PathArg, check_record_path, locked, read_token, replace_record
 
 
 @runtime_checkable

@@ -11,6 +11,9 @@ from ._token import FenceToken
 
 MAX_NAME_LENGTH = 256
 
+#: Tokens are 64-bit signed integers everywhere (Redis ``INCR``, SQL ``BIGINT``).
+MAX_TOKEN = 2**63 - 1
+
 
 def check_name(name: object) -> str:
     """A fence name: a non-empty ``str`` of at most 256 characters without NUL."""
@@ -68,4 +71,12 @@ def check_token_for(token: object, name: str) -> int:
     value = check_token(token)
     if isinstance(token, FenceToken) and token.name != name:
         raise ValueError(f"token {value} was issued by fence {token.name!r}, not {name!r}")
+    return value
+
+
+def check_mark_token(token: object) -> int:
+    """A token for a guard: a non-negative ``int`` (never a bool) of at most 64 bits."""
+    value = check_token(token)
+    if value > MAX_TOKEN:
+        raise ValueError(f"fence token must be at most 2**63-1, got {value}")
     return value

@@ -14,12 +14,12 @@ from ._async_fence import AsyncFence
 from ._memory import AsyncMemoryFence as MemoryFence
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
-    from ._redis import AsyncRedisFence as RedisFence
+    from .redis.aio import RedisFence
     from .sql.aio import AsyncSqlFence as SqlFence
 
 #: Public name -> (module, name in that module), imported on first use.
 _LAZY: dict[str, tuple[str, str]] = {
-    "RedisFence": ("fencing._redis", "AsyncRedisFence"),
+    "RedisFence": ("fencing.redis.aio", "RedisFence"),
     "SqlFence": ("fencing.sql.aio", "AsyncSqlFence"),
 }
 

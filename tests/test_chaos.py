@@ -10,8 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fencing._chaos import checker
-from fencing._chaos.runner import ChaosConfig, run_chaos
+from fencing.cli.chaos import checker
+from fencing.cli.chaos.runner import ChaosConfig, run_chaos
 
 
 def test_fenced_run_keeps_every_invariant(pg_url: str, tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ import redis
 from sqlalchemy import create_engine
 
 import fencing
-from fencing._connect import RedisBackend, SqlBackend
+from fencing.redis._backend import RedisBackend
 from fencing.sql import SqlFence, create_tables
+from fencing.sql._backend import SqlBackend
 from fencing.testing.servers import RedisServer
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import fencing
-from fencing import FileStore, StaleTokenError, _file_store
+from fencing import FileStore, StaleTokenError, _records
 
 
 def _payload(token: int, size: int = 64) -> bytes:
@@ -137,7 +137,7 @@ def _crash_before_replace(path: str, token: int) -> None:
         assert tmp.read_bytes().endswith(_payload(token))
         os.kill(os.getpid(), signal.SIGKILL)
 
-    _file_store._before_replace = die
+    _records._before_replace = die
     FileStore(path).write(_payload(token), token)
 
 

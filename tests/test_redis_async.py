@@ -15,7 +15,7 @@ from redis.retry import Retry
 import fencing
 import fencing.aio
 from fencing._protocol import Busy
-from fencing._redis import AsyncRedisIssuer
+from fencing.redis._issuer import AsyncRedisIssuer
 from fencing.testing.servers import RedisServer, free_port
 
 

@@ -25,7 +25,7 @@ import fencing
 import fencing.aio
 from fencing import FencedLock, RedisFence, RedisIssuer
 from fencing._protocol import Busy
-from fencing._redis_scripts import fence_keys
+from fencing.redis._scripts import fence_keys
 from fencing.testing.servers import RedisServer
 
 #: A release wakes a blocked waiter within this (a missed wake-up: up to 1 s later).

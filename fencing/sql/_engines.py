@@ -21,7 +21,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from .._core import issuer_error
+from .._errors import issuer_error
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine

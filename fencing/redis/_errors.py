@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 import redis.exceptions
 
-from ._core import issuer_error
+from .._errors import issuer_error
 
 
 @contextmanager

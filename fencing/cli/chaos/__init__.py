@@ -9,5 +9,5 @@
 - ``checker``: replays the logs and final states and checks the invariants. It shares
   no code with the guards (it imports nothing from ``fencing``).
 
-``fencing chaos`` (``fencing._cli_chaos``) runs it from the command line.
+``fencing chaos`` (``command``) runs it from the command line.
 """

@@ -77,7 +77,7 @@ class DemoResult:
 
 
 def _models() -> tuple[Any, Any]:
-    from ._demo_models import Base, Note
+    from .models import Base, Note
 
     return Base, Note
 

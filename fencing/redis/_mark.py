@@ -25,9 +25,8 @@ from typing import Any
 
 import redis
 
-from ._errors import FenceUnavailable
-from ._file_store import rejected
-from ._redis_errors import redis_errors
+from .._errors import FenceUnavailable, rejected
+from ._errors import redis_errors
 
 #: The compare-and-set. Tokens are compared as canonical decimal strings (length first,
 #: then byte by byte), never as Lua numbers: those are doubles, exact only below 2**53.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..testing.servers import RedisServer
+from ...testing.servers import RedisServer
 from . import checker
 from .resources import FileResource, GuardResource, Resource, SqlRowResource
 from .worker import WorkerConfig, log_path, run_worker

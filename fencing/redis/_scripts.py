@@ -40,9 +40,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ._core import issuer_error
-from ._errors import FenceUnavailable
-from ._protocol import Busy
+from .._errors import FenceUnavailable, issuer_error
+from .._protocol import Busy
 
 #: Default idle lifetime of a counter key: a week. A lost counter is harmless (tokens
 #: restart from the server clock), so one-off names need not stay in Redis for ever.

@@ -1,4 +1,4 @@
-"""``fencing demo``: the pause scenario, live (see ``fencing._demo``).
+"""``fencing demo``: the pause scenario, live (see ``fencing.cli.demo.run``).
 
 Imports the demo (and, for ``--plot``, the plotting module, which needs matplotlib).
 """
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None and not args.plot.lower().endswith((".png", ".svg")):
         print("fencing demo: --plot FILE must end in .png or .svg", file=sys.stderr)
         return 2
-    from ._demo import format_timeline, run_demo
+    from .run import format_timeline, run_demo
 
     try:
         result = run_demo(args.url, fenced=not args.unfenced, ttl=args.ttl)
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_timeline(result))
     if args.plot is not None:
         try:
-            from ._demo_plot import plot_timeline
+            from .plot import plot_timeline
         except ImportError:
             print(
                 "fencing demo: --plot needs matplotlib: pip install 'fencing[plot]'",

@@ -1,6 +1,6 @@
 """The Redis issuer, blocking (``RedisIssuer``) and asyncio (``AsyncRedisIssuer``).
 
-Each operation is one EVALSHA of a script in ``_redis_scripts`` (the script text is sent
+Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent
 only after the server answered NOSCRIPT, e.g. after SCRIPT FLUSH or a restart), so an
 acquire is one round trip. The two issuers share everything but the I/O call itself.
 
@@ -22,11 +22,13 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import NoScriptError, RedisError
 
-from ._async_fence import AsyncFence
-from ._core import DEFAULT_TTL, issuer_error
-from ._fence import Fence
-from ._protocol import Busy
-from ._redis_scripts import (
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from .._errors import issuer_error
+from .._fence import Fence
+from .._protocol import Busy
+from .._validate import check_ttl
+from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
     RELEASE,
@@ -43,7 +45,6 @@ from ._redis_scripts import (
     release_args,
     renew_args,
 )
-from ._validate import check_ttl
 
 SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
 ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
@@ -110,7 +111,7 @@ class RedisIssuer(_RedisIssuerBase):
     token counter survives without an acquisition. Losing it is harmless: the next
     token still exceeds every earlier one (see the module docstring for the limit).
     A release hands the lease straight to the first queued waiter, which ``BLPOP``s its
-    own wake key in ``await_release`` (see ``_redis_scripts``): no polling, and no
+    own wake key in ``await_release`` (see ``_scripts``): no polling, and no
     second round trip after the wake-up.
     """
 

@@ -19,7 +19,7 @@ matplotlib.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from ._demo import DemoEvent, DemoResult
+from .run import DemoEvent, DemoResult
 
 LANES = {"client 1": 3.0, "client 2": 2.0, "storage": 1.0}
 GREEN, RED, BLUE, GREY = "#2e7d32", "#c62828", "#1565c0", "#757575"

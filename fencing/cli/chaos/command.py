@@ -1,4 +1,4 @@
-"""``fencing chaos``: the real-process chaos run (see ``fencing._chaos``).
+"""``fencing chaos``: the real-process chaos run (see ``fencing.cli.chaos``).
 
 Needs ``redis-server`` on PATH (and PostgreSQL binaries for the PostgreSQL row, else
 that resource is left out). Imports the chaos runner and the throwaway servers.
@@ -43,8 +43,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0.05 <= args.ttl <= 10 or not 1 <= args.duration <= 24 * 3600:
         print("fencing chaos: --ttl must be 0.05-10 s and --duration 1 s-24 h", file=sys.stderr)
         return 2
-    from ._chaos.runner import ChaosConfig, run_chaos
-    from .testing.servers import PostgresServer, ServerError
+    from ...testing.servers import PostgresServer, ServerError
+    from .runner import ChaosConfig, run_chaos
 
     server = None
     url = None if args.postgres == "none" else args.postgres

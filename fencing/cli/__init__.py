@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 #: Modules that each register one subcommand, in the order shown by --help.
-SUBCOMMANDS = ("fencing._cli_demo", "fencing._cli_chaos", "fencing._cli_migrate")
+SUBCOMMANDS = ("fencing.cli.demo.command", "fencing.cli.chaos.command", "fencing.cli.migrate")
 
 
 def build_parser() -> argparse.ArgumentParser:

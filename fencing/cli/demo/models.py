@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from .sql import FencedMixin
+from ...sql import FencedMixin
 
 
 class Base(DeclarativeBase):

@@ -16,11 +16,13 @@ from typing import Any, Literal
 from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
-from ._core import new_holder_id
-from ._errors import AcquireTimeout
-from ._protocol import Busy, first_attempt, run_sync, wait_flow
-from ._redis import SYNC_CLIENTS, RedisIssuer, check_client, run_script
-from ._redis_scripts import (
+from .._core import new_holder_id
+from .._errors import AcquireTimeout
+from .._protocol import Busy, first_attempt, run_sync, wait_flow
+from .._token import FenceToken
+from .._validate import check_name, check_timeout, check_ttl
+from ._issuer import SYNC_CLIENTS, RedisIssuer, check_client, run_script
+from ._scripts import (
     DEFAULT_COUNTER_IDLE,
     RELEASE,
     RENEW,
@@ -30,8 +32,6 @@ from ._redis_scripts import (
     release_args,
     renew_args,
 )
-from ._token import FenceToken
-from ._validate import check_name, check_timeout, check_ttl
 
 
 class FencedLock(Lock):

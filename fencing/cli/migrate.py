@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from alembic import command
     from sqlalchemy.engine import make_url
 
-    from ._connect import connect
-    from .sql import _migrate
+    from .._connect import connect
+    from ..sql import _migrate
 
     try:
         url = connect(args.url).url

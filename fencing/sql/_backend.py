@@ -1,0 +1,31 @@
+"""``fencing.connect("sqlite:///..." or "postgresql://...")``: fences in a SQL database.
+
+Imports the SQL issuers (the asyncio one on first use: it needs greenlet).
+"""
+
+from __future__ import annotations
+
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from .._fence import Fence
+from ._engines import parse_sql_url
+from ._issuer import SqlFence
+
+
+class SqlBackend:
+    """Fences in the ``fencing_leases`` table of a SQLite file or PostgreSQL database."""
+
+    def __init__(self, url: str) -> None:
+        parse_sql_url(url)  # a bad SQL URL fails here, not at the first acquire
+        self.url = url
+
+    def __repr__(self) -> str:
+        return f"SqlBackend({self.url!r})"
+
+    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+        return SqlFence(self.url, name, ttl)
+
+    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+        from .aio import AsyncSqlFence
+
+        return AsyncSqlFence(self.url, name, ttl)
