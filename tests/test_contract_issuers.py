@@ -1,0 +1,109 @@
+"""The public contract (``fencing.testing.contract``) against every issuer of the package,
+blocking and asyncio: memory, Redis, SQLite and PostgreSQL.
+
+Each class only says how to make a fence; the tests are the contract's. Backend-specific
+behaviour (scripts, restarts, hand-off, SQL rows) is tested in the backend's own module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis
+import redis.asyncio
+from sqlalchemy import create_engine
+
+import fencing
+import fencing.aio
+from fencing import MemoryIssuer
+from fencing.sql import SqlFence, SqlIssuer, create_tables
+from fencing.sql.aio import AsyncSqlIssuer
+from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
+from fencing.testing.servers import PostgresServer, RedisServer
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh SQLite file, or the session's PostgreSQL with the SDK's tables created
+    (SQLite creates them itself on first use)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fencing.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = server.url("psycopg")
+    engine = create_engine(url)
+    create_tables(engine)
+    engine.dispose()
+    return url
+
+
+class TestMemoryFence(FenceContract):
+    @pytest.fixture
+    def make_fence(self) -> MakeFence:
+        issuer = MemoryIssuer()
+
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return fencing.MemoryFence(name, ttl, issuer=issuer)
+
+        return make
+
+
+class TestAsyncMemoryFence(AsyncFenceContract):
+    @pytest.fixture
+    def make_fence(self) -> MakeAsyncFence:
+        issuer = MemoryIssuer()
+
+        def make(name: str, ttl: float) -> fencing.AsyncFence:
+            return fencing.aio.MemoryFence(name, ttl, issuer=issuer)
+
+        return make
+
+
+class TestRedisFence(FenceContract):
+    @pytest.fixture
+    def make_fence(self, redis_client: redis.Redis) -> MakeFence:
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return fencing.RedisFence(redis_client, name, ttl)
+
+        return make
+
+
+class TestAsyncRedisFence(AsyncFenceContract):
+    @pytest.fixture
+    async def make_fence(self, redis_server: RedisServer) -> AsyncIterator[MakeAsyncFence]:
+        client = redis.asyncio.Redis(port=redis_server.port)
+
+        def make(name: str, ttl: float) -> fencing.AsyncFence:
+            return fencing.aio.RedisFence(client, name, ttl)
+
+        yield make
+        await client.aclose()
+
+
+class TestSqlFence(FenceContract):
+    """On a SQLite file and on PostgreSQL (``sql_issuer_url`` runs each test on both)."""
+
+    @pytest.fixture
+    def make_fence(self, sql_issuer_url: str) -> Iterator[MakeFence]:
+        issuer = SqlIssuer(sql_issuer_url)
+
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return SqlFence(sql_issuer_url, name, ttl, issuer=issuer)
+
+        yield make
+        issuer.engine.dispose()
+
+
+class TestAsyncSqlFence(AsyncFenceContract):
+    """On a SQLite file (aiosqlite) and on PostgreSQL (psycopg's asyncio side)."""
+
+    @pytest.fixture
+    async def make_fence(self, sql_issuer_url: str) -> AsyncIterator[MakeAsyncFence]:
+        issuer = AsyncSqlIssuer(sql_issuer_url)
+
+        def make(name: str, ttl: float) -> fencing.AsyncFence:
+            return fencing.aio.SqlFence(sql_issuer_url, name, ttl, issuer=issuer)
+
+        yield make
+        await issuer.engine.dispose()
