@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 
+from fencing.testing.contract import racing_tokens as token_plan
+
+__all__ = ["append_line", "token_plan"]
+
 
 def append_line(log: str, line: str) -> None:
     """Append ``line`` with one O_APPEND write, so lines from racing processes never mix."""
@@ -12,12 +16,3 @@ def append_line(log: str, line: str) -> None:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
-
-
-def token_plan(me: int, racers: int, rounds: int) -> list[int]:
-    """Racer ``me``'s tokens: climbing, interleaved with the others', and every fourth one
-    replayed from five rounds ago (a paused holder waking up)."""
-    return [
-        max(0, i * racers + me - 5 * racers) if i % 4 == 3 else i * racers + me
-        for i in range(rounds)
-    ]

@@ -1,0 +1,83 @@
+"""Deliberately broken backends: the contract must fail on each (test_contract_broken.py).
+
+Each one breaks a single promise of a real backend and keeps the rest, so the failures
+it causes point at that promise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from fencing import MemoryIssuer, MemoryMark
+from fencing.issuer import Busy
+
+
+class ReusesTokens(MemoryIssuer):
+    """Hands out a released token again: after each release the tokens it reports step
+    one back, while the leases underneath stay real (so only the tokens are wrong)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._releases: dict[str, int] = {}
+        self._real: dict[tuple[str, int], int] = {}  # (name, reported token) -> real token
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        reply = super().try_acquire(name, holder, ttl_ms)
+        if isinstance(reply, Busy):
+            return reply
+        reported = reply - self._releases.get(name, 0)
+        self._real[name, reported] = reply
+        return reported
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return super().renew(name, self._real.get((name, token), -1), holder, ttl_ms)
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        released = super().release(name, self._real.get((name, token), -1), holder)
+        if released:
+            self._releases[name] = self._releases.get(name, 0) + 1
+        return released
+
+
+class LetsTwoHoldersIn(MemoryIssuer):
+    """A semaphore of two: when the lease is taken, a second holder gets a lease of its
+    own, on a shadow name with a counter of its own."""
+
+    @staticmethod
+    def _shadow(name: str) -> str:
+        return f"{name}\x00second"
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        reply = super().try_acquire(name, holder, ttl_ms)
+        if isinstance(reply, Busy):
+            reply = super().try_acquire(self._shadow(name), holder, ttl_ms)
+        return reply
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return super().renew(name, token, holder, ttl_ms) or super().renew(
+            self._shadow(name), token, holder, ttl_ms
+        )
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        return super().release(name, token, holder) or super().release(
+            self._shadow(name), token, holder
+        )
+
+
+class AdmitsLowerTokens(MemoryMark):
+    """Never refuses: a lower token is admitted (the mark keeps the highest one seen)."""
+
+    @contextmanager
+    def admit(self, token: int, resource: str) -> Iterator[None]:
+        with super().admit(max(token, self.current or 0), resource):
+            yield
+
+
+#: Broken backends by name, for the contract modules that test_contract_broken.py writes.
+ISSUERS: dict[str, type[MemoryIssuer]] = {
+    "correct": MemoryIssuer,
+    "reuses-tokens": ReusesTokens,
+    "two-holders": LetsTwoHoldersIn,
+}
+MARKS: dict[str, type[MemoryMark]] = {"correct": MemoryMark, "admits-lower": AdmitsLowerTokens}

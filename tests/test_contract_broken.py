@@ -1,0 +1,144 @@
+"""The contract can fail: run against the deliberately broken backends of tests/broken.py,
+it fails the checks of the promise each one breaks, and the same checks pass against the
+correct backend in the same harness (so the failures come from the backend).
+
+Each run writes a small contract module, as a user would, and runs it in process with
+``pytester``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+INI = """\
+[pytest]
+asyncio_mode = auto
+asyncio_default_fixture_loop_scope = function
+"""
+
+#: A contract module for the issuer ``ISSUERS[{issuer!r}]`` of tests/broken.py.
+FENCE_MODULE = """\
+import pytest
+
+import fencing
+import fencing.aio
+from broken import ISSUERS
+from fencing.testing.contract import AsyncFenceContract, FenceContract
+
+
+class TestBlocking(FenceContract):
+    @pytest.fixture
+    def make_fence(self):
+        issuer = ISSUERS[{issuer!r}]()
+        return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
+
+
+class TestAsync(AsyncFenceContract):
+    @pytest.fixture
+    def make_fence(self):
+        issuer = ISSUERS[{issuer!r}]()
+        return lambda name, ttl: fencing.aio.MemoryFence(name, ttl, issuer=issuer)
+"""
+
+#: A contract module for the mark ``MARKS[{mark!r}]`` of tests/broken.py.
+MARK_MODULE = """\
+import pytest
+
+from broken import MARKS
+from fencing.testing.contract import MarkContract
+
+
+class TestMark(MarkContract):
+    @pytest.fixture
+    def make_mark(self):
+        return MARKS[{mark!r}]
+"""
+
+#: The checks each broken issuer must fail, in both the blocking and the async class.
+ISSUER_FAILURES: dict[str, set[str]] = {
+    "reuses-tokens": {
+        "test_tokens_increase_across_release",
+        "test_lease_is_exclusive_and_timeout_zero_tries_once",
+        "test_racing_{racers}_are_never_two_holders",
+    },
+    "two-holders": {
+        "test_lease_is_exclusive_and_timeout_zero_tries_once",
+        "test_timeout_waits_at_least_that_long",
+        "test_waiter_gets_the_lease_when_the_holder_releases",
+        "test_racing_{racers}_are_never_two_holders",
+    },
+}
+
+#: The checks a mark that admits lower tokens must fail.
+MARK_FAILURES = {
+    "test_lower_token_is_refused_without_calling",
+    "test_equal_token_is_accepted_and_higher_raises_the_mark",
+    "test_tokens_compare_exactly",
+    "test_mark_stays_raised_when_the_call_fails",
+    "test_racing_admissions_keep_token_order",
+}
+
+
+def expected_issuer_failures(issuer: str) -> set[str]:
+    """``Class::test`` of every check ``issuer`` must fail."""
+    return {
+        f"{cls}::{test.format(racers=racers)}"
+        for cls, racers in (("TestBlocking", "threads"), ("TestAsync", "tasks"))
+        for test in ISSUER_FAILURES[issuer]
+    }
+
+
+def run_contract(pytester: pytest.Pytester, source: str, *args: str) -> tuple[set[str], set[str]]:
+    """Run a contract module; the ``Class::test`` names (parameters dropped) that
+    passed and that failed."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_contract=source)
+    passed, _, failed = pytester.inline_run("-p", "no:cacheprovider", *args).listoutcomes()
+
+    def names(reports: Sequence[pytest.TestReport | pytest.CollectReport]) -> set[str]:
+        return {r.nodeid.split("::", 1)[1].split("[")[0] for r in reports}
+
+    return names(passed), names(failed)
+
+
+#: Only the checks that some broken issuer must fail run, against every issuer.
+SELECTED = " or ".join(
+    sorted(
+        {
+            t.format(racers=r)
+            for ts in ISSUER_FAILURES.values()
+            for t in ts
+            for r in ("threads", "tasks")
+        }
+    )
+)
+
+
+@pytest.mark.parametrize("issuer", sorted(ISSUER_FAILURES))
+def test_contract_fails_a_broken_issuer(pytester: pytest.Pytester, issuer: str) -> None:
+    _, failed = run_contract(pytester, FENCE_MODULE.format(issuer=issuer), "-k", SELECTED)
+    missing = expected_issuer_failures(issuer) - failed
+    assert not missing, f"the contract passed {sorted(missing)} for the broken {issuer!r}"
+
+
+def test_the_same_checks_pass_for_the_correct_issuer(pytester: pytest.Pytester) -> None:
+    passed, failed = run_contract(pytester, FENCE_MODULE.format(issuer="correct"), "-k", SELECTED)
+    assert not failed, f"the correct issuer failed {sorted(failed)}"
+    every = expected_issuer_failures("reuses-tokens") | expected_issuer_failures("two-holders")
+    assert passed == every
+
+
+def test_contract_fails_a_mark_that_admits_lower_tokens(pytester: pytest.Pytester) -> None:
+    passed, failed = run_contract(pytester, MARK_MODULE.format(mark="admits-lower"))
+    assert {f"TestMark::{test}" for test in MARK_FAILURES} <= failed
+    assert "TestMark::test_fresh_mark_is_empty" in passed  # the harness itself runs
+
+
+def test_mark_contract_passes_the_correct_mark(pytester: pytest.Pytester) -> None:
+    passed, failed = run_contract(pytester, MARK_MODULE.format(mark="correct"))
+    assert not failed, f"the correct mark failed {sorted(failed)}"
+    assert {f"TestMark::{test}" for test in MARK_FAILURES} <= passed
