@@ -1,5 +1,7 @@
-"""guard with a RedisMark on a real redis-server: atomic check-and-raise shared by
-processes, exact comparison of 64-bit tokens, script reload, FenceUnavailable."""
+"""guard with a RedisMark on a real redis-server: atomic check-and-raise shared by racing
+processes, script reload, keys that hold something else, FenceUnavailable. What every
+mark promises (exact 64-bit comparison, overlapping calls) is the contract's
+(tests/test_contract_marks.py)."""
 
 from __future__ import annotations
 
@@ -15,61 +17,8 @@ from racing import append_line, token_plan
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-import fencing
 from fencing import FenceUnavailable, RedisMark, StaleTokenError, guard
 from fencing.testing.servers import RedisServer
-
-
-def test_stale_refused_equal_accepted(redis_client: redis.Redis) -> None:
-    calls: list[str] = []
-    write = guard(calls.append, mark=RedisMark(redis_client, "mark:a"), name="ledger")
-    assert write.mark.current is None
-    write(34, "fresh")
-    with pytest.raises(StaleTokenError) as info:
-        write(33, "stale")
-    assert (info.value.token, info.value.current, info.value.resource) == (33, 34, "ledger")
-    write(34, "again")
-    write(fencing.FenceToken(35, "f"), "newer")
-    assert calls == ["fresh", "again", "newer"]
-    assert redis_client.get("mark:a") == b"35" and write.mark.current == 35
-
-
-@pytest.mark.parametrize(
-    ("mark", "token", "admitted"),
-    [
-        (9, 10, True),  # longer decimal: higher
-        (10, 9, False),  # shorter decimal: lower, although "9" > "10" as strings
-        (2**62 + 1, 2**62, False),  # equal as Lua doubles: must compare exactly
-        (2**62, 2**62 + 1, True),
-        (2**63 - 2, 2**63 - 1, True),
-        (2**63 - 1, 2**63 - 1, True),
-        (0, 0, True),
-    ],
-)
-def test_tokens_compare_exactly(
-    redis_client: redis.Redis, mark: int, token: int, admitted: bool
-) -> None:
-    guarded = guard(lambda: "ran", mark=RedisMark(redis_client, "mark:x"))
-    guarded(mark)
-    if admitted:
-        assert guarded(token) == "ran"
-        assert guarded.mark.current == token
-    else:
-        with pytest.raises(StaleTokenError):
-            guarded(token)
-        assert guarded.mark.current == mark
-
-
-def test_failed_call_keeps_the_mark_raised(redis_client: redis.Redis) -> None:
-    def fail() -> None:
-        raise OSError("boom")
-
-    guarded = guard(fail, mark=RedisMark(redis_client, "mark:f"))
-    with pytest.raises(OSError):
-        guarded(7)
-    assert guarded.mark.current == 7
-    with pytest.raises(StaleTokenError):
-        guarded(6)
 
 
 def test_script_flush_is_survived(redis_client: redis.Redis) -> None:
@@ -79,6 +28,7 @@ def test_script_flush_is_survived(redis_client: redis.Redis) -> None:
     guarded(2)
     with pytest.raises(StaleTokenError):
         guarded(1)
+    assert redis_client.get("mark:s") == b"2"  # the mark is the key's decimal value
 
 
 def test_bad_input(redis_client: redis.Redis) -> None:
@@ -88,12 +38,6 @@ def test_bad_input(redis_client: redis.Redis) -> None:
         RedisMark(redis_client, b"k")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         RedisMark(redis_client, "")
-    calls: list[int] = []
-    guarded = guard(calls.append, mark=RedisMark(redis_client, "mark:b"))
-    for token in (True, "5", 5.0, None, -1, 2**63):
-        with pytest.raises((TypeError, ValueError)):
-            guarded(token, 1)  # type: ignore[arg-type]
-    assert calls == [] and redis_client.exists("mark:b") == 0
 
 
 def test_key_holding_something_else_is_unavailable(redis_client: redis.Redis) -> None:
@@ -127,31 +71,6 @@ def test_redis_stopped_is_unavailable(redis_factory: Callable[..., RedisServer])
     guarded(0, 0)
     assert calls == [1, 0]
     client.close()
-
-
-def test_admitted_calls_may_overlap(redis_client: redis.Redis) -> None:
-    """What RedisMark does NOT promise: the call is outside Redis, so an admitted older
-    call can still be running when a newer one runs."""
-    inside, release = threading.Event(), threading.Event()
-    order: list[str] = []
-
-    def work(label: str) -> None:
-        order.append(f"start {label}")
-        if label == "old":
-            inside.set()
-            release.wait(10)
-        order.append(f"end {label}")
-
-    guarded = guard(work, mark=RedisMark(redis_client, "mark:o"))
-    old = threading.Thread(target=guarded, args=(5, "old"))
-    old.start()
-    assert inside.wait(10)
-    guarded(6, "new")  # not blocked by the running older call
-    with pytest.raises(StaleTokenError):
-        guarded(5, "old again")  # but a check after 6 was admitted refuses 5
-    release.set()
-    old.join(10)
-    assert order == ["start old", "start new", "end new", "end old"]
 
 
 # -- racing threads in racing processes ------------------------------------------------
