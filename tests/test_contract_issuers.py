@@ -1,5 +1,6 @@
 """The public contract (``fencing.testing.contract``) against every issuer of the package,
-blocking and asyncio: memory, Redis, SQLite and PostgreSQL.
+blocking and asyncio: memory, Redis, SQLite and PostgreSQL; and against the issuer of
+examples/custom_issuer.py, which docs/issuers.md says passes it.
 
 Each class only says how to make a fence; the tests are the contract's. Backend-specific
 behaviour (scripts, restarts, hand-off, SQL rows) is tested in the backend's own module.
@@ -7,8 +8,10 @@ behaviour (scripts, restarts, hand-off, SQL rows) is tested in the backend's own
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import redis
@@ -36,6 +39,29 @@ def sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     create_tables(engine)
     engine.dispose()
     return url
+
+
+def load_example(name: str) -> ModuleType:
+    """A script of examples/ as a module (examples/ is not a package)."""
+    path = Path(__file__).resolve().parent.parent / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class TestCustomIssuerExample(FenceContract):
+    """The issuer of examples/custom_issuer.py passes, as docs/issuers.md says."""
+
+    @pytest.fixture
+    def make_fence(self) -> MakeFence:
+        issuer = load_example("custom_issuer").DictIssuer()
+
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return fencing.Fence(issuer, name, ttl)
+
+        return make
 
 
 class TestMemoryFence(FenceContract):

@@ -27,6 +27,11 @@ EXPECTED: dict[str, list[str]] = {
         "rejected: stale fence token 1 rejected by invoices (id=42)",
         "invoice 42: total=100",
     ],
+    "custom_issuer.py": [
+        "first holder got token 1",
+        "second holder waited 0.2s and gave up: the lease is taken",
+        "second holder got token 2",
+    ],
     "cache_fill.py": [
         "recomputed with token 1, but the write was refused as stale",
         "recomputed with token 2 and filled the cache",

@@ -7,6 +7,9 @@
   parameterised by a world factory, so the same rules run on the virtual clock, on real
   issuers and stores, or on an unfenced resource (where it finds the lost update).
   Needs Hypothesis.
+- ``contract``: pytest test classes every issuer (``FenceContract``,
+  ``AsyncFenceContract``) and every mark (``MarkContract``) must pass; subclass one and
+  provide a fixture (see docs/issuers.md). Needs pytest.
 - ``servers``: throwaway ``redis-server`` and PostgreSQL instances on free loopback
   ports.
 
