@@ -26,8 +26,8 @@ from ._file_store import FileStore
 from ._guard import Guarded, guard
 from ._marks import FileMark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
-from ._protocol import AsyncIssuer, Busy, Issuer
 from ._token import FenceToken
+from .issuer import AsyncIssuer, Busy, Issuer
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from ._connect import connect

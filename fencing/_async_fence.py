@@ -1,71 +1,115 @@
 """``AsyncFence``: the asyncio fence, driving ``FenceCore``'s flows against an ``AsyncIssuer``.
 
 The same flows as ``Fence``; only the driver and the renewal task differ.
-Imports the core and protocol modules; knows no backend.
+Imports the core, protocol and flow modules; knows no backend.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 
-from ._core import DEFAULT_TTL, FenceCore
-from ._protocol import AsyncIssuer, Busy, run_async
+from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState
+from ._flow import run_async
+from ._protocol import AsyncCalls
 from ._token import FenceToken
+from .issuer import AsyncHandOff, AsyncIssuer, AsyncWakesOnRelease
+
+
+async def _pause(seconds: float) -> bool:
+    await asyncio.sleep(seconds)
+    return False
 
 
 class AsyncFence(FenceCore):
-    """A named lease plus its token counter, on an asyncio issuer (see ``Fence``)."""
+    """A named lease plus its token counter, on an asyncio issuer (see ``Fence``).
 
-    def __init__(self, issuer: AsyncIssuer, name: str, ttl: float = DEFAULT_TTL) -> None:
-        super().__init__(name, ttl, wakes_on_release=issuer.wakes_on_release)
+    ``clock`` gives the deadlines' time; waiting itself is ``asyncio.sleep``.
+    """
+
+    def __init__(
+        self,
+        issuer: AsyncIssuer,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(
+            name,
+            ttl,
+            hands_off=isinstance(issuer, AsyncHandOff),
+            wakes=isinstance(issuer, AsyncWakesOnRelease),
+            clock=clock,
+        )
         self.issuer = issuer
+        self._calls = AsyncCalls(issuer, self.name, _pause)
 
     async def acquire(self, timeout: float | None = None) -> FenceToken:
         """Take the lease and return its token (see ``Fence.acquire``)."""
-        first, wait = self._first_attempt(timeout)
-        reply = await first.call(self.issuer, self.name)
-        if isinstance(reply, Busy):
-            reply = await run_async(self._wait_flow(first, reply, wait), self.issuer, self.name)
-        return self._granted(reply, first)
+        return await run_async(self._acquire_flow(timeout), self._calls)
 
     async def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token``; ``LeaseLost`` if no longer held."""
-        await run_async(self._renew_flow(token, ttl), self.issuer, self.name)
+        await run_async(self._renew_flow(token, ttl), self._calls)
 
     async def release(self, token: int) -> None:
         """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
-        value, holder = self._lease_of(token)
-        self._released(value, await self.issuer.release(self.name, value, holder))
+        await run_async(self._release_flow(token), self._calls)
 
-    @asynccontextmanager
-    async def hold(
-        self, timeout: float | None = None, *, auto_renew: bool = True
-    ) -> AsyncIterator[FenceToken]:
-        """Acquire, renew every ttl/3 in a background task, release on exit (see ``Fence.hold``)."""
-        token = await self.acquire(timeout)
-        self._hold_started()
-        stop = asyncio.Event()
-        renewal = asyncio.create_task(self._renew(token, stop)) if auto_renew else None
+    def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> AsyncHold:
+        """Acquire, renew every ttl/3 in a task, release on exit (see ``Fence.hold``).
+
+        ``async with fence.hold() as token:``; the returned ``AsyncHold`` has its own
+        ``lost`` flag.
+        """
+        return AsyncHold(self, timeout, auto_renew)
+
+
+class AsyncHold(HoldBase):
+    """One ``async with fence.hold()``: gives the token, with its own ``lost`` flag."""
+
+    def __init__(self, fence: AsyncFence, timeout: float | None, auto_renew: bool) -> None:
+        self._fence = fence
+        self._timeout = timeout
+        self._auto_renew = auto_renew
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> FenceToken:
+        if self._state is not None:
+            raise RuntimeError("a hold is entered once; call fence.hold() again")
+        token = await self._fence.acquire(self._timeout)
+        state = self._state = self._fence._hold_started(token)
+        if self._auto_renew:
+            self._task = asyncio.create_task(self._renew(state))
+        return token
+
+    async def _wait_stop(self, seconds: float) -> bool:
         try:
-            yield token
-        finally:
-            if renewal is not None:
-                stop.set()
-                await renewal
-            self._hold_finished(token)
-            await self.release(token)
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
-    async def _renew(self, token: FenceToken, stop: asyncio.Event) -> None:
-        async def sleep(seconds: float) -> bool:
-            try:
-                await asyncio.wait_for(stop.wait(), seconds)
-            except asyncio.TimeoutError:
-                return False
-            return True
-
+    async def _renew(self, state: HoldState) -> None:
+        fence = self._fence
         try:
-            await run_async(self._renewal_flow(token), self.issuer, self.name, sleep)
+            await run_async(fence._renewal_flow(state), fence._calls.with_sleep(self._wait_stop))
         except Exception:
-            self._renewal_crashed(token)
+            state.renewal_crashed()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        state = self._state
+        if state is None:
+            return
+        if self._task is not None:
+            self._stop.set()
+            await self._task
+        state.finish()
+        await self._fence.release(state.token)

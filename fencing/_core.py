@@ -2,7 +2,8 @@
 
 It checks arguments, mints holder ids, remembers which leases this object granted,
 writes the logs and expresses each operation as a flow (see ``_protocol``). The sync
-``Fence`` and the asyncio ``AsyncFence`` only drive those flows.
+``Fence`` and the asyncio ``AsyncFence`` only drive those flows (``_flow``), and each
+``hold()`` keeps its own state (``HoldState``). Time comes from a ``Clock`` passed in.
 
 Imports the errors, token, validation, log and protocol modules.
 """
@@ -13,15 +14,55 @@ import itertools
 import os
 import threading
 import time
-from typing import cast
+import warnings
+from collections.abc import Callable
+from typing import Protocol
 
 from ._errors import FenceUnavailable, LeaseLost
 from ._log import acquire_log, lost_log, release_log, renew_log
-from ._protocol import Busy, Flow, Renew, Sleep, TryAcquire, first_attempt, wait_flow
+from ._protocol import Flow, Release, Renew, Sleep, Waiting, acquire_flow
 from ._token import FenceToken
 from ._validate import check_name, check_timeout, check_token_for, check_ttl
 
 DEFAULT_TTL = 10.0
+
+
+class Clock(Protocol):
+    """Where a fence's time comes from: ``monotonic()`` seconds and ``sleep(seconds)``.
+
+    The default is the system's (``time.monotonic``, ``time.sleep``); a test passes a
+    virtual clock so that waiting costs no real time. Lease lifetimes are never read
+    from it: they come from the issuer's clock (invariant 6 of docs/design.md).
+    """
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass."""
+        ...
+
+
+class SystemClock:
+    """The process's own clock: ``time.monotonic`` and ``time.sleep``."""
+
+    monotonic = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+
+
+SYSTEM_CLOCK = SystemClock()
+
+
+def pause_with(clock: Clock) -> Callable[[float], bool]:
+    """The ``sleep`` of a blocking port: let the time pass on ``clock``; never stopped."""
+    sleep = clock.sleep
+
+    def pause(seconds: float) -> bool:
+        sleep(seconds)
+        return False
+
+    return pause
 
 
 class FenceCore:
@@ -33,101 +74,114 @@ class FenceCore:
     the issuer in one atomic step).
     """
 
-    def __init__(self, name: str, ttl: float = DEFAULT_TTL, *, wakes_on_release: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        ttl: float,
+        *,
+        hands_off: bool,
+        wakes: bool,
+        clock: Clock | None,
+    ) -> None:
         self.name = check_name(name)
         self.ttl = check_ttl(ttl)
-        self._ttl_ms = _millis(self.ttl)
-        self._wakes_on_release = wakes_on_release
+        self._ttl_ms = millis(self.ttl)
+        self.clock: Clock = SYSTEM_CLOCK if clock is None else clock
+        self._waiting = Waiting(hands_off, wakes, self.clock.monotonic)
         # token -> holder id; single dict operations are atomic, so threads need no lock
         self._holders: dict[int, str] = {}
-        self._lost = threading.Event()
+        self._last_hold: HoldState | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, ttl={self.ttl})"
 
     @property
     def lost(self) -> bool:
-        """True once a background renewal of the current ``hold()`` found the lease lost."""
-        return self._lost.is_set()
+        """Deprecated: use the ``Hold`` object's ``lost`` (``h = fence.hold()``).
+
+        True once a background renewal of this fence's most recent ``hold()`` found its
+        lease lost. Kept for 0.x; a fence's holds each have their own flag now.
+        """
+        warnings.warn(
+            "fence.lost is deprecated: use the hold's own flag (h = fence.hold(); h.lost)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._last_hold is not None and self._last_hold.lost
 
     # -- flows -------------------------------------------------------------------------
 
-    def _first_attempt(self, timeout: object) -> tuple[TryAcquire, float | None]:
-        """Check ``timeout``; the first attempt of an acquire, with a fresh holder id."""
+    def _acquire_flow(self, timeout: object) -> Flow[FenceToken]:
+        """Check ``timeout``, take the lease with a fresh holder id, remember it."""
         wait = check_timeout(timeout)
-        return first_attempt(new_holder_id(), self._ttl_ms, wait, self._wakes_on_release), wait
-
-    def _wait_flow(self, first: TryAcquire, busy: Busy, wait: float | None) -> Flow[int]:
-        """The rest of an acquire whose first attempt found the lease busy."""
-        return wait_flow(self.name, first, busy, wait, self._wakes_on_release)
-
-    def _granted(self, token: int, first: TryAcquire) -> FenceToken:
-        """Remember the lease just granted, so ``renew``/``release`` can name it."""
-        self._holders[token] = cast(str, first.holder)  # made by new_holder_id
+        holder = new_holder_id()
+        token = yield from acquire_flow(self.name, holder, self._ttl_ms, wait, self._waiting)
+        self._holders[token] = holder
         acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
         return FenceToken(token, self.name)
 
     def _renew_flow(self, token: object, ttl: object = None) -> Flow[None]:
         value, holder = self._lease_of(token)
         seconds = self.ttl if ttl is None else check_ttl(ttl)
-        if not (yield Renew(value, holder, _millis(seconds))):
+        renew = Renew(value, holder, millis(seconds))
+        yield renew
+        if not renew.result:
             self._forget(value)
             lost_log.warning("fence %r: lease of token %d lost (found at renew)", self.name, value)
             raise LeaseLost(self.name, value, "lease expired or was taken over before renew")
         renew_log.debug("fence %r: renewed token %d for %ss", self.name, value, seconds)
 
-    def _released(self, token: int, released: bool) -> None:
-        """Forget the lease of ``token``; ``LeaseLost`` if the release found it gone."""
-        self._forget(token)
-        if not released:
+    def _release_flow(self, token: object) -> Flow[None]:
+        value, holder = self._lease_of(token)
+        release = Release(value, holder)
+        yield release
+        self._forget(value)
+        if not release.result:
             lost_log.warning(
-                "fence %r: lease of token %d lost (found at release)", self.name, token
+                "fence %r: lease of token %d lost (found at release)", self.name, value
             )
-            raise LeaseLost(self.name, token, "lease expired or was taken over before release")
-        release_log.debug("fence %r: released token %d", self.name, token)
+            raise LeaseLost(self.name, value, "lease expired or was taken over before release")
+        release_log.debug("fence %r: released token %d", self.name, value)
 
-    def _renewal_flow(self, token: FenceToken) -> Flow[None]:
-        """Renew every ttl/3 until stopped; on loss set ``lost`` and end.
+    def _renewal_flow(self, hold: HoldState) -> Flow[None]:
+        """Renew ``hold``'s lease every ttl/3 until stopped; on loss mark the hold lost.
 
-        A renewal that fails because the issuer is unreachable is retried sooner; once
-        a whole ttl has passed since the last success the lease must be presumed lost.
+        A renewal that fails because the issuer is unreachable is retried every ttl/6;
+        once a whole ttl has passed since the last success the lease must be presumed
+        lost. (Retrying after half of what is left would never reach the end on a
+        virtual clock, and would call the issuer ever faster on a real one.)
         """
+        token = hold.token
         interval = self.ttl / 3
-        last_ok = time.monotonic()
+        last_ok = self.clock.monotonic()
         delay = interval
-        while not (yield Sleep(delay)):
+        while True:
+            pause = Sleep(delay)
+            yield pause
+            if pause.result:
+                return
             try:
                 yield from self._renew_flow(token)
             except LeaseLost:
-                self._lost.set()
+                hold.lose()
                 return
             except FenceUnavailable as exc:
-                left = self.ttl - (time.monotonic() - last_ok)
-                if left <= 0:
+                left = self.ttl - (self.clock.monotonic() - last_ok)
+                if left < 0.001:  # a lease's resolution: nothing of it can be left
                     lost_log.warning("fence %r: token %d presumed lost: %s", self.name, token, exc)
                     self._forget(token)
-                    self._lost.set()
+                    hold.lose()
                     return
-                delay = min(interval, left) / 2
+                delay = min(interval / 2, left)  # sooner, but never a shrinking series
                 continue
-            last_ok = time.monotonic()
+            last_ok = self.clock.monotonic()
             delay = interval
 
-    # -- hold bookkeeping --------------------------------------------------------------
+    # -- holds -------------------------------------------------------------------------
 
-    def _hold_started(self) -> None:
-        self._lost.clear()
-
-    def _hold_finished(self, token: FenceToken) -> None:
-        """Raise ``LeaseLost`` if renewal lost the lease during the hold."""
-        if self._lost.is_set():
-            raise LeaseLost(self.name, token, "lease was lost during hold()")
-
-    def _renewal_crashed(self, token: FenceToken) -> None:
-        """A renewal died of an unexpected error: the holder must not believe it holds."""
-        lost_log.exception("fence %r: renewal of token %d failed", self.name, token)
-        self._forget(token)
-        self._lost.set()
+    def _hold_started(self, token: FenceToken) -> HoldState:
+        hold = self._last_hold = HoldState(self, token)
+        return hold
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -140,6 +194,56 @@ class FenceCore:
 
     def _forget(self, token: int) -> None:
         self._holders.pop(token, None)
+
+
+class HoldBase:
+    """What the blocking ``Hold`` and the asyncio ``AsyncHold`` share: no I/O."""
+
+    _state: HoldState | None = None
+
+    @property
+    def token(self) -> FenceToken | None:
+        """The token of this hold once entered, else ``None``."""
+        return None if self._state is None else self._state.token
+
+    @property
+    def lost(self) -> bool:
+        """True once this hold's renewal found its lease lost."""
+        return self._state is not None and self._state.lost
+
+
+class HoldState:
+    """What one ``hold()`` knows: its token and its own lost flag (set by its renewal).
+
+    Each hold has its own, so a second hold on the same fence never clears the first
+    one's flag.
+    """
+
+    __slots__ = ("_fence", "_lost", "token")
+
+    def __init__(self, fence: FenceCore, token: FenceToken) -> None:
+        self._fence = fence
+        self.token = token
+        self._lost = threading.Event()  # set from a renewer thread or task
+
+    @property
+    def lost(self) -> bool:
+        """True once this hold's renewal found its lease lost."""
+        return self._lost.is_set()
+
+    def lose(self) -> None:
+        self._lost.set()
+
+    def finish(self) -> None:
+        """Raise ``LeaseLost`` if renewal lost the lease during the hold."""
+        if self._lost.is_set():
+            raise LeaseLost(self._fence.name, self.token, "lease was lost during hold()")
+
+    def renewal_crashed(self) -> None:
+        """A renewal died of an unexpected error: the holder must not believe it holds."""
+        lost_log.exception("fence %r: renewal of token %d failed", self._fence.name, self.token)
+        self._fence._forget(self.token)
+        self._lost.set()
 
 
 class _HolderIds:
@@ -164,5 +268,6 @@ class _HolderIds:
 new_holder_id = _HolderIds()
 
 
-def _millis(seconds: float) -> int:
+def millis(seconds: float) -> int:
+    """Seconds as whole milliseconds, at least 1 (issuers take ``ttl_ms``)."""
     return max(1, round(seconds * 1000))

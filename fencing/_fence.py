@@ -1,17 +1,18 @@
 """``Fence``: the blocking fence, driving ``FenceCore``'s flows against an ``Issuer``.
 
-Imports the core and protocol modules; knows no backend.
+Imports the core, protocol and flow modules; knows no backend.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 
-from ._core import DEFAULT_TTL, FenceCore
-from ._protocol import Busy, Issuer, run_sync
+from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, pause_with
+from ._flow import run_sync
+from ._protocol import Calls
 from ._token import FenceToken
+from .issuer import HandOff, Issuer, WakesOnRelease
 
 
 class Fence(FenceCore):
@@ -19,77 +20,93 @@ class Fence(FenceCore):
 
     ``acquire`` grants the lease and returns a ``FenceToken`` larger than every token
     issued for this name before; pass it with every write to a guarded store.
+    ``clock`` (default: the system's) is where waiting reads and spends time.
     """
 
-    def __init__(self, issuer: Issuer, name: str, ttl: float = DEFAULT_TTL) -> None:
-        super().__init__(name, ttl, wakes_on_release=issuer.wakes_on_release)
+    def __init__(
+        self, issuer: Issuer, name: str, ttl: float = DEFAULT_TTL, *, clock: Clock | None = None
+    ) -> None:
+        super().__init__(
+            name,
+            ttl,
+            hands_off=isinstance(issuer, HandOff),
+            wakes=isinstance(issuer, WakesOnRelease),
+            clock=clock,
+        )
         self.issuer = issuer
+        self._calls = Calls(issuer, self.name, pause_with(self.clock))
 
     def acquire(self, timeout: float | None = None) -> FenceToken:
         """Take the lease and return its token.
 
         ``timeout=0`` tries once, ``None`` waits for ever, a number waits at most that
-        many seconds; then ``AcquireTimeout``. Waiters are woken on release where the
-        issuer supports it, and otherwise back off with jitter.
+        many seconds; then ``AcquireTimeout``. Waiters are woken on release (or handed
+        the lease) where the issuer supports it, and otherwise back off with jitter.
         """
-        first, wait = self._first_attempt(timeout)
-        reply = first.call(self.issuer, self.name)
-        if isinstance(reply, Busy):
-            reply = run_sync(self._wait_flow(first, reply, wait), self.issuer, self.name)
-        return self._granted(reply, first)
+        return run_sync(self._acquire_flow(timeout), self._calls)
 
     def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token`` to ``ttl`` (default: the fence's) from now.
 
         Raises ``LeaseLost`` if that exact lease is no longer held.
         """
-        run_sync(self._renew_flow(token, ttl), self.issuer, self.name)
+        run_sync(self._renew_flow(token, ttl), self._calls)
 
     def release(self, token: int) -> None:
         """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
-        value, holder = self._lease_of(token)
-        self._released(value, self.issuer.release(self.name, value, holder))
+        run_sync(self._release_flow(token), self._calls)
 
-    @contextmanager
-    def hold(
-        self, timeout: float | None = None, *, auto_renew: bool = True
-    ) -> Iterator[FenceToken]:
+    def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> Hold:
         """Acquire, renew every ttl/3 in a background thread, release on exit.
 
-        If a renewal finds the lease lost, ``fence.lost`` becomes True at once and
-        leaving the block raises ``LeaseLost``.
+        ``with fence.hold() as token:`` gives the token. The returned ``Hold`` has its
+        own ``lost`` flag: if a renewal finds the lease lost it becomes True at once,
+        and leaving the block raises ``LeaseLost``.
         """
-        token = self.acquire(timeout)
-        self._hold_started()
-        renewer = _Renewer(self, token) if auto_renew else None
-        try:
-            yield token
-        finally:
-            if renewer is not None:
-                renewer.stop()
-            self._hold_finished(token)
-            self.release(token)
+        return Hold(self, timeout, auto_renew)
 
 
-class _Renewer:
-    """The background thread of ``hold()``: stops at once when asked (an ``Event``)."""
+class Hold(HoldBase):
+    """One ``fence.hold()``: a context manager giving the token, with its own ``lost``."""
 
-    def __init__(self, fence: Fence, token: FenceToken) -> None:
-        self._stop = threading.Event()
+    def __init__(self, fence: Fence, timeout: float | None, auto_renew: bool) -> None:
         self._fence = fence
-        self._token = token
-        self._thread = threading.Thread(
-            target=self._run, name=f"fencing-renew:{fence.name}", daemon=True
-        )
-        self._thread.start()
+        self._timeout = timeout
+        self._auto_renew = auto_renew
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-    def _run(self) -> None:
+    def __enter__(self) -> FenceToken:
+        if self._state is not None:
+            raise RuntimeError("a Hold is entered once; call fence.hold() again")
+        fence = self._fence
+        token = fence.acquire(self._timeout)
+        state = self._state = fence._hold_started(token)
+        if self._auto_renew:
+            self._thread = threading.Thread(
+                target=self._renew, args=(state,), name=f"fencing-renew:{fence.name}", daemon=True
+            )
+            self._thread.start()
+        return token
+
+    def _renew(self, state: HoldState) -> None:
         fence = self._fence
         try:
-            run_sync(fence._renewal_flow(self._token), fence.issuer, fence.name, self._stop.wait)
+            run_sync(fence._renewal_flow(state), fence._calls.with_sleep(self._stop.wait))
         except Exception:
-            fence._renewal_crashed(self._token)
+            state.renewal_crashed()
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        state = self._state
+        if state is None:
+            return
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        state.finish()
+        self._fence.release(state.token)

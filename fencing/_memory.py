@@ -3,7 +3,7 @@
 It has the same semantics as the server issuers (exclusive leases with a TTL, strictly
 increasing tokens, holder-checked renew/release, wake-up on release) but its state
 dies with the process, so it fences threads and tasks of one process only.
-Imports the fence classes and the protocol.
+Imports the fence classes and the issuer protocols.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
 from ._fence import Fence
-from ._protocol import Busy
+from .issuer import Busy
 
 
 @dataclass
@@ -28,9 +28,10 @@ class _Lease:
 
 
 class MemoryIssuer:
-    """Leases and counters in this process's memory; thread-safe; wakes waiters on release."""
+    """Leases and counters in this process's memory; thread-safe; wakes waiters on release.
 
-    wakes_on_release = True
+    ``clock`` is the issuer's clock for lease lifetimes (a test may pass a virtual one).
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -51,9 +52,7 @@ class MemoryIssuer:
             return None
         return lease
 
-    def try_acquire(
-        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> int | Busy:
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         with self._changed:
             lease = self._live(name)
             now = self._clock()
@@ -79,7 +78,7 @@ class MemoryIssuer:
             self._changed.notify_all()
             return True
 
-    def await_release(self, name: str, holder: str, seconds: float) -> None:
+    def await_release(self, name: str, seconds: float) -> None:
         with self._changed:
             self._changed.wait(seconds)
 
@@ -87,14 +86,10 @@ class MemoryIssuer:
 class AsyncMemoryIssuer:
     """``MemoryIssuer`` for asyncio: its calls never block, and waiting runs in a thread."""
 
-    wakes_on_release = True
-
     def __init__(self, issuer: MemoryIssuer) -> None:
         self.sync = issuer
 
-    async def try_acquire(
-        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> int | Busy:
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self.sync.try_acquire(name, holder, ttl_ms)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
@@ -103,8 +98,8 @@ class AsyncMemoryIssuer:
     async def release(self, name: str, token: int, holder: str) -> bool:
         return self.sync.release(name, token, holder)
 
-    async def await_release(self, name: str, holder: str, seconds: float) -> None:
-        await asyncio.to_thread(self.sync.await_release, name, holder, seconds)
+    async def await_release(self, name: str, seconds: float) -> None:
+        await asyncio.to_thread(self.sync.await_release, name, seconds)
 
 
 #: The issuer shared by every ``MemoryFence`` created without one.

@@ -1,220 +1,245 @@
-"""The fence protocol without I/O: what to ask the issuer, how long to wait, what a reply means.
+"""The fence protocol without I/O and without a clock of its own: what to ask the issuer,
+how long to wait, what a reply means.
 
-A fence operation is a *flow*: a generator that yields operations (``TryAcquire``,
-``Renew``, ``Release``, ``AwaitRelease``, ``Sleep``) and receives their replies. A tiny
-sync driver (``run_sync``) and a tiny async driver (``run_async``) carry the operations
-out, so the logic exists once for threads and for asyncio (the model is httpx's auth
-flows). Errors raised while carrying out an operation are thrown back into the flow.
+Fence operations are flows (see ``_flow``) whose steps are the issuer calls below
+(``TryAcquire``, ``TryAcquireQueued``, ``AwaitRelease``, ``AwaitHandOff``, ``Renew``,
+``Release``) and ``Sleep``. Each step carries itself out on a ``Calls`` port (blocking)
+or an ``AsyncCalls`` port (asyncio) and keeps its typed reply in ``result``. Time comes
+in from the caller: every flow that waits takes a ``clock`` (seconds, monotonic), and
+sleeping is a step, so tests drive the flows on virtual time.
 
-Imports only the errors, token and validation modules.
+Rules that keep the protocol honest:
+
+1. The uncontended acquire is one issuer call: ``acquire_flow``'s first step; only a
+   ``Busy`` reply leads into waiting.
+2. The deadline always wins: once it has passed, a waiter makes one last attempt that
+   also leaves the hand-off queue, then raises ``AcquireTimeout``.
+3. A waiter that stops waiting for any reason (deadline, error, cancellation) leaves
+   the queue and releases a lease handed to it meanwhile, so no lease goes to a
+   waiter that has gone.
+
+Imports the errors and the issuer protocols.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
-import time
 from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import TypeVar
 
 from ._errors import AcquireTimeout, FencingError
+from .issuer import (
+    AsyncHandOff,
+    AsyncIssuer,
+    AsyncWakesOnRelease,
+    Busy,
+    HandOff,
+    Issuer,
+    WakesOnRelease,
+)
 
 T = TypeVar("T")
 
+# -- ports: what the steps are carried out on ----------------------------------------------
 
-@dataclass(frozen=True)
-class Busy:
-    """Reply to ``TryAcquire`` when another holder has the lease.
 
-    ``expires_in`` is the lease's remaining lifetime in seconds by the issuer's clock,
-    or ``None`` when the issuer cannot tell.
+class Calls:
+    """The blocking port of one fence's flows: its issuer, capabilities and ``sleep``.
+
+    ``sleep(seconds)`` returns True when the flow is asked to stop (a renewer's stop
+    event), else False after the time has passed.
     """
 
-    expires_in: float | None
+    __slots__ = ("handoff", "issuer", "name", "sleep", "wakes")
+
+    def __init__(self, issuer: Issuer, name: str, sleep: Callable[[float], bool]) -> None:
+        self.issuer = issuer
+        self.name = name
+        self.sleep = sleep
+        self.handoff = issuer if isinstance(issuer, HandOff) else None
+        self.wakes = issuer if isinstance(issuer, WakesOnRelease) else None
+
+    def with_sleep(self, sleep: Callable[[float], bool]) -> Calls:
+        """The same port with another ``sleep`` (a renewer's interruptible wait)."""
+        return Calls(self.issuer, self.name, sleep)
 
 
-class Issuer(Protocol):
-    """A blocking issuer backend: grants leases and issues tokens, one fence name at a time.
+class AsyncCalls:
+    """The asyncio port of one fence's flows (see ``Calls``)."""
 
-    Implementations carry out each call atomically on the server and translate their
-    driver's errors into ``FenceUnavailable``.
-    """
+    __slots__ = ("handoff", "issuer", "name", "sleep", "wakes")
 
-    #: True when ``await_release`` returns early on a release (hand-off without polling).
-    wakes_on_release: bool
+    def __init__(
+        self, issuer: AsyncIssuer, name: str, sleep: Callable[[float], Awaitable[bool]]
+    ) -> None:
+        self.issuer = issuer
+        self.name = name
+        self.sleep = sleep
+        self.handoff = issuer if isinstance(issuer, AsyncHandOff) else None
+        self.wakes = issuer if isinstance(issuer, AsyncWakesOnRelease) else None
 
-    def try_acquire(
-        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> int | Busy:
-        """Take the free or expired lease and return the new token, else ``Busy``.
-
-        An issuer that hands the lease over directly (Redis) also queues ``holder`` for
-        ``queue_ms`` when the lease is busy, and with ``queue_ms=0`` takes it out of the
-        queue. ``queued`` says that an earlier attempt queued it: a release may then
-        already have granted it the lease, whose token is returned. Others ignore both.
-        """
-
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        """Extend the lease to ``ttl_ms`` if ``token``/``holder`` still hold it."""
-
-    def release(self, name: str, token: int, holder: str) -> bool:
-        """End the lease if ``token``/``holder`` still hold it; wake or serve a waiter."""
-
-    def await_release(self, name: str, holder: str, seconds: float) -> int | None:
-        """Block up to ``seconds``, returning early when the lease may be free.
-
-        Returns the token when a release handed the lease straight to ``holder``.
-        """
+    def with_sleep(self, sleep: Callable[[float], Awaitable[bool]]) -> AsyncCalls:
+        """The same port with another ``sleep`` (a renewal task's interruptible wait)."""
+        return AsyncCalls(self.issuer, self.name, sleep)
 
 
-class AsyncIssuer(Protocol):
-    """The asyncio twin of ``Issuer``: the same calls as coroutines."""
-
-    wakes_on_release: bool
-
-    async def try_acquire(
-        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> int | Busy: ...
-
-    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool: ...
-
-    async def release(self, name: str, token: int, holder: str) -> bool: ...
-
-    async def await_release(self, name: str, holder: str, seconds: float) -> int | None: ...
+def _missing(capability: str) -> TypeError:
+    return TypeError(f"the issuer has no {capability} capability (a flow asked for it)")
 
 
-# Operations are NamedTuples: a flow makes one per step, and tuples are the cheapest to make.
+# -- steps ---------------------------------------------------------------------------------
 
 
-class TryAcquire(NamedTuple):
-    holder: str | bytes
-    ttl_ms: int
-    queue_ms: int = 0
-    queued: bool = False
+class TryAcquire:
+    """``issuer.try_acquire``: the lease's token, or ``Busy``."""
 
-    def call(self, issuer: Any, name: str) -> Any:
-        return issuer.try_acquire(name, self.holder, self.ttl_ms, self.queue_ms, self.queued)
+    __slots__ = ("holder", "result", "ttl_ms")
+    result: int | Busy
 
+    def __init__(self, holder: str, ttl_ms: int) -> None:
+        self.holder = holder
+        self.ttl_ms = ttl_ms
 
-class Renew(NamedTuple):
-    token: int
-    holder: str
-    ttl_ms: int
+    def perform(self, calls: Calls) -> None:
+        self.result = calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
 
-    def call(self, issuer: Any, name: str) -> Any:
-        return issuer.renew(name, self.token, self.holder, self.ttl_ms)
+    async def aperform(self, calls: AsyncCalls) -> None:
+        self.result = await calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
 
 
-class Release(NamedTuple):
-    token: int
-    holder: str | bytes
+class TryAcquireQueued:
+    """``HandOff.try_acquire_queued``: an attempt that also queues (or unqueues) its waiter."""
 
-    def call(self, issuer: Any, name: str) -> Any:
-        return issuer.release(name, self.token, self.holder)
+    __slots__ = ("holder", "queue_ms", "queued", "result", "ttl_ms")
+    result: int | Busy
 
+    def __init__(self, holder: str, ttl_ms: int, queue_ms: int, queued: bool) -> None:
+        self.holder = holder
+        self.ttl_ms = ttl_ms
+        self.queue_ms = queue_ms
+        self.queued = queued
 
-class AwaitRelease(NamedTuple):
-    holder: str | bytes
-    seconds: float
+    def perform(self, calls: Calls) -> None:
+        if calls.handoff is None:
+            raise _missing("hand-off")
+        self.result = calls.handoff.try_acquire_queued(
+            calls.name, self.holder, self.ttl_ms, self.queue_ms, self.queued
+        )
 
-    def call(self, issuer: Any, name: str) -> Any:
-        return issuer.await_release(name, self.holder, self.seconds)
-
-
-class Sleep(NamedTuple):
-    """Pause the flow; the driver replies ``True`` if it was asked to stop meanwhile."""
-
-    seconds: float
-
-
-IssuerOp = TryAcquire | Renew | Release | AwaitRelease
-Op = IssuerOp | Sleep
-Flow = Generator[Op, Any, T]
-
-
-class _Stepper:
-    """Advances a flow: hands out its next operation and feeds back a reply or an error."""
-
-    __slots__ = ("_flow", "op", "result")
-
-    def __init__(self, flow: Flow[Any]) -> None:
-        self._flow = flow
-        self.result: Any = None
-        self.op: Op | None = None
-        self.send(None)
-
-    def send(self, reply: Any) -> None:
-        try:
-            self.op = self._flow.send(reply)
-        except StopIteration as stop:
-            self.op, self.result = None, stop.value
-
-    def throw(self, error: BaseException) -> None:
-        try:
-            self.op = self._flow.throw(error)
-        except StopIteration as stop:
-            self.op, self.result = None, stop.value
+    async def aperform(self, calls: AsyncCalls) -> None:
+        if calls.handoff is None:
+            raise _missing("hand-off")
+        self.result = await calls.handoff.try_acquire_queued(
+            calls.name, self.holder, self.ttl_ms, self.queue_ms, self.queued
+        )
 
 
-def _sleep(seconds: float) -> bool:
-    time.sleep(seconds)
-    return False
+class AwaitHandOff:
+    """``HandOff.await_handoff``: the token a release handed over, or ``None``."""
+
+    __slots__ = ("holder", "result", "seconds")
+    result: int | None
+
+    def __init__(self, holder: str, seconds: float) -> None:
+        self.holder = holder
+        self.seconds = seconds
+
+    def perform(self, calls: Calls) -> None:
+        if calls.handoff is None:
+            raise _missing("hand-off")
+        self.result = calls.handoff.await_handoff(calls.name, self.holder, self.seconds)
+
+    async def aperform(self, calls: AsyncCalls) -> None:
+        if calls.handoff is None:
+            raise _missing("hand-off")
+        self.result = await calls.handoff.await_handoff(calls.name, self.holder, self.seconds)
 
 
-async def _async_sleep(seconds: float) -> bool:
-    await asyncio.sleep(seconds)
-    return False
+class AwaitRelease:
+    """``WakesOnRelease.await_release``: block until a release may have happened."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def perform(self, calls: Calls) -> None:
+        if calls.wakes is None:
+            raise _missing("wake-on-release")
+        calls.wakes.await_release(calls.name, self.seconds)
+
+    async def aperform(self, calls: AsyncCalls) -> None:
+        if calls.wakes is None:
+            raise _missing("wake-on-release")
+        await calls.wakes.await_release(calls.name, self.seconds)
 
 
-def run_sync(
-    flow: Flow[T], issuer: Issuer, name: str, sleep: Callable[[float], bool] = _sleep
-) -> T:
-    """Drive ``flow`` with blocking calls. ``sleep(s)`` returns True to stop the flow.
+class Renew:
+    """``issuer.renew``: True if ``token``/``holder`` still held the lease."""
 
-    Any error of an operation, an interrupt included, is thrown into the flow, which may
-    yield clean-up operations (leaving a wait queue) before it lets the error out.
-    """
-    stepper = _Stepper(flow)
-    while (op := stepper.op) is not None:
-        try:
-            reply = sleep(op.seconds) if isinstance(op, Sleep) else op.call(issuer, name)
-        except BaseException as exc:
-            stepper.throw(exc)
-            continue
-        stepper.send(reply)
-    return stepper.result  # type: ignore[no-any-return]
+    __slots__ = ("holder", "result", "token", "ttl_ms")
+    result: bool
+
+    def __init__(self, token: int, holder: str, ttl_ms: int) -> None:
+        self.token = token
+        self.holder = holder
+        self.ttl_ms = ttl_ms
+
+    def perform(self, calls: Calls) -> None:
+        self.result = calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
+
+    async def aperform(self, calls: AsyncCalls) -> None:
+        self.result = await calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
 
 
-async def run_async(
-    flow: Flow[T],
-    issuer: AsyncIssuer,
-    name: str,
-    sleep: Callable[[float], Awaitable[bool]] = _async_sleep,
-) -> T:
-    """Drive ``flow`` with awaited calls; the asyncio twin of ``run_sync``.
+class Release:
+    """``issuer.release``: True if ``token``/``holder`` still held the lease."""
 
-    A cancellation is thrown into the flow like any error, so its clean-up operations
-    still run (once: a second cancellation ends them).
-    """
-    stepper = _Stepper(flow)
-    while (op := stepper.op) is not None:
-        try:
-            reply = await (sleep(op.seconds) if isinstance(op, Sleep) else op.call(issuer, name))
-        except BaseException as exc:
-            stepper.throw(exc)
-            continue
-        stepper.send(reply)
-    return stepper.result  # type: ignore[no-any-return]
+    __slots__ = ("holder", "result", "token")
+    result: bool
+
+    def __init__(self, token: int, holder: str) -> None:
+        self.token = token
+        self.holder = holder
+
+    def perform(self, calls: Calls) -> None:
+        self.result = calls.issuer.release(calls.name, self.token, self.holder)
+
+    async def aperform(self, calls: AsyncCalls) -> None:
+        self.result = await calls.issuer.release(calls.name, self.token, self.holder)
+
+
+class Sleep:
+    """Pause the flow; ``result`` is True if the flow was asked to stop meanwhile."""
+
+    __slots__ = ("result", "seconds")
+    result: bool
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def perform(self, calls: Calls) -> None:
+        self.result = calls.sleep(self.seconds)
+
+    async def aperform(self, calls: AsyncCalls) -> None:
+        self.result = await calls.sleep(self.seconds)
+
+
+Op = TryAcquire | TryAcquireQueued | AwaitHandOff | AwaitRelease | Renew | Release | Sleep
+#: A fence flow: yields ``Op`` steps, returns ``T``.
+Flow = Generator[Op, None, T]
+
+
+# -- waiting -------------------------------------------------------------------------------
 
 
 class WaitSchedule:
     """How long a blocked ``acquire`` waits before its next attempt.
 
-    With an issuer that wakes waiters on release, a waiter blocks until the release
-    signal, the lease's expiry, or ``max_block`` (default ``MAX_BLOCK``, so a lost
-    wake-up only delays). Without one, it backs off exponentially with full jitter so
-    that waiters do not stampede. The deadline always wins: once it has passed,
+    With an issuer that wakes waiters (hand-off or wake-on-release), a waiter blocks
+    until the release, the lease's expiry, or ``max_block`` (default ``MAX_BLOCK``, so a
+    lost wake-up only delays). Without one, it backs off exponentially with full jitter
+    so that waiters do not stampede. The deadline always wins: once it has passed,
     ``next_wait`` raises ``AcquireTimeout``.
     """
 
@@ -226,14 +251,14 @@ class WaitSchedule:
         self,
         name: str,
         timeout: float | None,
-        wakes_on_release: bool,
-        clock: Callable[[], float] = time.monotonic,
+        wakes: bool,
+        clock: Callable[[], float],
         rng: Callable[[], float] = random.random,
         max_block: float = MAX_BLOCK,
     ) -> None:
         self._name = name
         self._timeout = timeout
-        self._wakes = wakes_on_release
+        self._wakes = wakes
         self._clock = clock
         self._rng = rng
         self._max_block = max_block
@@ -277,46 +302,68 @@ def queue_millis(remaining: float | None, max_block: float) -> int:
     return round((wait + QUEUE_GRACE) * 1000)
 
 
-def first_attempt(
-    holder: str | bytes,
-    ttl_ms: int,
-    timeout: float | None,
-    wakes_on_release: bool,
-    max_block: float = WaitSchedule.MAX_BLOCK,
-) -> TryAcquire:
-    """The first attempt of an acquire: it queues the waiter unless it must not wait.
+class Waiting:
+    """How one fence waits: its issuer's capabilities, its clock and its longest block."""
 
-    Acquiring is this attempt, run directly by the fence (the uncontended fast path,
-    no flow), then ``wait_flow`` only if it found the lease busy. A lease that never
-    expires (``ttl_ms`` 0) is never handed over: a waiter that died while queued would
-    get it for ever, so such waiters wait for their next attempt instead.
-    """
-    queues = wakes_on_release and timeout != 0 and ttl_ms > 0
-    queue_ms = queue_millis(timeout, max_block) if queues else 0
-    return TryAcquire(holder, ttl_ms, queue_ms)
+    __slots__ = ("clock", "hands_off", "max_block", "wakes")
+
+    def __init__(
+        self,
+        hands_off: bool,
+        wakes: bool,
+        clock: Callable[[], float],
+        max_block: float = WaitSchedule.MAX_BLOCK,
+    ) -> None:
+        self.hands_off = hands_off
+        self.wakes = wakes
+        self.clock = clock
+        self.max_block = max_block
 
 
-def wait_flow(
-    name: str,
-    first: TryAcquire,
-    busy: Busy,
-    timeout: float | None,
-    wakes_on_release: bool,
-    max_block: float = WaitSchedule.MAX_BLOCK,
+def acquire_flow(
+    name: str, holder: str, ttl_ms: int, timeout: float | None, waiting: Waiting
 ) -> Flow[int]:
-    """Wait and attempt again until the lease is granted; return its token.
+    """Take the lease of ``name`` for ``holder``; return its token.
 
-    ``first`` found the lease ``busy``. ``timeout``: ``0`` gives up at once, ``None``
-    waits for ever, else ``AcquireTimeout`` at the deadline. Where the issuer wakes
-    waiters, every attempt that finds the lease busy also queues the waiter, so the
-    release can hand the lease straight to it (``AwaitRelease`` then replies with the
-    token). A waiter that stops waiting (the deadline, an error, a cancellation) leaves
-    the queue first, and releases a lease handed to it in the meantime, so no lease
-    goes to a waiter that has gone.
+    ``timeout``: ``0`` gives up after one attempt, ``None`` waits for ever, else
+    ``AcquireTimeout`` at the deadline. The first attempt is the whole uncontended path.
+    Where the issuer hands leases over, every attempt that finds the lease busy also
+    queues the waiter, so the release can hand the lease straight to it. A lease that
+    never expires (``ttl_ms`` 0) is never handed over: a waiter that died while queued
+    would get it for ever, so such waiters wait for their next attempt instead.
     """
-    holder, ttl_ms = first.holder, first.ttl_ms
-    schedule = WaitSchedule(name, timeout, wakes_on_release, max_block=max_block)
-    queued = first.queue_ms > 0
+    hands_off = waiting.hands_off and ttl_ms > 0
+    queue_ms = queue_millis(timeout, waiting.max_block) if hands_off and timeout != 0 else 0
+    first = (
+        TryAcquireQueued(holder, ttl_ms, queue_ms, False)
+        if queue_ms
+        else TryAcquire(holder, ttl_ms)
+    )
+    yield first
+    if isinstance(first.result, int):
+        return first.result
+    schedule = WaitSchedule(
+        name,
+        timeout,
+        waiting.hands_off or waiting.wakes,
+        waiting.clock,
+        max_block=waiting.max_block,
+    )
+    return (
+        yield from _wait(holder, ttl_ms, first.result, schedule, queue_ms > 0, hands_off, waiting)
+    )
+
+
+def _wait(
+    holder: str,
+    ttl_ms: int,
+    busy: Busy,
+    schedule: WaitSchedule,
+    queued: bool,
+    hands_off: bool,
+    waiting: Waiting,
+) -> Flow[int]:
+    """Wait and attempt again until granted (rules 2 and 3 of the module docstring)."""
     reply: int | Busy = busy
     try:
         while isinstance(reply, Busy):
@@ -326,17 +373,30 @@ def wait_flow(
                 if not queued:
                     raise
                 queued = False  # the last attempt leaves the queue, and may still win
-                reply = yield TryAcquire(holder, ttl_ms, 0, True)
-                if isinstance(reply, Busy):
+                last = TryAcquireQueued(holder, ttl_ms, 0, True)
+                yield last
+                if isinstance(last.result, Busy):
                     raise
-                break
-            granted = yield AwaitRelease(holder, wait)
-            if granted is not None:
-                return granted  # type: ignore[no-any-return]
-            queue_ms = queue_millis(schedule.remaining(), max_block) if queued else 0
-            reply = yield TryAcquire(holder, ttl_ms, queue_ms, queued)
-            queued = queue_ms > 0
-    except GeneratorExit:  # closed, not driven: no more operations can run
+                return last.result
+            if hands_off:
+                handed = AwaitHandOff(holder, wait)
+                yield handed
+                if handed.result is not None:
+                    return handed.result
+            elif waiting.wakes:
+                yield AwaitRelease(wait)
+            else:
+                yield Sleep(wait)
+            attempt: TryAcquire | TryAcquireQueued
+            if hands_off:
+                queue_ms = queue_millis(schedule.remaining(), waiting.max_block) if queued else 0
+                attempt = TryAcquireQueued(holder, ttl_ms, queue_ms, queued)
+                queued = queue_ms > 0
+            else:
+                attempt = TryAcquire(holder, ttl_ms)
+            yield attempt
+            reply = attempt.result
+    except GeneratorExit:  # closed, not driven: no more steps can run
         raise
     except BaseException:
         if queued:
@@ -345,11 +405,12 @@ def wait_flow(
     return reply
 
 
-def _leave_queue(holder: str | bytes, ttl_ms: int) -> Flow[None]:
+def _leave_queue(holder: str, ttl_ms: int) -> Flow[None]:
     """Best effort: take ``holder`` out of the queue; release a lease handed to it."""
     try:
-        reply = yield TryAcquire(holder, ttl_ms, 0, True)
-        if isinstance(reply, int):
-            yield Release(reply, holder)
+        leave = TryAcquireQueued(holder, ttl_ms, 0, True)
+        yield leave
+        if isinstance(leave.result, int):
+            yield Release(leave.result, holder)
     except FencingError:
         pass

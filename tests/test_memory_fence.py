@@ -71,17 +71,19 @@ def test_renew_and_release_only_by_the_exact_holder() -> None:
 def test_hold_renews_in_background_and_reports_loss() -> None:
     issuer = MemoryIssuer()
     fence = fencing.MemoryFence("m:5", ttl=0.06, issuer=issuer)
-    with fence.hold() as token:
+    hold = fence.hold()
+    with hold as token:
         time.sleep(0.2)  # > 3 ttls: only renewal keeps the lease
-        assert not fence.lost
+        assert not hold.lost
         with pytest.raises(fencing.AcquireTimeout):
             fencing.MemoryFence("m:5", issuer=issuer).acquire(timeout=0)
     assert fence.acquire(timeout=0) > token
 
-    with pytest.raises(fencing.LeaseLost), fence.hold() as token:
+    hold = fence.hold()
+    with pytest.raises(fencing.LeaseLost), hold as token:
         fence.release(token)  # simulate loss: the lease disappears under the holder
         time.sleep(0.1)
-        assert fence.lost
+        assert hold.lost
 
 
 def test_tokens_unique_and_increasing_across_threads() -> None:
@@ -142,9 +144,10 @@ async def test_async_memory_fence_hold() -> None:
 
     issuer = MemoryIssuer()
     fence = AsyncMemoryFence("m:8", ttl=0.06, issuer=issuer)
-    async with fence.hold() as token:
+    hold = fence.hold()
+    async with hold as token:
         import asyncio
 
         await asyncio.sleep(0.2)
-        assert not fence.lost
+        assert not hold.lost
     assert await fence.acquire(timeout=0) > token

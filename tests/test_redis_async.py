@@ -95,17 +95,19 @@ async def test_script_flush_and_flushall(aclient: redis.asyncio.Redis) -> None:
 
 async def test_hold_renews_in_a_task_and_reports_loss(aclient: redis.asyncio.Redis) -> None:
     fence = fencing.aio.RedisFence(aclient, "ahold", ttl=0.3)
-    async with fence.hold() as token:
+    hold = fence.hold()
+    async with hold as token:
         await asyncio.sleep(1.0)  # > 3 ttls
-        assert not fence.lost
+        assert not hold.lost
         assert (await aclient.get(lease_key("ahold"))).startswith(b"%d:" % token)
+    hold = fence.hold()
     with pytest.raises(fencing.LeaseLost):
-        async with fence.hold():
+        async with hold:
             await aclient.delete(lease_key("ahold"))
             deadline = time.monotonic() + 10
-            while not fence.lost and time.monotonic() < deadline:
+            while not hold.lost and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-            assert fence.lost
+            assert hold.lost
 
 
 async def test_waiter_tasks_are_handed_the_lease_in_turn(aclient: redis.asyncio.Redis) -> None:

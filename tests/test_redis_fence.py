@@ -243,7 +243,7 @@ def test_wait_is_cut_below_the_client_socket_timeout(redis_server: RedisServer) 
     fence = RedisFence(client, "sockwait", ttl=30)
     token = fence.acquire()
     started = time.monotonic()
-    fence.issuer.await_release("sockwait", "w", 3)  # would outlast socket_timeout: cut
+    fence.issuer.await_handoff("sockwait", "w", 3)  # would outlast socket_timeout: cut
     assert time.monotonic() - started < 3
     with pytest.raises(fencing.AcquireTimeout):
         RedisFence(client, "sockwait").acquire(timeout=1.2)
@@ -256,15 +256,16 @@ def test_hold_renews_past_several_ttls_and_reports_loss(
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="fencing")
     fence = RedisFence(redis_client, "hold", ttl=0.3)
-    with pytest.raises(fencing.LeaseLost), fence.hold() as token:
+    hold = fence.hold()
+    with pytest.raises(fencing.LeaseLost), hold as token:
         time.sleep(1.2)  # 4 ttls: only renewal keeps the lease
-        assert not fence.lost
+        assert not hold.lost
         assert redis_client.get(keys("hold")[0]).startswith(b"%d:" % token)  # type: ignore[union-attr]
         redis_client.delete(keys("hold")[0])  # the lease vanishes under the holder
         deadline = time.monotonic() + 10
-        while not fence.lost and time.monotonic() < deadline:
+        while not hold.lost and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert fence.lost
+        assert hold.lost
     names = {r.name for r in caplog.records}
     assert {"fencing.acquire", "fencing.renew", "fencing.lost"} <= names
     lost = [r for r in caplog.records if r.name == "fencing.lost"]

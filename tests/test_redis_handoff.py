@@ -68,17 +68,19 @@ def test_busy_attempt_queues_once_and_release_hands_over(redis_client: redis.Red
     first = issuer.try_acquire("q", "h1", 30_000)
     assert isinstance(first, int)
     queue, waiting = queue_keys("q")
-    assert isinstance(issuer.try_acquire("q", "h2", 20_000, 0), Busy)  # timeout=0: no place
+    assert isinstance(
+        issuer.try_acquire_queued("q", "h2", 20_000, 0, False), Busy
+    )  # timeout=0: no place
     assert redis_client.exists(queue, waiting) == 0
     assert lease_of(redis_client, "q") == b"%d:h1" % first  # and no mark
     for queued in (False, True):  # a later attempt refreshes the place, keeps its rank
-        assert isinstance(issuer.try_acquire("q", "h2", 20_000, 1500, queued), Busy)
+        assert isinstance(issuer.try_acquire_queued("q", "h2", 20_000, 1500, queued), Busy)
     assert redis_client.lrange(queue, 0, -1) == [b"h2"]
     deadline, ttl, idle = redis_client.hget(waiting, "h2").split(b":")  # type: ignore[union-attr]
     seconds, micros = redis_client.time()
     now_ms = seconds * 1000 + micros // 1000
     assert now_ms < int(deadline) <= now_ms + 1500  # on the server's clock
-    assert ttl == b"20000" and idle == b"%d" % issuer._idle_ms
+    assert ttl == b"20000" and idle == b"%d" % issuer.flows._idle_ms
     assert 1000 < redis_client.pttl(queue) <= 1500
     assert lease_of(redis_client, "q") == b"+%d:h1" % first  # marked: release serves the queue
     assert 25_000 < redis_client.pttl("fencing:{q}:lease") <= 30_000  # the mark kept the ttl
@@ -99,8 +101,8 @@ def test_release_serves_waiters_in_arrival_order(redis_client: redis.Redis) -> N
     token = issuer.try_acquire("fifo", "h0", 30_000)
     assert isinstance(token, int)
     for holder in ("a", "b", "c"):
-        assert isinstance(issuer.try_acquire("fifo", holder, 30_000, 5000), Busy)
-    assert isinstance(issuer.try_acquire("fifo", "a", 30_000, 5000, True), Busy)  # no jump
+        assert isinstance(issuer.try_acquire_queued("fifo", holder, 30_000, 5000, False), Busy)
+    assert isinstance(issuer.try_acquire_queued("fifo", "a", 30_000, 5000, True), Busy)  # no jump
     order, holder = [], "h0"
     for _ in range(3):
         assert issuer.release("fifo", token, holder)
@@ -116,9 +118,11 @@ def test_release_skips_places_past_their_deadline(redis_client: redis.Redis) -> 
     issuer = RedisIssuer(redis_client)
     token = issuer.try_acquire("late", "h0", 30_000)
     assert isinstance(token, int)
-    assert isinstance(issuer.try_acquire("late", "gone", 30_000, 50), Busy)  # a dead waiter
+    assert isinstance(
+        issuer.try_acquire_queued("late", "gone", 30_000, 50, False), Busy
+    )  # a dead waiter
     time.sleep(0.1)
-    assert isinstance(issuer.try_acquire("late", "alive", 30_000, 5000), Busy)
+    assert isinstance(issuer.try_acquire_queued("late", "alive", 30_000, 5000, False), Busy)
     assert issuer.release("late", token, "h0")
     assert (lease_of(redis_client, "late") or b"").endswith(b":alive")
     assert redis_client.exists(fence_keys("late").wake("gone")) == 0
@@ -128,20 +132,20 @@ def test_missed_wake_up_is_found_at_the_next_attempt(redis_client: redis.Redis) 
     issuer = RedisIssuer(redis_client)
     token = issuer.try_acquire("miss", "h0", 30_000)
     assert isinstance(token, int)
-    assert isinstance(issuer.try_acquire("miss", "w", 30_000, 5000), Busy)
+    assert isinstance(issuer.try_acquire_queued("miss", "w", 30_000, 5000, False), Busy)
     assert issuer.release("miss", token, "h0")  # handed to w, which is not listening
-    again = issuer.try_acquire("miss", "w", 30_000, 5000, True)
+    again = issuer.try_acquire_queued("miss", "w", 30_000, 5000, True)
     assert isinstance(again, int) and again > token
     assert redis_client.exists(fence_keys("miss").wake("w")) == 0  # consumed
-    assert issuer.await_release("miss", "w", 0.05) is None
+    assert issuer.await_handoff("miss", "w", 0.05) is None
 
 
 def test_leaving_the_queue_takes_the_place_away(redis_client: redis.Redis) -> None:
     issuer = RedisIssuer(redis_client)
     token = issuer.try_acquire("leave", "h0", 30_000)
     assert isinstance(token, int)
-    assert isinstance(issuer.try_acquire("leave", "w", 30_000, 5000), Busy)
-    assert isinstance(issuer.try_acquire("leave", "w", 30_000, 0, True), Busy)
+    assert isinstance(issuer.try_acquire_queued("leave", "w", 30_000, 5000, False), Busy)
+    assert isinstance(issuer.try_acquire_queued("leave", "w", 30_000, 0, True), Busy)
     assert redis_client.exists(*queue_keys("leave")) == 0
     assert issuer.release("leave", token, "h0")
     assert lease_of(redis_client, "leave") is None  # nobody left to hand it to
@@ -180,7 +184,8 @@ def test_a_cancelled_async_waiter_leaves_no_place(redis_server: RedisServer) -> 
 
 def test_keys_are_built_once_and_bounded() -> None:
     assert fence_keys("k") is fence_keys("k")
-    assert fence_keys("k").wake("h") == b"fencing:{k}:wake:h" == fence_keys("k").wake(b"h")
+    assert fence_keys("k").wake("h") == b"fencing:{k}:wake:h"
+    assert fence_keys("k").wake("\xe9") == b"fencing:{k}:wake:\xe9"  # latin-1: bytes kept
     assert fence_keys.cache_info().maxsize is not None
 
 
@@ -303,7 +308,9 @@ def test_async_waiter_is_woken_by_release(
 def test_fenced_lock_still_owns_a_marked_lease(redis_client: redis.Redis) -> None:
     lock = redis_client.lock("owned", timeout=30, lock_class=FencedLock)
     assert lock.acquire(blocking=False)
-    assert isinstance(RedisIssuer(redis_client).try_acquire("owned", "w", 30_000, 5000), Busy)
+    assert isinstance(
+        RedisIssuer(redis_client).try_acquire_queued("owned", "w", 30_000, 5000, False), Busy
+    )
     assert (lease_of(redis_client, "owned") or b"").startswith(b"+")
     assert lock.owned() and lock.locked()
     lock.extend(5)
@@ -317,9 +324,9 @@ def test_a_waiter_taking_an_expired_lease_keeps_the_queue_served(
     issuer = RedisIssuer(redis_client)
     assert isinstance(issuer.try_acquire("expired", "h0", 100), int)  # a holder that dies
     for holder in ("a", "b"):
-        assert isinstance(issuer.try_acquire("expired", holder, 30_000, 5000), Busy)
+        assert isinstance(issuer.try_acquire_queued("expired", holder, 30_000, 5000, False), Busy)
     time.sleep(0.15)
-    token = issuer.try_acquire("expired", "a", 30_000, 5000, True)
+    token = issuer.try_acquire_queued("expired", "a", 30_000, 5000, True)
     assert isinstance(token, int)
     assert lease_of(redis_client, "expired") == b"+%d:a" % token  # b still waits
     assert redis_client.lrange(queue_keys("expired")[0], 0, -1) == [b"b"]

@@ -82,11 +82,12 @@ def test_release_keeps_the_counter_in_the_row(url: str) -> None:
 
 def test_hold_renews_in_the_background(url: str) -> None:
     fence = SqlFence(url, unique("h"), ttl=0.3)
-    with fence.hold() as token:
+    hold = fence.hold()
+    with hold as token:
         time.sleep(0.5)  # longer than the ttl: renewal keeps the lease
         with pytest.raises(fencing.AcquireTimeout):
             SqlFence(url, fence.name).acquire(timeout=0)
-    assert not fence.lost
+    assert not hold.lost
     assert SqlFence(url, fence.name).acquire(timeout=0) > token
 
 

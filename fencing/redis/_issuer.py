@@ -1,20 +1,24 @@
-"""The Redis issuer, blocking (``RedisIssuer``) and asyncio (``AsyncRedisIssuer``).
+"""The Redis issuer, written once as flows (``RedisFlows``) and driven blocking
+(``RedisIssuer``) or asyncio (``AsyncRedisIssuer``).
 
-Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent
-only after the server answered NOSCRIPT, e.g. after SCRIPT FLUSH or a restart), so an
-acquire is one round trip. The two issuers share everything but the I/O call itself.
+Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent only
+after the server answered NOSCRIPT, e.g. after SCRIPT FLUSH or a restart), so an
+acquire is one round trip. A flow yields the steps ``Eval`` and ``Pop`` (BLPOP); the
+two issuer classes differ only in the driver (``run_sync``/``run_async``), and map
+redis-py's errors to ``FenceUnavailable`` in one place each.
 
 Tokens come from ``max(counter + 1, server clock in microseconds)`` inside the script, so
 they keep increasing even when the counter key is lost (eviction, restart without
 persistence, FLUSHALL, a failover that lost the last write), unless the Redis server's
 clock stepped back by more than the time that passed since the last token was issued.
 
-Imports the fence classes, the scripts module, the error mapping and redis-py.
+Imports the core (fences, flows, errors, validation), the scripts module and redis-py.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Generator
+from typing import Any, TypeVar, Union
 
 import redis
 import redis.asyncio
@@ -26,8 +30,9 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import issuer_error
 from .._fence import Fence
-from .._protocol import Busy
+from .._flow import run_async, run_sync
 from .._validate import check_ttl
+from ..issuer import Busy
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -46,6 +51,9 @@ from ._scripts import (
     renew_args,
 )
 
+T = TypeVar("T")
+SyncClient = Union[redis.Redis, "redis.cluster.RedisCluster"]
+AsyncClient = Union[redis.asyncio.Redis, "redis.asyncio.cluster.RedisCluster"]
 SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
 ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
 
@@ -66,128 +74,187 @@ def socket_timeout_of(client: Any) -> float | None:
     return None if timeout is None else float(timeout)
 
 
-def run_script(client: Any, script: Script, args: tuple[Any, ...]) -> Any:
+# -- steps: the only I/O of the Redis flows --------------------------------------------------
+
+
+class Eval:
     """EVALSHA ``script``; after NOSCRIPT (SCRIPT FLUSH, restart, failover) load it and retry.
 
     redis-py errors pass through unchanged (``FencedLock`` keeps them, issuers map them).
     """
-    try:
-        return client.evalsha(script.sha, script.numkeys_arg, *args)
-    except NoScriptError:
-        client.script_load(script.text)
-        return client.evalsha(script.sha, script.numkeys_arg, *args)
+
+    __slots__ = ("args", "result", "script")
+    result: object
+
+    def __init__(self, script: Script, args: tuple[Any, ...]) -> None:
+        self.script = script
+        self.args = args
+
+    def perform(self, client: SyncClient) -> None:
+        script = self.script
+        try:
+            self.result = client.evalsha(script.sha, script.numkeys, *self.args)
+        except NoScriptError:
+            client.script_load(script.text)
+            self.result = client.evalsha(script.sha, script.numkeys, *self.args)
+
+    async def aperform(self, client: AsyncClient) -> None:
+        script = self.script
+        try:
+            self.result = await client.evalsha(script.sha, script.numkeys, *self.args)
+        except NoScriptError:
+            await client.script_load(script.text)
+            self.result = await client.evalsha(script.sha, script.numkeys, *self.args)
 
 
-async def run_script_async(client: Any, script: Script, args: tuple[Any, ...]) -> Any:
-    """The asyncio twin of ``run_script``."""
-    try:
-        return await client.evalsha(script.sha, script.numkeys_arg, *args)
-    except NoScriptError:
-        await client.script_load(script.text)
-        return await client.evalsha(script.sha, script.numkeys_arg, *args)
+class Pop:
+    """BLPOP one key for up to ``seconds``."""
+
+    __slots__ = ("key", "result", "seconds")
+    result: object
+
+    def __init__(self, key: bytes, seconds: float) -> None:
+        self.key = key
+        self.seconds = seconds
+
+    def perform(self, client: SyncClient) -> None:
+        self.result = client.blpop([self.key], self.seconds)
+
+    async def aperform(self, client: AsyncClient) -> None:
+        self.result = await client.blpop([self.key], self.seconds)
 
 
-class _RedisIssuerBase:
-    """What the sync and asyncio Redis issuers share: settings, checks, no I/O."""
+RedisFlow = Generator[Eval | Pop, None, T]
 
-    wakes_on_release = True
 
-    def __init__(self, client: Any, counter_idle: float | None) -> None:
+class RedisFlows:
+    """The Redis issuer's operations as flows: arguments, scripts and replies, no I/O.
+
+    ``counter_idle`` (seconds, ``None`` = never) is how long a fence's token counter
+    survives without an acquisition; ``socket_timeout`` bounds one BLPOP.
+    """
+
+    def __init__(self, counter_idle: float | None, socket_timeout: float | None) -> None:
         self.counter_idle = (
             None if counter_idle is None else check_ttl(counter_idle, "counter_idle")
         )
-        self.client = client
         self._idle_ms = idle_millis(self.counter_idle)
-        self._socket_timeout = socket_timeout_of(client)
+        self._socket_timeout = socket_timeout
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.client!r})"
+    def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> RedisFlow[int | Busy]:
+        step = Eval(ACQUIRE, acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued))
+        yield step
+        return parse_acquire(step.result)
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> RedisFlow[bool]:
+        return self.extend(name, lease_value(token, holder), ttl_ms, add=False, what="renew")
+
+    def extend(self, name: str, value: bytes, ms: int, *, add: bool, what: str) -> RedisFlow[bool]:
+        """Set (or, with ``add``, extend by) ``ms`` the lease holding ``value``."""
+        step = Eval(RENEW, renew_args(name, value, ms, add=add))
+        yield step
+        return parse_flag(step.result, what)
+
+    def release(self, name: str, token: int, holder: str) -> RedisFlow[bool]:
+        return self.release_value(name, lease_value(token, holder))
+
+    def release_value(self, name: str, value: bytes) -> RedisFlow[bool]:
+        """End the lease holding ``value`` (hand it to a queued waiter, if any)."""
+        step = Eval(RELEASE, release_args(name, value))
+        yield step
+        return parse_flag(step.result, "release")
+
+    def await_handoff(self, name: str, holder: str, seconds: float) -> RedisFlow[int | None]:
+        wait = block_seconds(seconds, self._socket_timeout)
+        if wait is None:
+            return None
+        step = Pop(fence_keys(name).wake(holder), wait)
+        yield step
+        return parse_wake(step.result)
 
 
-class RedisIssuer(_RedisIssuerBase):
+class RedisIssuer:
     """Leases and tokens in Redis (a ``redis.Redis`` or ``redis.cluster.RedisCluster``).
 
     ``counter_idle`` (seconds, default a week; ``None`` = never) is how long a fence's
     token counter survives without an acquisition. Losing it is harmless: the next
     token still exceeds every earlier one (see the module docstring for the limit).
-    A release hands the lease straight to the first queued waiter, which ``BLPOP``s its
-    own wake key in ``await_release`` (see ``_scripts``): no polling, and no
-    second round trip after the wake-up.
+    It has the hand-off capability: a release hands the lease straight to the first
+    queued waiter, which ``BLPOP``s its own wake key (see ``_scripts``): no polling,
+    and no second round trip after the wake-up.
     """
 
-    def __init__(self, client: Any, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE) -> None:
+    def __init__(
+        self, client: SyncClient, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE
+    ) -> None:
         check_client(client, SYNC_CLIENTS, "redis.Redis")
-        super().__init__(client, counter_idle)
+        self.client = client
+        self.flows = RedisFlows(counter_idle, socket_timeout_of(client))
 
-    def _eval(self, script: Script, args: tuple[Any, ...]) -> Any:
-        try:  # the hot path: no context manager
-            return run_script(self.client, script, args)
-        except RedisError as exc:
-            raise issuer_error("redis", exc) from exc
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client!r})"
 
-    def _blpop(self, key: bytes, seconds: float) -> Any:
+    def _run(self, flow: RedisFlow[T]) -> T:
         try:
-            return self.client.blpop([key], seconds)
+            return run_sync(flow, self.client)
         except RedisError as exc:
             raise issuer_error("redis", exc) from exc
 
-    def try_acquire(
-        self, name: str, holder: str | bytes, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return self._run(self.flows.try_acquire(name, holder, ttl_ms))
+
+    def try_acquire_queued(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        args = acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued)
-        return parse_acquire(self._eval(ACQUIRE, args))
+        return self._run(self.flows.try_acquire(name, holder, ttl_ms, queue_ms, queued))
 
-    def renew(self, name: str, token: int, holder: str | bytes, ttl_ms: int) -> bool:
-        value = lease_value(token, holder)
-        return parse_flag(self._eval(RENEW, renew_args(name, value, ttl_ms)), "renew")
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return self._run(self.flows.renew(name, token, holder, ttl_ms))
 
-    def release(self, name: str, token: int, holder: str | bytes) -> bool:
-        value = lease_value(token, holder)
-        return parse_flag(self._eval(RELEASE, release_args(name, value)), "release")
+    def release(self, name: str, token: int, holder: str) -> bool:
+        return self._run(self.flows.release(name, token, holder))
 
-    def await_release(self, name: str, holder: str | bytes, seconds: float) -> int | None:
-        wait = block_seconds(seconds, self._socket_timeout)
-        if wait is None:
-            return None
-        return parse_wake(self._blpop(fence_keys(name).wake(holder), wait))
+    def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
+        return self._run(self.flows.await_handoff(name, holder, seconds))
 
 
-class AsyncRedisIssuer(_RedisIssuerBase):
-    """``RedisIssuer`` on ``redis.asyncio``: the same scripts, keys and replies."""
+class AsyncRedisIssuer:
+    """``RedisIssuer`` on ``redis.asyncio``: the same flows, keys and replies."""
 
-    def __init__(self, client: Any, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE) -> None:
+    def __init__(
+        self, client: AsyncClient, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE
+    ) -> None:
         check_client(client, ASYNC_CLIENTS, "redis.asyncio.Redis")
-        super().__init__(client, counter_idle)
+        self.client = client
+        self.flows = RedisFlows(counter_idle, socket_timeout_of(client))
 
-    async def _eval(self, script: Script, args: tuple[Any, ...]) -> Any:
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client!r})"
+
+    async def _run(self, flow: RedisFlow[T]) -> T:
         try:
-            return await run_script_async(self.client, script, args)
+            return await run_async(flow, self.client)
         except RedisError as exc:
             raise issuer_error("redis", exc) from exc
 
-    async def try_acquire(
-        self, name: str, holder: str | bytes, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return await self._run(self.flows.try_acquire(name, holder, ttl_ms))
+
+    async def try_acquire_queued(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        args = acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued)
-        return parse_acquire(await self._eval(ACQUIRE, args))
+        return await self._run(self.flows.try_acquire(name, holder, ttl_ms, queue_ms, queued))
 
-    async def renew(self, name: str, token: int, holder: str | bytes, ttl_ms: int) -> bool:
-        value = lease_value(token, holder)
-        return parse_flag(await self._eval(RENEW, renew_args(name, value, ttl_ms)), "renew")
+    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return await self._run(self.flows.renew(name, token, holder, ttl_ms))
 
-    async def release(self, name: str, token: int, holder: str | bytes) -> bool:
-        value = lease_value(token, holder)
-        return parse_flag(await self._eval(RELEASE, release_args(name, value)), "release")
+    async def release(self, name: str, token: int, holder: str) -> bool:
+        return await self._run(self.flows.release(name, token, holder))
 
-    async def await_release(self, name: str, holder: str | bytes, seconds: float) -> int | None:
-        wait = block_seconds(seconds, self._socket_timeout)
-        if wait is None:
-            return None
-        try:
-            reply = await self.client.blpop([fence_keys(name).wake(holder)], wait)
-        except RedisError as exc:
-            raise issuer_error("redis", exc) from exc
-        return parse_wake(reply)
+    async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
+        return await self._run(self.flows.await_handoff(name, holder, seconds))
 
 
 class RedisFence(Fence):
@@ -199,7 +266,7 @@ class RedisFence(Fence):
 
     def __init__(
         self,
-        client: Any,
+        client: SyncClient,
         name: str,
         ttl: float = DEFAULT_TTL,
         *,
@@ -216,7 +283,7 @@ class AsyncRedisFence(AsyncFence):
 
     def __init__(
         self,
-        client: Any,
+        client: AsyncClient,
         name: str,
         ttl: float = DEFAULT_TTL,
         *,

@@ -16,22 +16,14 @@ from typing import Any, Literal
 from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
-from .._core import new_holder_id
+from .._core import SYSTEM_CLOCK, new_holder_id, pause_with
 from .._errors import AcquireTimeout
-from .._protocol import Busy, first_attempt, run_sync, wait_flow
+from .._flow import run_sync
+from .._protocol import Calls, TryAcquire, Waiting, acquire_flow
 from .._token import FenceToken
 from .._validate import check_name, check_timeout, check_ttl
-from ._issuer import SYNC_CLIENTS, RedisIssuer, check_client, run_script
-from ._scripts import (
-    DEFAULT_COUNTER_IDLE,
-    RELEASE,
-    RENEW,
-    Script,
-    lease_key,
-    parse_flag,
-    release_args,
-    renew_args,
-)
+from ._issuer import SYNC_CLIENTS, RedisFlow, RedisIssuer, T, check_client
+from ._scripts import DEFAULT_COUNTER_IDLE, lease_key, lease_value
 
 
 class FencedLock(Lock):
@@ -66,6 +58,7 @@ class FencedLock(Lock):
         check_timeout(self.blocking_timeout)
         self._ttl_ms = 0 if self.timeout is None else max(1, round(self.timeout * 1000))
         self._issuer = _LockIssuer(redis, counter_idle=self.counter_idle)
+        self._calls = Calls(self._issuer, self.name, pause_with(SYSTEM_CLOCK))
 
     def register_scripts(self) -> None:
         """Nothing to register: the fencing scripts are sent by SHA, loaded on NOSCRIPT."""
@@ -98,30 +91,31 @@ class FencedLock(Lock):
         else:
             check_timeout(blocking_timeout)
         holder = self._holder(new_holder_id() if token is None else token)
-        timeout = blocking_timeout if blocking else 0
-        first = first_attempt(holder, self._ttl_ms, timeout, True, sleep)
-        reply = first.call(self._issuer, self.name)
-        if isinstance(reply, Busy):
-            flow = wait_flow(self.name, first, reply, timeout, True, sleep)
-            try:
-                reply = run_sync(flow, self._issuer, self.name)
-            except AcquireTimeout:
-                return False
-        self.local.token = b"%d:%s" % (reply, holder)
+        waiting = Waiting(True, False, SYSTEM_CLOCK.monotonic, max_block=sleep)
+        flow = acquire_flow(
+            self.name, holder, self._ttl_ms, blocking_timeout if blocking else 0, waiting
+        )
+        try:
+            granted = run_sync(flow, self._calls)
+        except AcquireTimeout:
+            return False
+        self.local.token = lease_value(granted, holder)
         return True
 
     def do_acquire(self, token: str | bytes) -> bool:
         """One attempt with holder ``token`` (redis-py's hook); sets ``local.token``."""
         holder = self._holder(token)
-        reply = self._issuer.try_acquire(self.name, holder, self._ttl_ms)
-        if isinstance(reply, Busy):
+        attempt = TryAcquire(holder, self._ttl_ms)
+        attempt.perform(self._calls)
+        if not isinstance(attempt.result, int):
             return False
-        self.local.token = b"%d:%s" % (reply, holder)
+        self.local.token = lease_value(attempt.result, holder)
         return True
 
-    def _holder(self, token: str | bytes) -> bytes:
+    def _holder(self, token: str | bytes) -> str:
+        """redis-py's lock token as a holder id: its bytes, as latin-1 (see ``holder_bytes``)."""
         encoded: bytes = self.redis.get_encoder().encode(token)
-        return encoded
+        return encoded.decode("latin-1")
 
     def locked(self) -> bool:
         """True if anyone holds the lock."""
@@ -138,8 +132,8 @@ class FencedLock(Lock):
         return stored in (mine, b"+" + mine)  # "+": marked while waiters queue
 
     def do_release(self, expected_token: str | bytes) -> None:
-        released = run_script(self.redis, RELEASE, release_args(self.name, expected_token))
-        if not parse_flag(released, "release"):
+        value = self.redis.get_encoder().encode(expected_token)
+        if not self._issuer.run(self._issuer.flows.release_value(self.name, value)):
             raise LockNotOwnedError(
                 "Cannot release a lock that's no longer owned", lock_name=self.name
             )
@@ -154,8 +148,8 @@ class FencedLock(Lock):
         return True
 
     def _renew(self, ms: int, *, add: bool, what: str) -> None:
-        args = renew_args(self.name, self.local.token, ms, add=add)
-        if not parse_flag(run_script(self.redis, RENEW, args), what):
+        flow = self._issuer.flows.extend(self.name, self.local.token, ms, add=add, what=what)
+        if not self._issuer.run(flow):
             raise LockNotOwnedError(
                 f"Cannot {what} a lock that's no longer owned", lock_name=self.name
             )
@@ -164,11 +158,10 @@ class FencedLock(Lock):
 class _LockIssuer(RedisIssuer):
     """The Redis issuer as ``FencedLock`` needs it: redis-py's errors pass unchanged."""
 
-    def _eval(self, script: Script, args: tuple[Any, ...]) -> Any:
-        return run_script(self.client, script, args)
+    def run(self, flow: RedisFlow[T]) -> T:
+        return run_sync(flow, self.client)
 
-    def _blpop(self, key: bytes, seconds: float) -> Any:
-        return self.client.blpop([key], seconds)
+    _run = run
 
 
 def _check_sleep(sleep: object) -> float:

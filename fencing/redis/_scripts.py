@@ -30,7 +30,7 @@ counter, queue and wake keys from it, so all share its hash tag and slot.
 Keys and fixed arguments go to redis-py as bytes, built once (``fence_keys`` is an LRU
 cache), so it does not encode them again on every call.
 
-Imports the error, protocol and core modules only (no redis-py).
+Imports the errors and the issuer protocols only (no redis-py).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from .._errors import FenceUnavailable, issuer_error
-from .._protocol import Busy
+from ..issuer import Busy
 
 #: Default idle lifetime of a counter key: a week. A lost counter is harmless (tokens
 #: restart from the server clock), so one-off names need not stay in Redis for ever.
@@ -262,9 +262,9 @@ class FenceKeys(NamedTuple):
     lease: bytes
     prefix: bytes
 
-    def wake(self, holder: str | bytes) -> bytes:
+    def wake(self, holder: str) -> bytes:
         """The key a release pushes the handed-over token to, for ``holder``."""
-        return self.prefix + b"wake:" + (holder.encode() if isinstance(holder, str) else holder)
+        return self.prefix + b"wake:" + holder_bytes(holder)
 
 
 @lru_cache(maxsize=1024)
@@ -274,27 +274,33 @@ def fence_keys(name: str) -> FenceKeys:
     return FenceKeys(prefix + b"lease", prefix)
 
 
-def lease_value(token: int, holder: str | bytes) -> str | bytes:
+def holder_bytes(holder: str) -> bytes:
+    """A holder id as sent to Redis: latin-1, so that a ``FencedLock``'s lock token (any
+    bytes, decoded as latin-1 to pass through the fence protocol) arrives unchanged.
+    The fences' own holder ids are hex, the same in every encoding."""
+    return holder.encode("latin-1")
+
+
+def lease_value(token: int, holder: str) -> bytes:
     """What the lease key holds while ``holder`` has the lease with ``token``."""
-    if isinstance(holder, bytes):
-        return b"%d:%s" % (token, holder)
-    return f"{token}:{holder}"
+    return b"%d:%s" % (token, holder_bytes(holder))
 
 
 def acquire_args(
-    name: str, holder: str | bytes, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
+    name: str, holder: str, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
 ) -> tuple[Any, ...]:
     """KEYS and ARGV of ``ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
-    args = (fence_keys(name).lease, holder, b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
+    lease = fence_keys(name).lease
+    args = (lease, holder_bytes(holder), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
     return (*args, b"1") if queued else args
 
 
-def renew_args(name: str, value: str | bytes, ttl_ms: int, add: bool = False) -> tuple[Any, ...]:
+def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple[Any, ...]:
     """KEYS and ARGV of ``RENEW`` for the lease holding ``value``."""
     return (fence_keys(name).lease, value, b"%d" % ttl_ms, b"1" if add else b"0")
 
 
-def release_args(name: str, value: str | bytes) -> tuple[Any, ...]:
+def release_args(name: str, value: bytes) -> tuple[Any, ...]:
     """KEYS and ARGV of ``RELEASE`` for the lease holding ``value``."""
     return (fence_keys(name).lease, value)
 

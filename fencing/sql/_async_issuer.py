@@ -1,13 +1,12 @@
-"""The asyncio SQL issuer: the very same plans as ``SqlIssuer``, run on an ``AsyncConnection``.
+"""The asyncio SQL issuer: the very same flows as ``SqlIssuer``, driven on an ``AsyncConnection``.
 
 Separate from ``_issuer`` because SQLAlchemy's asyncio layer needs greenlet (the
 ``fencing[async]`` extra); sync users of ``fencing[sql]`` never import it.
-Imports the core async fence, the sync issuer's plans, and SQLAlchemy's asyncio layer.
+Imports the core async fence and flows, the sync issuer's flows, and SQLAlchemy's asyncio layer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import weakref
 from collections.abc import Callable
@@ -17,26 +16,26 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
-from .._protocol import Busy
+from .._flow import run_async
+from ..issuer import Busy
 from ._engines import async_issuer_engine, sql_errors
-from ._issuer import Plan, T, _Plans, advance
+from ._issuer import SqlFlow, SqlFlows, T
 
 
-class AsyncSqlIssuer(_Plans):
-    """The asyncio ``SqlIssuer`` (aiosqlite, asyncpg or psycopg async); the same plans."""
+class AsyncSqlIssuer:
+    """The asyncio ``SqlIssuer`` (aiosqlite, asyncpg or psycopg async); the same flows."""
 
     def __init__(self, engine: AsyncEngine | Engine | str) -> None:
         self.engine = async_issuer_engine(engine)
         self.dialect = self.engine.dialect.name
+        self.flows = SqlFlows(self.dialect)
         self._ready = False
 
-    async def _run(self, plan: Plan[T]) -> T:
+    async def _run(self, flow: SqlFlow[T]) -> T:
         await self._ensure_tables()
         with sql_errors():
             async with self.engine.begin() as conn:
-                while isinstance(step := advance(plan, await conn.execute(plan.statement)), Plan):
-                    plan = step
-                return step
+                return await run_async(flow, conn)
 
     async def _ensure_tables(self) -> None:
         if self._ready:
@@ -49,19 +48,14 @@ class AsyncSqlIssuer(_Plans):
                     await conn.run_sync(_create_on, create_tables)
             self._ready = True
 
-    async def try_acquire(
-        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> int | Busy:
-        return await self._run(self._acquire(name, holder, ttl_ms))
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return await self._run(self.flows.try_acquire(name, holder, ttl_ms))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return await self._run(self._renew(name, token, holder, ttl_ms))
+        return await self._run(self.flows.renew(name, token, holder, ttl_ms))
 
     async def release(self, name: str, token: int, holder: str) -> bool:
-        return await self._run(self._release(name, token, holder))
-
-    async def await_release(self, name: str, holder: str, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+        return await self._run(self.flows.release(name, token, holder))
 
 
 def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:

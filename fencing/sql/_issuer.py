@@ -9,29 +9,33 @@ clause is the whole decision (time from the database's clock, never the client's
 - renew / release: ``UPDATE ... WHERE name, token, holder match AND expires_at > now``;
   one row changed means it was ours. Release clears holder and expiry, keeps the counter.
 
-The statements are built once by pure functions (``Plan``); ``SqlIssuer`` runs them on a
-``Connection`` and ``AsyncSqlIssuer`` (``_async_issuer``) on an ``AsyncConnection``,
-each in one short method.
-Nothing wakes waiters on release (``wakes_on_release = False``): the core backs off with
-jitter. Imports the core fences, the schema and engine helpers, and SQLAlchemy.
+The operations are written once as flows of statements (``SqlFlows``, see ``_flow``);
+``SqlIssuer`` drives them on a ``Connection`` and ``AsyncSqlIssuer`` (``_async_issuer``)
+on an ``AsyncConnection``, each inside one transaction.
+Nothing wakes waiters on release (no capability): the core backs off with jitter.
+Imports the core fences and flows, the schema and engine helpers, and SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import CursorResult, Engine, Executable, and_, or_, select, update
+from sqlalchemy import Connection, CursorResult, Engine, Executable, and_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .._core import DEFAULT_TTL
 from .._fence import Fence
-from .._protocol import Busy
+from .._flow import run_sync
+from ..issuer import Busy
 from ._engines import issuer_engine, sql_errors
 from ._schema import db_now, leases
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 T = TypeVar("T")
 
@@ -49,49 +53,27 @@ def read(result: CursorResult[Any]) -> Reply:
     return Reply(result.rowcount, rows)
 
 
-@dataclass(frozen=True)
-class Plan(Generic[T]):
-    """One statement and the meaning of its reply: a value, or the next ``Plan`` to run."""
+class Execute:
+    """The one step of the SQL flows: run a statement in the flow's transaction."""
 
-    statement: Executable
-    meaning: Callable[[Reply], T | Plan[T]]
+    __slots__ = ("result", "statement")
+    result: Reply
+
+    def __init__(self, statement: Executable) -> None:
+        self.statement = statement
+
+    def perform(self, conn: Connection) -> None:
+        self.result = read(conn.execute(self.statement))
+
+    async def aperform(self, conn: AsyncConnection) -> None:
+        self.result = read(await conn.execute(self.statement))
+
+
+SqlFlow = Generator[Execute, None, T]
 
 
 def _upsert(dialect: str) -> Any:
     return postgresql.insert if dialect == "postgresql" else sqlite.insert
-
-
-def acquire_plan(dialect: str, name: str, holder: str, ttl_ms: int) -> Plan[int | Busy]:
-    now = db_now(dialect)
-    insert = _upsert(dialect)(leases).values(
-        name=name, token=1, holder=holder, expires_at=now + ttl_ms / 1000.0
-    )
-    statement = insert.on_conflict_do_update(
-        index_elements=[leases.c.name],
-        set_={
-            "token": leases.c.token + 1,
-            "holder": insert.excluded.holder,
-            "expires_at": insert.excluded.expires_at,
-        },
-        where=or_(leases.c.holder.is_(None), leases.c.expires_at <= now),
-    ).returning(leases.c.token)
-
-    def meaning(reply: Reply) -> int | Busy | Plan[int | Busy]:
-        if reply.rows:
-            return int(reply.rows[0][0])
-        return busy_plan(dialect, name)
-
-    return Plan(statement, meaning)
-
-
-def busy_plan(dialect: str, name: str) -> Plan[int | Busy]:
-    statement = select(leases.c.expires_at - db_now(dialect)).where(leases.c.name == name)
-
-    def meaning(reply: Reply) -> Busy:
-        left = reply.rows[0][0] if reply.rows else None
-        return Busy(None if left is None else max(0.0, float(left)))
-
-    return Plan(statement, meaning)
 
 
 def _held(dialect: str, name: str, token: int, holder: str) -> Any:
@@ -103,49 +85,59 @@ def _held(dialect: str, name: str, token: int, holder: str) -> Any:
     )
 
 
-def _one_row(reply: Reply) -> bool:
-    return reply.rowcount == 1
+class SqlFlows:
+    """The SQL issuer's operations as flows of statements for one dialect; no I/O.
+
+    Each flow runs in one transaction (the issuer opens it around the flow).
+    """
+
+    def __init__(self, dialect: str) -> None:
+        self.dialect = dialect
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> SqlFlow[int | Busy]:
+        now = db_now(self.dialect)
+        insert = _upsert(self.dialect)(leases).values(
+            name=name, token=1, holder=holder, expires_at=now + ttl_ms / 1000.0
+        )
+        take = Execute(
+            insert.on_conflict_do_update(
+                index_elements=[leases.c.name],
+                set_={
+                    "token": leases.c.token + 1,
+                    "holder": insert.excluded.holder,
+                    "expires_at": insert.excluded.expires_at,
+                },
+                where=or_(leases.c.holder.is_(None), leases.c.expires_at <= now),
+            ).returning(leases.c.token)
+        )
+        yield take
+        if take.result.rows:
+            return int(take.result.rows[0][0])
+        busy = Execute(select(leases.c.expires_at - now).where(leases.c.name == name))
+        yield busy
+        left = busy.result.rows[0][0] if busy.result.rows else None
+        return Busy(None if left is None else max(0.0, float(left)))
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> SqlFlow[bool]:
+        step = Execute(
+            update(leases)
+            .where(_held(self.dialect, name, token, holder))
+            .values(expires_at=db_now(self.dialect) + ttl_ms / 1000.0)
+        )
+        yield step
+        return step.result.rowcount == 1
+
+    def release(self, name: str, token: int, holder: str) -> SqlFlow[bool]:
+        step = Execute(
+            update(leases)
+            .where(_held(self.dialect, name, token, holder))
+            .values(holder=None, expires_at=None)
+        )
+        yield step
+        return step.result.rowcount == 1
 
 
-def renew_plan(dialect: str, name: str, token: int, holder: str, ttl_ms: int) -> Plan[bool]:
-    statement = (
-        update(leases)
-        .where(_held(dialect, name, token, holder))
-        .values(expires_at=db_now(dialect) + ttl_ms / 1000.0)
-    )
-    return Plan(statement, _one_row)
-
-
-def release_plan(dialect: str, name: str, token: int, holder: str) -> Plan[bool]:
-    statement = (
-        update(leases)
-        .where(_held(dialect, name, token, holder))
-        .values(holder=None, expires_at=None)
-    )
-    return Plan(statement, _one_row)
-
-
-class _Plans:
-    """Builds the plans for one engine's dialect; shared by the sync and async issuers."""
-
-    wakes_on_release = False
-    dialect: str
-
-    def _acquire(self, name: str, holder: str, ttl_ms: int) -> Plan[int | Busy]:
-        return acquire_plan(self.dialect, name, holder, ttl_ms)
-
-    def _renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Plan[bool]:
-        return renew_plan(self.dialect, name, token, holder, ttl_ms)
-
-    def _release(self, name: str, token: int, holder: str) -> Plan[bool]:
-        return release_plan(self.dialect, name, token, holder)
-
-
-def advance(plan: Plan[T], result: CursorResult[Any]) -> T | Plan[T]:
-    return plan.meaning(read(result))
-
-
-class SqlIssuer(_Plans):
+class SqlIssuer:
     """Issuer on SQLite or PostgreSQL (an ``Engine`` or URL); see the module docstring.
 
     The ``fencing_leases`` table must exist: run ``fencing migrate`` (or
@@ -155,15 +147,14 @@ class SqlIssuer(_Plans):
     def __init__(self, engine: Engine | str) -> None:
         self.engine = issuer_engine(engine)
         self.dialect = self.engine.dialect.name
+        self.flows = SqlFlows(self.dialect)
         self._ready = False
         self._ready_lock = threading.Lock()
 
-    def _run(self, plan: Plan[T]) -> T:
+    def _run(self, flow: SqlFlow[T]) -> T:
         self._ensure_tables()
         with sql_errors(), self.engine.begin() as conn:
-            while isinstance(step := advance(plan, conn.execute(plan.statement)), Plan):
-                plan = step
-            return step
+            return run_sync(flow, conn)
 
     def _ensure_tables(self) -> None:
         if self._ready:
@@ -175,19 +166,14 @@ class SqlIssuer(_Plans):
                 create_tables(self.engine)
             self._ready = True
 
-    def try_acquire(
-        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> int | Busy:
-        return self._run(self._acquire(name, holder, ttl_ms))
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return self._run(self.flows.try_acquire(name, holder, ttl_ms))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return self._run(self._renew(name, token, holder, ttl_ms))
+        return self._run(self.flows.renew(name, token, holder, ttl_ms))
 
     def release(self, name: str, token: int, holder: str) -> bool:
-        return self._run(self._release(name, token, holder))
-
-    def await_release(self, name: str, holder: str, seconds: float) -> None:
-        threading.Event().wait(seconds)
+        return self._run(self.flows.release(name, token, holder))
 
 
 _issuers: dict[object, SqlIssuer] = {}

@@ -47,7 +47,11 @@ from .. import AcquireTimeout, Fence, LeaseLost, MemoryIssuer, StaleTokenError, 
 
 
 class VirtualClock:
-    """A clock that moves only when told to: ``advance(seconds)``. Starts at 0."""
+    """A clock that moves only when told to: ``advance(seconds)``. Starts at 0.
+
+    It is also a fence's ``Clock`` (``monotonic``/``sleep``): a fence waiting on it
+    spends virtual time, instantly.
+    """
 
     def __init__(self, start: float = 0.0) -> None:
         self._now = start
@@ -60,18 +64,22 @@ class VirtualClock:
             raise ValueError(f"a clock cannot go back ({seconds}s)")
         self._now += seconds
 
+    def monotonic(self) -> float:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
 
 class SimulatedIssuer(MemoryIssuer):
     """The in-memory issuer on a ``VirtualClock``: a blocked ``acquire`` waits in virtual
     time (the clock jumps ahead) instead of real time."""
 
-    wakes_on_release = False
-
     def __init__(self, clock: VirtualClock) -> None:
         super().__init__(clock)
         self.clock = clock
 
-    def await_release(self, name: str, holder: str, seconds: float) -> None:
+    def await_release(self, name: str, seconds: float) -> None:
         self.clock.advance(seconds)
 
 
@@ -187,7 +195,7 @@ def virtual_world(
     """A world on a virtual clock: a ``SimulatedIssuer`` and a ``Register``."""
     clock = VirtualClock()
     issuer = SimulatedIssuer(clock)
-    fences = [Fence(issuer, name, ttl) for _ in range(clients)]
+    fences = [Fence(issuer, name, ttl, clock=clock) for _ in range(clients)]
     return World(
         fences=fences,
         resource=resource if resource is not None else Register(fenced=fenced),
