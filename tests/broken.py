@@ -65,6 +65,27 @@ class LetsTwoHoldersIn(MemoryIssuer):
         )
 
 
+class IgnoresTheHolder(MemoryIssuer):
+    """Renews and releases a lease for whoever names its token: the holder id it is
+    given is replaced by the lease's own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._holders: dict[tuple[str, int], str] = {}
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        reply = super().try_acquire(name, holder, ttl_ms)
+        if not isinstance(reply, Busy):
+            self._holders[name, reply] = holder
+        return reply
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return super().renew(name, token, self._holders.get((name, token), holder), ttl_ms)
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        return super().release(name, token, self._holders.get((name, token), holder))
+
+
 class AdmitsLowerTokens(MemoryMark):
     """Never refuses: a lower token is admitted (the mark keeps the highest one seen)."""
 
@@ -79,5 +100,6 @@ ISSUERS: dict[str, type[MemoryIssuer]] = {
     "correct": MemoryIssuer,
     "reuses-tokens": ReusesTokens,
     "two-holders": LetsTwoHoldersIn,
+    "ignores-holder": IgnoresTheHolder,
 }
 MARKS: dict[str, type[MemoryMark]] = {"correct": MemoryMark, "admits-lower": AdmitsLowerTokens}

@@ -95,6 +95,8 @@ BAD_NAMES: list[tuple[Any, type[Exception]]] = [
     (True, TypeError),
     (None, TypeError),
     (b"name", TypeError),
+    ("x" * 257, ValueError),
+    ("nul\x00", ValueError),
 ]
 #: Refused lease lifetimes (``ttl`` of a fence and of ``renew``).
 BAD_TTLS: list[tuple[Any, type[Exception]]] = [
@@ -397,13 +399,14 @@ class FenceContract(LeaseTerms):
             holder.renew(token + 1)  # a token this fence was never granted
         with pytest.raises(LeaseLost):
             holder.release(token + 1)
-        issuer = holder.issuer
-        assert issuer.renew(name, token, "not-the-holder", 60_000) is False
+        issuer = holder.issuer  # the issuer itself compares holder id and token
+        assert issuer.renew(name, token, "not-the-holder", 1) is False
         assert issuer.release(name, token, "not-the-holder") is False
         assert issuer.release(name, token + 1, "not-the-holder") is False
-        holder.renew(int(token))  # a plain int names the same lease
-        with pytest.raises(AcquireTimeout):  # nobody else's call changed it
+        time.sleep(0.01)  # a wrongly applied 1 ms renew would have ended the lease by now
+        with pytest.raises(AcquireTimeout):  # none of those calls changed the lease
             stranger.acquire(timeout=0)
+        holder.renew(int(token))  # a plain int names the same lease
         holder.release(token)
         with pytest.raises(LeaseLost):
             holder.release(token)
@@ -533,15 +536,17 @@ class FenceContract(LeaseTerms):
 
     def test_racing_threads_are_never_two_holders(self, make_fence: MakeFence) -> None:
         """Threads that take and release one lease over and over are never inside at the
-        same time, and their tokens increase in the order they got the lease."""
+        same time, and their tokens increase in the order they got the lease. Pairs of
+        threads share a fence object, as threads may share a ``threading.Lock``."""
         name = self.fresh_name("race")
         lock = threading.Lock()
         inside, most = 0, 0
         order: list[int] = []
 
-        def race() -> None:
+        fences = [make_fence(name, self.long_ttl) for _ in range((self.racers + 1) // 2)]
+
+        def race(fence: Fence) -> None:
             nonlocal inside, most
-            fence = make_fence(name, self.long_ttl)
             for _ in range(self.rounds):
                 token = fence.acquire(timeout=self.patience)
                 with lock:
@@ -553,7 +558,8 @@ class FenceContract(LeaseTerms):
                     inside -= 1
                 fence.release(token)
 
-        errors = _run_threads([race] * self.racers, self.patience * 4)
+        racers = [partial(race, fences[i % len(fences)]) for i in range(self.racers)]
+        errors = _run_threads(racers, self.patience * 4)
         assert most == 1, f"{most} holders at once"
         assert not errors, f"racers failed: {errors!r}"
         assert len(order) == self.racers * self.rounds
@@ -728,12 +734,13 @@ class AsyncFenceContract(LeaseTerms):
         with pytest.raises(LeaseLost):
             await holder.release(token + 1)
         issuer = holder.issuer
-        assert await issuer.renew(name, token, "not-the-holder", 60_000) is False
+        assert await issuer.renew(name, token, "not-the-holder", 1) is False
         assert await issuer.release(name, token, "not-the-holder") is False
         assert await issuer.release(name, token + 1, "not-the-holder") is False
-        await holder.renew(int(token))
+        await asyncio.sleep(0.01)
         with pytest.raises(AcquireTimeout):
             await stranger.acquire(timeout=0)
+        await holder.renew(int(token))
         await holder.release(token)
         with pytest.raises(LeaseLost):
             await holder.release(token)
@@ -866,9 +873,10 @@ class AsyncFenceContract(LeaseTerms):
         inside, most = 0, 0
         order: list[int] = []
 
-        async def race() -> None:
+        fences = [make_fence(name, self.long_ttl) for _ in range((self.racers + 1) // 2)]
+
+        async def race(fence: AsyncFence) -> None:
             nonlocal inside, most
-            fence = make_fence(name, self.long_ttl)
             for _ in range(self.rounds):
                 token = await fence.acquire(timeout=self.patience)
                 inside += 1
@@ -878,7 +886,7 @@ class AsyncFenceContract(LeaseTerms):
                 inside -= 1
                 await fence.release(token)
 
-        tasks = [asyncio.create_task(race()) for _ in range(self.racers)]
+        tasks = [asyncio.create_task(race(fences[i % len(fences)])) for i in range(self.racers)]
         done, pending = await asyncio.wait(tasks, timeout=self.patience * 4)
         for task in pending:
             task.cancel()
