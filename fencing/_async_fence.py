@@ -11,7 +11,7 @@ from types import TracebackType
 
 from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState
 from ._flow import run_async
-from ._protocol import AsyncCalls
+from ._protocol import AsyncCalls, acquire_async
 from ._token import FenceToken
 from .issuer import AsyncHandOff, AsyncIssuer, AsyncWakesOnRelease
 
@@ -47,7 +47,9 @@ class AsyncFence(FenceCore):
 
     async def acquire(self, timeout: float | None = None) -> FenceToken:
         """Take the lease and return its token (see ``Fence.acquire``)."""
-        return await run_async(self._acquire_flow(timeout), self._calls)
+        first, wait = self._first_attempt(timeout)
+        token = await acquire_async(self.name, first, wait, self._waiting, self._calls)
+        return self._granted(token, first)
 
     async def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token``; ``LeaseLost`` if no longer held."""
@@ -55,7 +57,9 @@ class AsyncFence(FenceCore):
 
     async def release(self, token: int) -> None:
         """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
-        await run_async(self._release_flow(token), self._calls)
+        release = self._release_step(token)
+        await release.aperform(self._calls)
+        self._released(release)
 
     def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> AsyncHold:
         """Acquire, renew every ttl/3 in a task, release on exit (see ``Fence.hold``).

@@ -20,7 +20,16 @@ from typing import Protocol
 
 from ._errors import FenceUnavailable, LeaseLost
 from ._log import acquire_log, lost_log, release_log, renew_log
-from ._protocol import Flow, Release, Renew, Sleep, Waiting, acquire_flow
+from ._protocol import (
+    Flow,
+    Release,
+    Renew,
+    Sleep,
+    TryAcquire,
+    TryAcquireQueued,
+    Waiting,
+    first_attempt,
+)
 from ._token import FenceToken
 from ._validate import check_name, check_timeout, check_token_for, check_ttl
 
@@ -111,12 +120,14 @@ class FenceCore:
 
     # -- flows -------------------------------------------------------------------------
 
-    def _acquire_flow(self, timeout: object) -> Flow[FenceToken]:
-        """Check ``timeout``, take the lease with a fresh holder id, remember it."""
+    def _first_attempt(self, timeout: object) -> tuple[TryAcquire | TryAcquireQueued, float | None]:
+        """Check ``timeout``; the first attempt of an acquire, with a fresh holder id."""
         wait = check_timeout(timeout)
-        holder = new_holder_id()
-        token = yield from acquire_flow(self.name, holder, self._ttl_ms, wait, self._waiting)
-        self._holders[token] = holder
+        return first_attempt(new_holder_id(), self._ttl_ms, wait, self._waiting), wait
+
+    def _granted(self, token: int, first: TryAcquire | TryAcquireQueued) -> FenceToken:
+        """Remember the lease just granted, so ``renew``/``release`` can name it."""
+        self._holders[token] = first.holder
         acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
         return FenceToken(token, self.name)
 
@@ -131,17 +142,20 @@ class FenceCore:
             raise LeaseLost(self.name, value, "lease expired or was taken over before renew")
         renew_log.debug("fence %r: renewed token %d for %ss", self.name, value, seconds)
 
-    def _release_flow(self, token: object) -> Flow[None]:
-        value, holder = self._lease_of(token)
-        release = Release(value, holder)
-        yield release
-        self._forget(value)
+    def _release_step(self, token: object) -> Release:
+        return Release(*self._lease_of(token))
+
+    def _released(self, release: Release) -> None:
+        """Forget the lease; ``LeaseLost`` if the release found it gone."""
+        self._forget(release.token)
         if not release.result:
             lost_log.warning(
-                "fence %r: lease of token %d lost (found at release)", self.name, value
+                "fence %r: lease of token %d lost (found at release)", self.name, release.token
             )
-            raise LeaseLost(self.name, value, "lease expired or was taken over before release")
-        release_log.debug("fence %r: released token %d", self.name, value)
+            raise LeaseLost(
+                self.name, release.token, "lease expired or was taken over before release"
+            )
+        release_log.debug("fence %r: released token %d", self.name, release.token)
 
     def _renewal_flow(self, hold: HoldState) -> Flow[None]:
         """Renew ``hold``'s lease every ttl/3 until stopped; on loss mark the hold lost.

@@ -10,7 +10,7 @@ from types import TracebackType
 
 from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, pause_with
 from ._flow import run_sync
-from ._protocol import Calls
+from ._protocol import Calls, acquire_sync
 from ._token import FenceToken
 from .issuer import HandOff, Issuer, WakesOnRelease
 
@@ -43,7 +43,10 @@ class Fence(FenceCore):
         many seconds; then ``AcquireTimeout``. Waiters are woken on release (or handed
         the lease) where the issuer supports it, and otherwise back off with jitter.
         """
-        return run_sync(self._acquire_flow(timeout), self._calls)
+        first, wait = self._first_attempt(timeout)
+        return self._granted(
+            acquire_sync(self.name, first, wait, self._waiting, self._calls), first
+        )
 
     def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token`` to ``ttl`` (default: the fence's) from now.
@@ -54,7 +57,9 @@ class Fence(FenceCore):
 
     def release(self, token: int) -> None:
         """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
-        run_sync(self._release_flow(token), self._calls)
+        release = self._release_step(token)
+        release.perform(self._calls)
+        self._released(release)
 
     def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> Hold:
         """Acquire, renew every ttl/3 in a background thread, release on exit.

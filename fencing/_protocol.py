@@ -10,15 +10,16 @@ sleeping is a step, so tests drive the flows on virtual time.
 
 Rules that keep the protocol honest:
 
-1. The uncontended acquire is one issuer call: ``acquire_flow``'s first step; only a
-   ``Busy`` reply leads into waiting.
+1. The uncontended acquire is one issuer call, performed directly by
+   ``acquire_sync``/``acquire_async`` (no flow); only a ``Busy`` reply starts the wait
+   flow.
 2. The deadline always wins: once it has passed, a waiter makes one last attempt that
    also leaves the hand-off queue, then raises ``AcquireTimeout``.
 3. A waiter that stops waiting for any reason (deadline, error, cancellation) leaves
    the queue and releases a lease handed to it meanwhile, so no lease goes to a
    waiter that has gone.
 
-Imports the errors and the issuer protocols.
+Imports the errors, the flow drivers and the issuer protocols.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Awaitable, Callable, Generator
 from typing import TypeVar
 
 from ._errors import AcquireTimeout, FencingError
+from ._flow import run_async, run_sync
 from .issuer import (
     AsyncHandOff,
     AsyncIssuer,
@@ -320,28 +322,33 @@ class Waiting:
         self.max_block = max_block
 
 
-def acquire_flow(
-    name: str, holder: str, ttl_ms: int, timeout: float | None, waiting: Waiting
-) -> Flow[int]:
-    """Take the lease of ``name`` for ``holder``; return its token.
+def first_attempt(
+    holder: str, ttl_ms: int, timeout: float | None, waiting: Waiting
+) -> TryAcquire | TryAcquireQueued:
+    """The first attempt of an acquire (rule 1): the whole uncontended path.
 
-    ``timeout``: ``0`` gives up after one attempt, ``None`` waits for ever, else
-    ``AcquireTimeout`` at the deadline. The first attempt is the whole uncontended path.
-    Where the issuer hands leases over, every attempt that finds the lease busy also
-    queues the waiter, so the release can hand the lease straight to it. A lease that
-    never expires (``ttl_ms`` 0) is never handed over: a waiter that died while queued
-    would get it for ever, so such waiters wait for their next attempt instead.
+    Where the issuer hands leases over, it also queues the waiter unless it must not
+    wait. A lease that never expires (``ttl_ms`` 0) is never handed over: a waiter that
+    died while queued would get it for ever, so such waiters poll instead.
     """
-    hands_off = waiting.hands_off and ttl_ms > 0
-    queue_ms = queue_millis(timeout, waiting.max_block) if hands_off and timeout != 0 else 0
-    first = (
-        TryAcquireQueued(holder, ttl_ms, queue_ms, False)
-        if queue_ms
-        else TryAcquire(holder, ttl_ms)
-    )
-    yield first
-    if isinstance(first.result, int):
-        return first.result
+    if waiting.hands_off and ttl_ms > 0 and timeout != 0:
+        return TryAcquireQueued(holder, ttl_ms, queue_millis(timeout, waiting.max_block), False)
+    return TryAcquire(holder, ttl_ms)
+
+
+def wait_flow(
+    name: str,
+    first: TryAcquire | TryAcquireQueued,
+    busy: Busy,
+    timeout: float | None,
+    waiting: Waiting,
+) -> Flow[int]:
+    """The rest of an acquire whose ``first`` attempt found the lease ``busy``.
+
+    ``timeout``: ``0`` gives up at once, ``None`` waits for ever, else ``AcquireTimeout``
+    at the deadline. Where the issuer hands leases over, every attempt that finds the
+    lease busy also queues the waiter, so the release can hand the lease straight to it.
+    """
     schedule = WaitSchedule(
         name,
         timeout,
@@ -349,9 +356,39 @@ def acquire_flow(
         waiting.clock,
         max_block=waiting.max_block,
     )
+    queued = isinstance(first, TryAcquireQueued)
+    hands_off = waiting.hands_off and first.ttl_ms > 0
     return (
-        yield from _wait(holder, ttl_ms, first.result, schedule, queue_ms > 0, hands_off, waiting)
+        yield from _wait(first.holder, first.ttl_ms, busy, schedule, queued, hands_off, waiting)
     )
+
+
+def acquire_sync(
+    name: str,
+    first: TryAcquire | TryAcquireQueued,
+    timeout: float | None,
+    waiting: Waiting,
+    calls: Calls,
+) -> int:
+    """The blocking acquire: ``first`` performed directly, the wait flow only if busy."""
+    first.perform(calls)
+    if isinstance(first.result, Busy):
+        return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
+    return first.result
+
+
+async def acquire_async(
+    name: str,
+    first: TryAcquire | TryAcquireQueued,
+    timeout: float | None,
+    waiting: Waiting,
+    calls: AsyncCalls,
+) -> int:
+    """The asyncio twin of ``acquire_sync``."""
+    await first.aperform(calls)
+    if isinstance(first.result, Busy):
+        return await run_async(wait_flow(name, first, first.result, timeout, waiting), calls)
+    return first.result
 
 
 def _wait(

@@ -9,7 +9,14 @@ import pytest
 
 import fencing
 from fencing._flow import run_sync
-from fencing._protocol import Calls, Waiting, WaitSchedule, acquire_flow, queue_millis
+from fencing._protocol import (
+    Calls,
+    Waiting,
+    WaitSchedule,
+    acquire_sync,
+    first_attempt,
+    queue_millis,
+)
 from fencing.issuer import Busy
 from fencing.testing.simulation import VirtualClock
 
@@ -188,7 +195,7 @@ def run(issuer: Scripted, timeout: float | None) -> int:
     """Acquire as the fences do, on the issuer's virtual clock."""
     waiting = Waiting(hands_off=True, wakes=False, clock=issuer.clock.monotonic)
     calls = Calls(issuer, "n", lambda seconds: bool(issuer.clock.advance(seconds)))
-    return run_sync(acquire_flow("n", "h", 1000, timeout, waiting), calls)
+    return acquire_sync("n", first_attempt("h", 1000, timeout, waiting), timeout, waiting, calls)
 
 
 def test_a_hand_off_ends_the_wait_without_another_attempt() -> None:
@@ -237,7 +244,7 @@ def test_a_lease_that_never_expires_is_never_queued_for() -> None:
     issuer = Scripted(clock, Busy(None), Busy(None), 7)
     waiting = Waiting(hands_off=True, wakes=False, clock=clock.monotonic)
     calls = Calls(issuer, "n", lambda seconds: bool(clock.advance(seconds)))
-    assert run_sync(acquire_flow("n", "h", 0, None, waiting), calls) == 7
+    assert acquire_sync("n", first_attempt("h", 0, None, waiting), None, waiting, calls) == 7
     assert issuer.calls == [("try", 0, False)] * 3  # it polls, never queued, never waits
     assert clock() == pytest.approx(2 * WaitSchedule.MAX_BLOCK)
 

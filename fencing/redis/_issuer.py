@@ -3,22 +3,25 @@
 
 Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent only
 after the server answered NOSCRIPT, e.g. after SCRIPT FLUSH or a restart), so an
-acquire is one round trip. A flow yields the steps ``Eval`` and ``Pop`` (BLPOP); the
-two issuer classes differ only in the driver (``run_sync``/``run_async``), and map
-redis-py's errors to ``FenceUnavailable`` in one place each.
+acquire is one round trip. Every operation is one step (``Eval``, or ``Pop`` for the
+BLPOP of a hand-off) built by ``RedisSteps`` with its arguments and reply parser, and
+carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
+``_flow``); the two issuer classes only choose which, and map redis-py's errors to
+``FenceUnavailable`` in one place each.
 
 Tokens come from ``max(counter + 1, server clock in microseconds)`` inside the script, so
 they keep increasing even when the counter key is lost (eviction, restart without
 persistence, FLUSHALL, a failover that lost the last write), unless the Redis server's
 clock stepped back by more than the time that passed since the last token was issued.
 
-Imports the core (fences, flows, errors, validation), the scripts module and redis-py.
+Imports the core (fences, errors, validation), the scripts module and redis-py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any, TypeVar, Union
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Generic, TypeVar, Union
 
 import redis
 import redis.asyncio
@@ -30,7 +33,6 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import issuer_error
 from .._fence import Fence
-from .._flow import run_async, run_sync
 from .._validate import check_ttl
 from ..issuer import Busy
 from ._scripts import (
@@ -51,7 +53,7 @@ from ._scripts import (
     renew_args,
 )
 
-T = TypeVar("T")
+R = TypeVar("R")
 SyncClient = Union[redis.Redis, "redis.cluster.RedisCluster"]
 AsyncClient = Union[redis.asyncio.Redis, "redis.asyncio.cluster.RedisCluster"]
 SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
@@ -74,64 +76,67 @@ def socket_timeout_of(client: Any) -> float | None:
     return None if timeout is None else float(timeout)
 
 
-# -- steps: the only I/O of the Redis flows --------------------------------------------------
+# -- steps: the only I/O of the Redis issuer ---------------------------------------------------
 
 
-class Eval:
-    """EVALSHA ``script``; after NOSCRIPT (SCRIPT FLUSH, restart, failover) load it and retry.
+class Eval(Generic[R]):
+    """EVALSHA ``script`` and parse its reply into ``result``; after NOSCRIPT (SCRIPT
+    FLUSH, restart, failover) load the script and retry.
 
     redis-py errors pass through unchanged (``FencedLock`` keeps them, issuers map them).
     """
 
-    __slots__ = ("args", "result", "script")
-    result: object
+    __slots__ = ("args", "parse", "result", "script")
+    result: R
 
-    def __init__(self, script: Script, args: tuple[Any, ...]) -> None:
+    def __init__(self, script: Script, args: tuple[Any, ...], parse: Callable[[Any], R]) -> None:
         self.script = script
         self.args = args
+        self.parse = parse
 
     def perform(self, client: SyncClient) -> None:
         script = self.script
         try:
-            self.result = client.evalsha(script.sha, script.numkeys, *self.args)
+            reply = client.evalsha(script.sha, script.numkeys, *self.args)
         except NoScriptError:
             client.script_load(script.text)
-            self.result = client.evalsha(script.sha, script.numkeys, *self.args)
+            reply = client.evalsha(script.sha, script.numkeys, *self.args)
+        self.result = self.parse(reply)
 
     async def aperform(self, client: AsyncClient) -> None:
         script = self.script
         try:
-            self.result = await client.evalsha(script.sha, script.numkeys, *self.args)
+            reply = await client.evalsha(script.sha, script.numkeys, *self.args)
         except NoScriptError:
             await client.script_load(script.text)
-            self.result = await client.evalsha(script.sha, script.numkeys, *self.args)
+            reply = await client.evalsha(script.sha, script.numkeys, *self.args)
+        self.result = self.parse(reply)
 
 
 class Pop:
-    """BLPOP one key for up to ``seconds``."""
+    """BLPOP a wake key for up to ``seconds``: the token a release handed over, or ``None``."""
 
     __slots__ = ("key", "result", "seconds")
-    result: object
+    result: int | None
 
     def __init__(self, key: bytes, seconds: float) -> None:
         self.key = key
         self.seconds = seconds
 
     def perform(self, client: SyncClient) -> None:
-        self.result = client.blpop([self.key], self.seconds)
+        self.result = parse_wake(client.blpop([self.key], self.seconds))
 
     async def aperform(self, client: AsyncClient) -> None:
-        self.result = await client.blpop([self.key], self.seconds)
+        self.result = parse_wake(await client.blpop([self.key], self.seconds))
 
 
-RedisFlow = Generator[Eval | Pop, None, T]
+class RedisSteps:
+    """The Redis issuer's operations as steps: arguments, script and reply parser, no I/O.
 
-
-class RedisFlows:
-    """The Redis issuer's operations as flows: arguments, scripts and replies, no I/O.
-
-    ``counter_idle`` (seconds, ``None`` = never) is how long a fence's token counter
-    survives without an acquisition; ``socket_timeout`` bounds one BLPOP.
+    Every operation is one step (one round trip), so the issuers perform it directly
+    rather than through a flow. ``counter_idle`` (seconds, ``None`` = never) is how
+    long a fence's token counter survives without an acquisition; ``socket_timeout``
+    bounds one BLPOP.
     """
 
     def __init__(self, counter_idle: float | None, socket_timeout: float | None) -> None:
@@ -141,38 +146,34 @@ class RedisFlows:
         self._idle_ms = idle_millis(self.counter_idle)
         self._socket_timeout = socket_timeout
 
-    def try_acquire(
+    def acquire(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> RedisFlow[int | Busy]:
-        step = Eval(ACQUIRE, acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued))
-        yield step
-        return parse_acquire(step.result)
+    ) -> Eval[int | Busy]:
+        args = acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued)
+        return Eval(ACQUIRE, args, parse_acquire)
 
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> RedisFlow[bool]:
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         return self.extend(name, lease_value(token, holder), ttl_ms, add=False, what="renew")
 
-    def extend(self, name: str, value: bytes, ms: int, *, add: bool, what: str) -> RedisFlow[bool]:
+    def extend(self, name: str, value: bytes, ms: int, *, add: bool, what: str) -> Eval[bool]:
         """Set (or, with ``add``, extend by) ``ms`` the lease holding ``value``."""
-        step = Eval(RENEW, renew_args(name, value, ms, add=add))
-        yield step
-        return parse_flag(step.result, what)
+        return Eval(RENEW, renew_args(name, value, ms, add=add), partial(parse_flag, script=what))
 
-    def release(self, name: str, token: int, holder: str) -> RedisFlow[bool]:
+    def release(self, name: str, token: int, holder: str) -> Eval[bool]:
         return self.release_value(name, lease_value(token, holder))
 
-    def release_value(self, name: str, value: bytes) -> RedisFlow[bool]:
+    def release_value(self, name: str, value: bytes) -> Eval[bool]:
         """End the lease holding ``value`` (hand it to a queued waiter, if any)."""
-        step = Eval(RELEASE, release_args(name, value))
-        yield step
-        return parse_flag(step.result, "release")
+        return Eval(RELEASE, release_args(name, value), _parse_release)
 
-    def await_handoff(self, name: str, holder: str, seconds: float) -> RedisFlow[int | None]:
+    def await_handoff(self, name: str, holder: str, seconds: float) -> Pop | None:
+        """The BLPOP of ``holder``'s wake key, or ``None`` when the wait is too short."""
         wait = block_seconds(seconds, self._socket_timeout)
-        if wait is None:
-            return None
-        step = Pop(fence_keys(name).wake(holder), wait)
-        yield step
-        return parse_wake(step.result)
+        return None if wait is None else Pop(fence_keys(name).wake(holder), wait)
+
+
+def _parse_release(reply: Any) -> bool:
+    return parse_flag(reply, "release")
 
 
 class RedisIssuer:
@@ -191,70 +192,88 @@ class RedisIssuer:
     ) -> None:
         check_client(client, SYNC_CLIENTS, "redis.Redis")
         self.client = client
-        self.flows = RedisFlows(counter_idle, socket_timeout_of(client))
+        self.steps = RedisSteps(counter_idle, socket_timeout_of(client))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
 
-    def _run(self, flow: RedisFlow[T]) -> T:
+    def perform(self, step: Eval[Any] | Pop) -> None:
+        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
         try:
-            return run_sync(flow, self.client)
+            step.perform(self.client)
         except RedisError as exc:
             raise issuer_error("redis", exc) from exc
 
+    def result_of(self, step: Eval[R]) -> R:
+        self.perform(step)
+        return step.result
+
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return self._run(self.flows.try_acquire(name, holder, ttl_ms))
+        return self.result_of(self.steps.acquire(name, holder, ttl_ms))
 
     def try_acquire_queued(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        return self._run(self.flows.try_acquire(name, holder, ttl_ms, queue_ms, queued))
+        return self.result_of(self.steps.acquire(name, holder, ttl_ms, queue_ms, queued))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return self._run(self.flows.renew(name, token, holder, ttl_ms))
+        return self.result_of(self.steps.renew(name, token, holder, ttl_ms))
 
     def release(self, name: str, token: int, holder: str) -> bool:
-        return self._run(self.flows.release(name, token, holder))
+        return self.result_of(self.steps.release(name, token, holder))
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
-        return self._run(self.flows.await_handoff(name, holder, seconds))
+        step = self.steps.await_handoff(name, holder, seconds)
+        if step is None:
+            return None
+        self.perform(step)
+        return step.result
 
 
 class AsyncRedisIssuer:
-    """``RedisIssuer`` on ``redis.asyncio``: the same flows, keys and replies."""
+    """``RedisIssuer`` on ``redis.asyncio``: the same steps, keys and replies."""
 
     def __init__(
         self, client: AsyncClient, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE
     ) -> None:
         check_client(client, ASYNC_CLIENTS, "redis.asyncio.Redis")
         self.client = client
-        self.flows = RedisFlows(counter_idle, socket_timeout_of(client))
+        self.steps = RedisSteps(counter_idle, socket_timeout_of(client))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
 
-    async def _run(self, flow: RedisFlow[T]) -> T:
+    async def perform(self, step: Eval[Any] | Pop) -> None:
+        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
         try:
-            return await run_async(flow, self.client)
+            await step.aperform(self.client)
         except RedisError as exc:
             raise issuer_error("redis", exc) from exc
 
+    async def result_of(self, step: Eval[R]) -> R:
+        await self.perform(step)
+        return step.result
+
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return await self._run(self.flows.try_acquire(name, holder, ttl_ms))
+        return await self.result_of(self.steps.acquire(name, holder, ttl_ms))
 
     async def try_acquire_queued(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        return await self._run(self.flows.try_acquire(name, holder, ttl_ms, queue_ms, queued))
+        return await self.result_of(self.steps.acquire(name, holder, ttl_ms, queue_ms, queued))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return await self._run(self.flows.renew(name, token, holder, ttl_ms))
+        return await self.result_of(self.steps.renew(name, token, holder, ttl_ms))
 
     async def release(self, name: str, token: int, holder: str) -> bool:
-        return await self._run(self.flows.release(name, token, holder))
+        return await self.result_of(self.steps.release(name, token, holder))
 
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
-        return await self._run(self.flows.await_handoff(name, holder, seconds))
+        step = self.steps.await_handoff(name, holder, seconds)
+        if step is None:
+            return None
+        await self.perform(step)
+        return step.result
 
 
 class RedisFence(Fence):

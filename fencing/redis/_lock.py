@@ -18,11 +18,10 @@ from redis.lock import Lock
 
 from .._core import SYSTEM_CLOCK, new_holder_id, pause_with
 from .._errors import AcquireTimeout
-from .._flow import run_sync
-from .._protocol import Calls, TryAcquire, Waiting, acquire_flow
+from .._protocol import Calls, TryAcquire, Waiting, acquire_sync, first_attempt
 from .._token import FenceToken
 from .._validate import check_name, check_timeout, check_ttl
-from ._issuer import SYNC_CLIENTS, RedisFlow, RedisIssuer, T, check_client
+from ._issuer import SYNC_CLIENTS, Eval, Pop, RedisIssuer, check_client
 from ._scripts import DEFAULT_COUNTER_IDLE, lease_key, lease_value
 
 
@@ -59,6 +58,7 @@ class FencedLock(Lock):
         self._ttl_ms = 0 if self.timeout is None else max(1, round(self.timeout * 1000))
         self._issuer = _LockIssuer(redis, counter_idle=self.counter_idle)
         self._calls = Calls(self._issuer, self.name, pause_with(SYSTEM_CLOCK))
+        self._waiting = _waiting(self.sleep)
 
     def register_scripts(self) -> None:
         """Nothing to register: the fencing scripts are sent by SHA, loaded on NOSCRIPT."""
@@ -91,12 +91,11 @@ class FencedLock(Lock):
         else:
             check_timeout(blocking_timeout)
         holder = self._holder(new_holder_id() if token is None else token)
-        waiting = Waiting(True, False, SYSTEM_CLOCK.monotonic, max_block=sleep)
-        flow = acquire_flow(
-            self.name, holder, self._ttl_ms, blocking_timeout if blocking else 0, waiting
-        )
+        waiting = self._waiting if sleep == self.sleep else _waiting(sleep)
+        timeout = blocking_timeout if blocking else 0
+        first = first_attempt(holder, self._ttl_ms, timeout, waiting)
         try:
-            granted = run_sync(flow, self._calls)
+            granted = acquire_sync(self.name, first, timeout, waiting, self._calls)
         except AcquireTimeout:
             return False
         self.local.token = lease_value(granted, holder)
@@ -133,7 +132,7 @@ class FencedLock(Lock):
 
     def do_release(self, expected_token: str | bytes) -> None:
         value = self.redis.get_encoder().encode(expected_token)
-        if not self._issuer.run(self._issuer.flows.release_value(self.name, value)):
+        if not self._issuer.result_of(self._issuer.steps.release_value(self.name, value)):
             raise LockNotOwnedError(
                 "Cannot release a lock that's no longer owned", lock_name=self.name
             )
@@ -148,8 +147,8 @@ class FencedLock(Lock):
         return True
 
     def _renew(self, ms: int, *, add: bool, what: str) -> None:
-        flow = self._issuer.flows.extend(self.name, self.local.token, ms, add=add, what=what)
-        if not self._issuer.run(flow):
+        step = self._issuer.steps.extend(self.name, self.local.token, ms, add=add, what=what)
+        if not self._issuer.result_of(step):
             raise LockNotOwnedError(
                 f"Cannot {what} a lock that's no longer owned", lock_name=self.name
             )
@@ -158,10 +157,13 @@ class FencedLock(Lock):
 class _LockIssuer(RedisIssuer):
     """The Redis issuer as ``FencedLock`` needs it: redis-py's errors pass unchanged."""
 
-    def run(self, flow: RedisFlow[T]) -> T:
-        return run_sync(flow, self.client)
+    def perform(self, step: Eval[Any] | Pop) -> None:
+        step.perform(self.client)
 
-    _run = run
+
+def _waiting(sleep: float) -> Waiting:
+    """How a ``FencedLock`` waits: hand-offs, each wait at most ``sleep`` seconds."""
+    return Waiting(True, False, SYSTEM_CLOCK.monotonic, max_block=sleep)
 
 
 def _check_sleep(sleep: object) -> float:
