@@ -1,4 +1,7 @@
-"""fencing.aio.RedisFence on redis.asyncio: the sync tests' twins, plus sync/async sharing."""
+"""fencing.aio.RedisFence on redis.asyncio: the sync tests' twins, plus sync/async sharing.
+
+What every issuer promises is the contract's (tests/test_contract_issuers.py).
+"""
 
 from __future__ import annotations
 
@@ -59,23 +62,6 @@ async def test_shares_keys_and_counter_with_sync_fence(
     second = await afence.acquire(timeout=0)
     await afence.release(second)
     assert first < second < sync.acquire(timeout=0)
-
-
-async def test_renew_release_by_non_holder_and_after_expiry(aclient: redis.asyncio.Redis) -> None:
-    fence = fencing.aio.RedisFence(aclient, "exp", ttl=0.05)
-    token = await fence.acquire()
-    await asyncio.sleep(0.1)
-    newer_fence = fencing.aio.RedisFence(aclient, "exp", ttl=5)
-    newer = await newer_fence.acquire(timeout=0)
-    held = await aclient.get(lease_key("exp"))
-    with pytest.raises(fencing.LeaseLost):
-        await fence.renew(token)
-    with pytest.raises(fencing.LeaseLost):
-        await fence.release(token)
-    with pytest.raises(fencing.LeaseLost):
-        await fence.release(newer)
-    assert await aclient.get(lease_key("exp")) == held
-    await newer_fence.release(newer)
 
 
 async def test_script_flush_and_flushall(aclient: redis.asyncio.Redis) -> None:

@@ -128,6 +128,16 @@ BAD_MARK_TOKENS: list[tuple[Any, type[Exception]]] = [
 ]
 
 
+def _wrong_leases(token: int, holder: str) -> list[tuple[int, str]]:
+    """(token, holder id) pairs that name the lease ``token``/``holder`` only in part."""
+    return [(token, f"not-{holder}"), (token + 1, holder)]
+
+
+def millis(seconds: float) -> int:
+    """Seconds as an issuer's ``ttl_ms``."""
+    return round(seconds * 1000)
+
+
 def _ids(table: Sequence[tuple[Any, type[Exception]]]) -> list[str]:
     return [repr(value) for value, _ in table]
 
@@ -399,11 +409,6 @@ class FenceContract(LeaseTerms):
             holder.renew(token + 1)  # a token this fence was never granted
         with pytest.raises(LeaseLost):
             holder.release(token + 1)
-        issuer = holder.issuer  # the issuer itself compares holder id and token
-        assert issuer.renew(name, token, "not-the-holder", 1) is False
-        assert issuer.release(name, token, "not-the-holder") is False
-        assert issuer.release(name, token + 1, "not-the-holder") is False
-        time.sleep(0.01)  # a wrongly applied 1 ms renew would have ended the lease by now
         with pytest.raises(AcquireTimeout):  # none of those calls changed the lease
             stranger.acquire(timeout=0)
         holder.renew(int(token))  # a plain int names the same lease
@@ -419,6 +424,26 @@ class FenceContract(LeaseTerms):
             holder.release(newer)
         stranger.renew(newer)
         stranger.release(newer)
+
+    def test_issuer_compares_holder_and_token(self, make_fence: MakeFence) -> None:
+        """At the issuer itself, renew and release need both the holder id and the token
+        of the lease: either one alone changes nothing."""
+        name = self.fresh_name("issuer")
+        fence = make_fence(name, self.long_ttl)
+        issuer = fence.issuer
+        token = issuer.try_acquire(name, "holder-a", millis(self.long_ttl))
+        assert isinstance(token, int), f"try_acquire on a free lease returned {token!r}"
+        for wrong_token, wrong_holder in _wrong_leases(token, "holder-a"):
+            assert issuer.renew(name, wrong_token, wrong_holder, 1) is False
+            assert issuer.release(name, wrong_token, wrong_holder) is False
+        time.sleep(0.01)  # a wrongly applied 1 ms renew would have ended the lease by now
+        with pytest.raises(AcquireTimeout):
+            fence.acquire(timeout=0)
+        assert issuer.renew(name, token, "holder-a", millis(self.long_ttl)) is True
+        assert issuer.release(name, token, "holder-a") is True
+        newer = fence.acquire(timeout=0)
+        assert newer > token, f"token {newer} after {token}"
+        fence.release(newer)
 
     def test_token_of_another_fence_is_refused(self, make_fence: MakeFence) -> None:
         """A token issued for another fence name raises ``ValueError`` and changes nothing."""
@@ -733,11 +758,6 @@ class AsyncFenceContract(LeaseTerms):
             await holder.renew(token + 1)
         with pytest.raises(LeaseLost):
             await holder.release(token + 1)
-        issuer = holder.issuer
-        assert await issuer.renew(name, token, "not-the-holder", 1) is False
-        assert await issuer.release(name, token, "not-the-holder") is False
-        assert await issuer.release(name, token + 1, "not-the-holder") is False
-        await asyncio.sleep(0.01)
         with pytest.raises(AcquireTimeout):
             await stranger.acquire(timeout=0)
         await holder.renew(int(token))
@@ -753,6 +773,25 @@ class AsyncFenceContract(LeaseTerms):
             await holder.release(newer)
         await stranger.renew(newer)
         await stranger.release(newer)
+
+    async def test_issuer_compares_holder_and_token(self, make_fence: MakeAsyncFence) -> None:
+        """See ``FenceContract.test_issuer_compares_holder_and_token``."""
+        name = self.fresh_name("issuer")
+        fence = make_fence(name, self.long_ttl)
+        issuer = fence.issuer
+        token = await issuer.try_acquire(name, "holder-a", millis(self.long_ttl))
+        assert isinstance(token, int), f"try_acquire on a free lease returned {token!r}"
+        for wrong_token, wrong_holder in _wrong_leases(token, "holder-a"):
+            assert await issuer.renew(name, wrong_token, wrong_holder, 1) is False
+            assert await issuer.release(name, wrong_token, wrong_holder) is False
+        await asyncio.sleep(0.01)
+        with pytest.raises(AcquireTimeout):
+            await fence.acquire(timeout=0)
+        assert await issuer.renew(name, token, "holder-a", millis(self.long_ttl)) is True
+        assert await issuer.release(name, token, "holder-a") is True
+        newer = await fence.acquire(timeout=0)
+        assert newer > token, f"token {newer} after {token}"
+        await fence.release(newer)
 
     async def test_token_of_another_fence_is_refused(self, make_fence: MakeAsyncFence) -> None:
         """See ``FenceContract.test_token_of_another_fence_is_refused``."""
