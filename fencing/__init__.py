@@ -1,10 +1,19 @@
 """fencing: fence tokens for Python, so a stale lock holder is stopped at the resource.
 
 Public names are re-exported here; implementation lives in private modules.
-Direction of imports (never the other way): ``_errors``/``_token``/``_validate``/``_log``
-<- ``_protocol`` <- ``_core`` <- ``_fence``/``_async_fence`` <- issuers and stores
-<- this module. Optional integrations (``fencing.sql``, ``fencing.alembic``,
-``fencing.aio``, ``fencing.testing``) import the core, and the core imports none of them.
+Direction of imports (never the other way), written down as import-linter contracts in
+pyproject.toml:
+
+- core, flat: ``_log`` <- ``_errors``; ``_token`` <- ``_validate``; ``issuer`` (the
+  protocols for issuer writers) and ``_flow`` (the sync/async drivers) import nothing;
+  ``_protocol`` <- ``_core`` <- ``_fence``/``_async_fence`` <- ``_memory``; ``_records``
+  <- ``_file_store``/``_marks`` <- ``_guard``; ``_connect`` finds backends by name.
+- backends, each a package that imports the core and never another backend:
+  ``fencing.redis``, ``fencing.sql``.
+- on top: ``fencing.testing`` (servers, simulation, the contract) and ``fencing.cli``.
+
+``import fencing`` needs neither redis-py nor SQLAlchemy: names from a backend load on
+first use.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._async_fence import AsyncFence
+from ._async_fence import AsyncFence, AsyncHold
 from ._errors import (
     AcquireTimeout,
     FenceUnavailable,
@@ -21,7 +30,7 @@ from ._errors import (
     StaleTokenError,
     UnfencedWriteError,
 )
-from ._fence import Fence
+from ._fence import Fence, Hold
 from ._file_store import FileStore
 from ._guard import Guarded, guard
 from ._marks import FileMark, MemoryMark
@@ -61,6 +70,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AcquireTimeout",
     "AsyncFence",
+    "AsyncHold",
     "AsyncIssuer",
     "Busy",
     "Fence",
@@ -71,6 +81,7 @@ __all__ = [
     "FileMark",
     "FileStore",
     "Guarded",
+    "Hold",
     "Issuer",
     "LeaseLost",
     "MemoryFence",
