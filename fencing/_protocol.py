@@ -347,7 +347,8 @@ def wait_flow(
 
     ``timeout``: ``0`` gives up at once, ``None`` waits for ever, else ``AcquireTimeout``
     at the deadline. Where the issuer hands leases over, every attempt that finds the
-    lease busy also queues the waiter, so the release can hand the lease straight to it.
+    lease busy also queues the waiter, so the release can hand the lease straight to it
+    (rules 2 and 3 of the module docstring).
     """
     schedule = WaitSchedule(
         name,
@@ -357,50 +358,8 @@ def wait_flow(
         max_block=waiting.max_block,
     )
     queued = isinstance(first, TryAcquireQueued)
-    hands_off = waiting.hands_off and first.ttl_ms > 0
-    return (
-        yield from _wait(first.holder, first.ttl_ms, busy, schedule, queued, hands_off, waiting)
-    )
-
-
-def acquire_sync(
-    name: str,
-    first: TryAcquire | TryAcquireQueued,
-    timeout: float | None,
-    waiting: Waiting,
-    calls: Calls,
-) -> int:
-    """The blocking acquire: ``first`` performed directly, the wait flow only if busy."""
-    first.perform(calls)
-    if isinstance(first.result, Busy):
-        return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
-    return first.result
-
-
-async def acquire_async(
-    name: str,
-    first: TryAcquire | TryAcquireQueued,
-    timeout: float | None,
-    waiting: Waiting,
-    calls: AsyncCalls,
-) -> int:
-    """The asyncio twin of ``acquire_sync``."""
-    await first.aperform(calls)
-    if isinstance(first.result, Busy):
-        return await run_async(wait_flow(name, first, first.result, timeout, waiting), calls)
-    return first.result
-
-
-def _wait(
-    holder: str,
-    ttl_ms: int,
-    busy: Busy,
-    schedule: WaitSchedule,
-    queued: bool,
-    hands_off: bool,
-    waiting: Waiting,
-) -> Flow[int]:
-    """Wait and attempt again until granted (rules 2 and 3 of the module docstring)."""
+    holder, ttl_ms = first.holder, first.ttl_ms
+    hands_off = waiting.hands_off and ttl_ms > 0
     reply: int | Busy = busy
     try:
         while isinstance(reply, Busy):
@@ -440,6 +399,34 @@ def _wait(
             yield from _leave_queue(holder, ttl_ms)
         raise
     return reply
+
+
+def acquire_sync(
+    name: str,
+    first: TryAcquire | TryAcquireQueued,
+    timeout: float | None,
+    waiting: Waiting,
+    calls: Calls,
+) -> int:
+    """The blocking acquire: ``first`` performed directly, the wait flow only if busy."""
+    first.perform(calls)
+    if isinstance(first.result, Busy):
+        return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
+    return first.result
+
+
+async def acquire_async(
+    name: str,
+    first: TryAcquire | TryAcquireQueued,
+    timeout: float | None,
+    waiting: Waiting,
+    calls: AsyncCalls,
+) -> int:
+    """The asyncio twin of ``acquire_sync``."""
+    await first.aperform(calls)
+    if isinstance(first.result, Busy):
+        return await run_async(wait_flow(name, first, first.result, timeout, waiting), calls)
+    return first.result
 
 
 def _leave_queue(holder: str, ttl_ms: int) -> Flow[None]:
