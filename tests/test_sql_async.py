@@ -19,7 +19,7 @@ from sqlalchemy.orm.exc import StaleDataError
 import fencing
 import fencing.aio
 from fencing.sql import create_tables, guarded_update
-from fencing.sql.aio import AsyncSqlFence
+from fencing.sql.aio import AsyncSqlFence, AsyncSqlIssuer
 from fencing.testing.servers import PostgresServer, free_port
 
 
@@ -47,12 +47,14 @@ async def test_async_tokens_step_by_one_in_the_row(aengine: AsyncEngine) -> None
     """The lease promises are the contract's (tests/test_contract_issuers.py, every
     driver); here: the row's counter goes up by exactly one per lease."""
     assert fencing.aio.SqlFence is AsyncSqlFence
-    fence = AsyncSqlFence(aengine, f"a:{uuid.uuid4().hex}", ttl=5)
+    issuer = AsyncSqlIssuer(aengine)  # on SQLite, its own engine: disposed below
+    fence = AsyncSqlFence(aengine, f"a:{uuid.uuid4().hex}", ttl=5, issuer=issuer)
     first = await fence.acquire(timeout=0)
     await fence.release(first)
     second = await fence.acquire(timeout=0)
     assert second == first + 1
     await fence.release(second)
+    await issuer.engine.dispose()
 
 
 async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncEngine) -> None:
