@@ -17,6 +17,7 @@ from alembic.operations import Operations
 from sqlalchemy import Column, Engine, Integer, MetaData, Table, create_engine, inspect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+import fencing
 from fencing import cli
 from fencing.alembic import add_fence_column, drop_fence_column
 from fencing.sql import FencedMixin, SqlFence, downgrade, upgrade
@@ -161,6 +162,7 @@ def test_fencing_migrate_from_an_installed_wheel(tmp_path: Path) -> None:
     run = [sys.executable, "-m", "build", "--wheel", "--outdir", str(dist), str(source)]
     subprocess.run(run, check=True, capture_output=True, timeout=300)
     wheel = next(dist.glob("fencing-*.whl"))
+    assert wheel.name.startswith(f"fencing-{fencing.__version__}-")  # the one version
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = [
