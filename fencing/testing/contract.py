@@ -47,7 +47,7 @@ rewriting; for its detailed diffs as well, call
 ``pytest.register_assert_rewrite("fencing.testing.contract")`` in your ``conftest.py``
 before importing this module.
 
-Needs pytest (a test dependency). Imports the public package only.
+Needs pytest (a test dependency). Imports the public package and the ``Mark`` protocol.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def _wrong_leases(token: int, holder: str) -> list[tuple[int, str]]:
     return [(token, f"not-{holder}"), (token + 1, holder)]
 
 
-def millis(seconds: float) -> int:
+def _millis(seconds: float) -> int:
     """Seconds as an issuer's ``ttl_ms``."""
     return round(seconds * 1000)
 
@@ -431,7 +431,7 @@ class FenceContract(LeaseTerms):
         name = self.fresh_name("issuer")
         fence = make_fence(name, self.long_ttl)
         issuer = fence.issuer
-        token = issuer.try_acquire(name, "holder-a", millis(self.long_ttl))
+        token = issuer.try_acquire(name, "holder-a", _millis(self.long_ttl))
         assert isinstance(token, int), f"try_acquire on a free lease returned {token!r}"
         for wrong_token, wrong_holder in _wrong_leases(token, "holder-a"):
             assert issuer.renew(name, wrong_token, wrong_holder, 1) is False
@@ -439,7 +439,7 @@ class FenceContract(LeaseTerms):
         time.sleep(0.01)  # a wrongly applied 1 ms renew would have ended the lease by now
         with pytest.raises(AcquireTimeout):
             fence.acquire(timeout=0)
-        assert issuer.renew(name, token, "holder-a", millis(self.long_ttl)) is True
+        assert issuer.renew(name, token, "holder-a", _millis(self.long_ttl)) is True
         assert issuer.release(name, token, "holder-a") is True
         newer = fence.acquire(timeout=0)
         assert newer > token, f"token {newer} after {token}"
@@ -779,7 +779,7 @@ class AsyncFenceContract(LeaseTerms):
         name = self.fresh_name("issuer")
         fence = make_fence(name, self.long_ttl)
         issuer = fence.issuer
-        token = await issuer.try_acquire(name, "holder-a", millis(self.long_ttl))
+        token = await issuer.try_acquire(name, "holder-a", _millis(self.long_ttl))
         assert isinstance(token, int), f"try_acquire on a free lease returned {token!r}"
         for wrong_token, wrong_holder in _wrong_leases(token, "holder-a"):
             assert await issuer.renew(name, wrong_token, wrong_holder, 1) is False
@@ -787,7 +787,7 @@ class AsyncFenceContract(LeaseTerms):
         await asyncio.sleep(0.01)
         with pytest.raises(AcquireTimeout):
             await fence.acquire(timeout=0)
-        assert await issuer.renew(name, token, "holder-a", millis(self.long_ttl)) is True
+        assert await issuer.renew(name, token, "holder-a", _millis(self.long_ttl)) is True
         assert await issuer.release(name, token, "holder-a") is True
         newer = await fence.acquire(timeout=0)
         assert newer > token, f"token {newer} after {token}"
