@@ -59,9 +59,10 @@ async def test_async_tokens_step_by_one_in_the_row(aengine: AsyncEngine) -> None
 
 async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncEngine) -> None:
     name = f"t:{uuid.uuid4().hex}"
+    issuer = AsyncSqlIssuer(aengine)  # on SQLite, its own engine: disposed below
 
     async def worker() -> list[int]:
-        fence = AsyncSqlFence(aengine, name, ttl=5)
+        fence = AsyncSqlFence(aengine, name, ttl=5, issuer=issuer)
         got = []
         for _ in range(5):
             async with fence.hold(timeout=30) as token:
@@ -71,6 +72,7 @@ async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncE
     results = await asyncio.gather(*(worker() for _ in range(4)))
     everything = sorted(t for tokens in results for t in tokens)
     assert everything == list(range(1, 21))
+    await issuer.engine.dispose()
 
 
 async def test_async_unreachable_database_raises_fence_unavailable() -> None:

@@ -82,6 +82,9 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        for pipe in (self.process.stdout, self.process.stderr):
+            if pipe is not None:  # redis-server's stderr pipe: close it with the process
+                pipe.close()
         self.process = None
 
     def restart(self) -> None:
