@@ -24,7 +24,7 @@ freezes it *after* that check and *before* the write, so on resume the write goe
 with a token that may be long superseded. Only a guard at the resource can stop it.
 
 Every step is recorded in ``timeline``; ``check`` (run after every step) raises
-``InvariantViolation`` with the timeline when a guarantee of DESIGN.md is broken:
+``InvariantViolation`` with the timeline when an invariant of docs/design.md is broken:
 
 1. every issued token is unique and larger than all issued before;
 2. accepted writes carry non-decreasing tokens;

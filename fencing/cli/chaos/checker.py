@@ -4,7 +4,7 @@ It shares no code with the guards and imports nothing from ``fencing``: it sees 
 JSON records and each resource's final ``{"ops": [[worker, seq, token], ...], "token"}``.
 Times are ``time.monotonic`` values from one system-wide clock.
 
-Violations (each makes the run fail):
+Violations (each makes the run fail; the invariants are those of docs/design.md):
 
 - a token issued twice, or a token not larger than one whose acquire finished before
   this acquire started (invariant 1);
