@@ -1,25 +1,35 @@
 # The two commands a newcomer needs: `make demo` (no server to install) and `make test`.
 VENV := .venv
 PY := $(VENV)/bin/python
+SOURCES := fencing tests examples benchmarks
 
-.PHONY: demo test lint bench
+.PHONY: demo test lint docs bench
 
 demo:
 	bash scripts/setup-test-env.sh demo
 	$(VENV)/bin/fencing demo $(ARGS)
 
+# What CI runs (.ci/run): the checks of `lint`, the docs site, then the whole suite.
 test:
 	bash scripts/setup-test-env.sh
-	$(PY) -m ruff check fencing tests examples benchmarks
-	$(PY) -m ruff format --check fencing tests examples benchmarks
-	$(PY) -m mypy
+	$(MAKE) lint
+	$(MAKE) docs
 	$(PY) -m pytest -q
+
+# ruff, mypy --strict (package, tests, examples, benchmarks: see [tool.mypy]) and the
+# import layering (import-linter contracts in pyproject.toml).
+lint:
+	$(PY) -m ruff check $(SOURCES)
+	$(PY) -m ruff format --check $(SOURCES)
+	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
+
+# The documentation site (mkdocs.yml) into site/; --strict: a dead link, a missing page
+# or a broken API reference fails the build.
+docs:
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 bench:
 	bash scripts/setup-test-env.sh
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/run.py $(ARGS)
-
-lint:
-	$(PY) -m ruff check fencing tests examples benchmarks
-	$(PY) -m mypy
