@@ -95,19 +95,19 @@ async def test_async_session_flush_is_guarded(aengine: AsyncEngine) -> None:
             s.add(Invoice(id=1, total=0, fence_token=1))
             await s.commit()
         async with AsyncSession(aengine) as s:
-            invoice = await s.get(Invoice, 1)
+            invoice = await s.get_one(Invoice, 1)
             invoice.total, invoice.fence_token = 10, 5
             await s.commit()
         assert any("fence_token <=" in sql for sql in statements if sql.startswith("UPDATE"))
         async with AsyncSession(aengine) as s:
-            invoice = await s.get(Invoice, 1)
+            invoice = await s.get_one(Invoice, 1)
             invoice.total, invoice.fence_token = 99, 4
             with pytest.raises(fencing.StaleTokenError) as info:
                 await s.commit()
             assert isinstance(info.value, StaleDataError)
             assert (info.value.token, info.value.current) == (4, 5)
         async with AsyncSession(aengine) as s:
-            (await s.get(Invoice, 1)).total = 7
+            (await s.get_one(Invoice, 1)).total = 7
             with pytest.raises(fencing.UnfencedWriteError):
                 await s.commit()
         async with aengine.begin() as conn:

@@ -75,7 +75,7 @@ def test_flush_update_carries_the_guard_in_one_statement(db: DB) -> None:
     db.add(42)
     db.statements.clear()
     with Session(db.engine) as s:
-        invoice = s.get(db.Invoice, 42)
+        invoice = s.get_one(db.Invoice, 42)
         invoice.total = 100
         invoice.fence_token = 7
         s.commit()
@@ -90,11 +90,11 @@ def test_flush_update_carries_the_guard_in_one_statement(db: DB) -> None:
 def test_stale_token_is_rejected_by_the_database(db: DB) -> None:
     db.add(1)
     with Session(db.engine) as s:
-        invoice = s.get(db.Invoice, 1)
+        invoice = s.get_one(db.Invoice, 1)
         invoice.total, invoice.fence_token = 10, 5
         s.commit()
     with Session(db.engine) as s:
-        invoice = s.get(db.Invoice, 1)
+        invoice = s.get_one(db.Invoice, 1)
         invoice.total, invoice.fence_token = 99, 4
         with pytest.raises(fencing.StaleTokenError) as info:
             s.commit()
@@ -108,8 +108,8 @@ def test_writer_with_newest_token_wins_even_after_an_older_wrote(db: DB) -> None
     """Fencing, not optimistic locking: what was loaded does not matter, the token does."""
     db.add(1)
     with Session(db.engine) as newest, Session(db.engine) as older:
-        a = newest.get(db.Invoice, 1)
-        b = older.get(db.Invoice, 1)
+        a = newest.get_one(db.Invoice, 1)
+        b = older.get_one(db.Invoice, 1)
         b.total, b.fence_token = 3, 3
         older.commit()
         a.total, a.fence_token = 4, 4
@@ -120,18 +120,18 @@ def test_writer_with_newest_token_wins_even_after_an_older_wrote(db: DB) -> None
 def test_update_without_a_stamp_is_refused_and_the_opt_out_is_explicit(db: DB) -> None:
     db.add(1, token=3)
     with Session(db.engine) as s:
-        s.get(db.Invoice, 1).total = 50
+        s.get_one(db.Invoice, 1).total = 50
         with pytest.raises(fencing.UnfencedWriteError):
             s.commit()
     with Session(db.engine) as s:
-        invoice = s.get(db.Invoice, 1)
+        invoice = s.get_one(db.Invoice, 1)
         invoice.fence_token = 3
         s.commit()  # a stamp is good for one transaction only
         invoice.total = 60
         with pytest.raises(fencing.UnfencedWriteError):
             s.flush()
     with Session(db.engine) as s, allow_unfenced(s):
-        s.get(db.Invoice, 1).total = 70
+        s.get_one(db.Invoice, 1).total = 70
         s.commit()
     assert db.row(1) == (70, 3)
 
@@ -139,7 +139,7 @@ def test_update_without_a_stamp_is_refused_and_the_opt_out_is_explicit(db: DB) -
 def test_opt_out_still_refuses_a_row_rewritten_by_a_newer_token(db: DB) -> None:
     db.add(1, token=3)
     with Session(db.engine) as s, allow_unfenced(s):
-        invoice = s.get(db.Invoice, 1)
+        invoice = s.get_one(db.Invoice, 1)
         with db.engine.begin() as conn:
             conn.execute(guarded_update(db.Invoice, 9, db.Invoice.id == 1).values(total=9))
         invoice.total = 1
@@ -152,7 +152,7 @@ def test_restamping_the_same_token_in_a_new_transaction_is_guarded(db: DB) -> No
     db.add(1, token=5)
     db.statements.clear()
     with Session(db.engine) as s:
-        invoice = s.get(db.Invoice, 1)
+        invoice = s.get_one(db.Invoice, 1)
         invoice.total, invoice.fence_token = 8, 5
         s.commit()
     assert any("fence_token <=" in sql for sql in db.statements if sql.startswith("UPDATE"))
@@ -174,18 +174,18 @@ def test_bad_tokens_are_refused_when_stamped(db: DB) -> None:
 def test_orm_delete_is_guarded_and_needs_a_stamp(db: DB) -> None:
     db.add(1, 2, token=5)
     with Session(db.engine) as s:
-        s.delete(s.get(db.Invoice, 1))
+        s.delete(s.get_one(db.Invoice, 1))
         with pytest.raises(fencing.UnfencedWriteError):
             s.flush()
     with Session(db.engine) as s:
-        invoice = s.get(db.Invoice, 1)
+        invoice = s.get_one(db.Invoice, 1)
         invoice.fence_token = 4
         s.delete(invoice)
         with pytest.raises(fencing.StaleTokenError) as info:
             s.commit()
         assert info.value.current == 5
     with Session(db.engine) as s:
-        invoice = s.get(db.Invoice, 2)
+        invoice = s.get_one(db.Invoice, 2)
         invoice.fence_token = 6
         s.delete(invoice)
         s.commit()
@@ -297,7 +297,7 @@ def _writer(url: str, suffix: str, fence_name: str, rounds: int, seed: int) -> N
         time.sleep(rng.random() * 0.02)
         for row_id in rng.sample(range(3), 3):
             with Session(engine) as s:
-                invoice = s.get(Invoice, row_id)
+                invoice = s.get_one(Invoice, row_id)
                 invoice.total, invoice.fence_token = token * 10 + row_id, token
                 with contextlib.suppress(fencing.StaleTokenError):
                     s.flush()  # the guarded UPDATE first: it holds the row until commit,
