@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import NamedTuple
 
 import pytest
@@ -191,10 +192,20 @@ class Scripted:
         return reply
 
 
+def sleeping_on(clock: VirtualClock) -> Callable[[float], bool]:
+    """A flow's ``sleep`` on the virtual clock: time passes, and the flow is never stopped."""
+
+    def sleep(seconds: float) -> bool:
+        clock.advance(seconds)
+        return False
+
+    return sleep
+
+
 def run(issuer: Scripted, timeout: float | None) -> int:
     """Acquire as the fences do, on the issuer's virtual clock."""
     waiting = Waiting(hands_off=True, wakes=False, clock=issuer.clock.monotonic)
-    calls = Calls(issuer, "n", lambda seconds: bool(issuer.clock.advance(seconds)))
+    calls = Calls(issuer, "n", sleeping_on(issuer.clock))
     return acquire_sync("n", first_attempt("h", 1000, timeout, waiting), timeout, waiting, calls)
 
 
@@ -243,7 +254,7 @@ def test_a_lease_that_never_expires_is_never_queued_for() -> None:
     clock = VirtualClock()
     issuer = Scripted(clock, Busy(None), Busy(None), 7)
     waiting = Waiting(hands_off=True, wakes=False, clock=clock.monotonic)
-    calls = Calls(issuer, "n", lambda seconds: bool(clock.advance(seconds)))
+    calls = Calls(issuer, "n", sleeping_on(clock))
     assert acquire_sync("n", first_attempt("h", 0, None, waiting), None, waiting, calls) == 7
     assert issuer.calls == [("try", 0, False)] * 3  # it polls, never queued, never waits
     assert clock() == pytest.approx(2 * WaitSchedule.MAX_BLOCK)

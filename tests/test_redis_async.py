@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import redis
 import redis.asyncio
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 import fencing
 import fencing.aio
-from fencing._protocol import Busy
+from fencing.issuer import Busy
 from fencing.redis._issuer import AsyncRedisIssuer
 from fencing.testing.servers import RedisServer, free_port
 
@@ -85,7 +85,8 @@ async def test_hold_renews_in_a_task_and_reports_loss(aclient: redis.asyncio.Red
     async with hold as token:
         await asyncio.sleep(1.0)  # > 3 ttls
         assert not hold.lost
-        assert (await aclient.get(lease_key("ahold"))).startswith(b"%d:" % token)
+        value = await aclient.get(lease_key("ahold"))
+        assert isinstance(value, bytes) and value.startswith(b"%d:" % token)
     hold = fence.hold()
     with pytest.raises(fencing.LeaseLost):
         async with hold:
@@ -144,7 +145,7 @@ async def test_unavailable_server_then_back(redis_factory: Callable[..., RedisSe
 async def test_bad_input_is_refused_before_any_io() -> None:
     client = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.2)
     with pytest.raises(TypeError):
-        fencing.aio.RedisFence(redis.Redis(port=1), "x")  # a sync client
+        fencing.aio.RedisFence(redis.Redis(port=1), "x")  # type: ignore[arg-type]  # a sync client
     with pytest.raises(TypeError):
         fencing.aio.RedisFence(client, None)  # type: ignore[arg-type]
     with pytest.raises(ValueError):

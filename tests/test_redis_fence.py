@@ -20,7 +20,7 @@ from redis.retry import Retry
 
 import fencing
 from fencing import RedisFence, RedisIssuer
-from fencing._protocol import Busy
+from fencing.issuer import Busy
 from fencing.testing.servers import RedisServer, free_port
 
 
@@ -49,7 +49,7 @@ def test_acquire_is_one_evalsha_and_lays_out_the_keys(redis_client: redis.Redis)
     assert isinstance(token, fencing.FenceToken) and token.name == "inv:1"
     lease, counter = keys("inv:1")
     value = redis_client.get(lease)
-    assert value is not None and value.startswith(b"%d:" % token) and len(value) > 20
+    assert isinstance(value, bytes) and value.startswith(b"%d:" % token) and len(value) > 20
     assert int(redis_client.get(counter) or 0) == token
     assert 0 < redis_client.pttl(lease) <= 5000
     idle = redis_client.pttl(counter)
@@ -206,6 +206,7 @@ def test_wait_is_cut_below_the_client_socket_timeout(redis_server: RedisServer) 
     fence = RedisFence(client, "sockwait", ttl=30)
     token = fence.acquire()
     started = time.monotonic()
+    assert isinstance(fence.issuer, RedisIssuer)
     fence.issuer.await_handoff("sockwait", "w", 3)  # would outlast socket_timeout: cut
     assert time.monotonic() - started < 3
     with pytest.raises(fencing.AcquireTimeout):
@@ -223,7 +224,8 @@ def test_hold_renews_past_several_ttls_and_reports_loss(
     with pytest.raises(fencing.LeaseLost), hold as token:
         time.sleep(1.2)  # 4 ttls: only renewal keeps the lease
         assert not hold.lost
-        assert redis_client.get(keys("hold")[0]).startswith(b"%d:" % token)  # type: ignore[union-attr]
+        value = redis_client.get(keys("hold")[0])
+        assert isinstance(value, bytes) and value.startswith(b"%d:" % token)
         redis_client.delete(keys("hold")[0])  # the lease vanishes under the holder
         deadline = time.monotonic() + 10
         while not hold.lost and time.monotonic() < deadline:
@@ -279,7 +281,7 @@ def test_bad_input_is_refused_before_any_io() -> None:
             RedisFence(client, "x", counter_idle=idle)  # type: ignore[arg-type]
     for wrong in ("redis://localhost", None, redis.asyncio.Redis(port=1)):
         with pytest.raises(TypeError):
-            RedisFence(wrong, "x")
+            RedisFence(wrong, "x")  # type: ignore[arg-type]
     fence = RedisFence(client, "x")
     for timeout, error in [(-1, ValueError), ("1", TypeError), (True, TypeError)]:
         with pytest.raises(error):

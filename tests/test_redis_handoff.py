@@ -16,6 +16,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 import redis
@@ -24,7 +25,7 @@ import redis.asyncio
 import fencing
 import fencing.aio
 from fencing import FencedLock, RedisFence, RedisIssuer
-from fencing._protocol import Busy
+from fencing.issuer import Busy
 from fencing.redis._scripts import fence_keys
 from fencing.testing.servers import RedisServer
 
@@ -40,7 +41,8 @@ def queue_keys(name: str) -> tuple[str, str]:
 
 
 def lease_of(client: redis.Redis, name: str) -> bytes | None:
-    value: bytes | None = client.get(f"fencing:{{{name}}}:lease")
+    value = client.get(f"fencing:{{{name}}}:lease")
+    assert value is None or isinstance(value, bytes)
     return value
 
 
@@ -76,7 +78,7 @@ def test_busy_attempt_queues_once_and_release_hands_over(redis_client: redis.Red
     for queued in (False, True):  # a later attempt refreshes the place, keeps its rank
         assert isinstance(issuer.try_acquire_queued("q", "h2", 20_000, 1500, queued), Busy)
     assert redis_client.lrange(queue, 0, -1) == [b"h2"]
-    deadline, ttl, idle = redis_client.hget(waiting, "h2").split(b":")  # type: ignore[union-attr]
+    deadline, ttl, idle = cast(bytes, redis_client.hget(waiting, "h2")).split(b":")
     seconds, micros = redis_client.time()
     now_ms = seconds * 1000 + micros // 1000
     assert now_ms < int(deadline) <= now_ms + 1500  # on the server's clock
@@ -106,10 +108,10 @@ def test_release_serves_waiters_in_arrival_order(redis_client: redis.Redis) -> N
     order, holder = [], "h0"
     for _ in range(3):
         assert issuer.release("fifo", token, holder)
-        token, _, owner = (lease_of(redis_client, "fifo") or b"").partition(b":")
+        granted, _, owner = (lease_of(redis_client, "fifo") or b"").partition(b":")
         holder = owner.decode()
         order.append(holder)
-        token = int(token)  # type: ignore[assignment]
+        token = int(granted)
     assert order == ["a", "b", "c"]
     assert not (lease_of(redis_client, "fifo") or b"").startswith(b"+")  # nobody left
 
@@ -249,7 +251,9 @@ def handed_over(client: redis.Redis, name: str, release: Callable[[], object]) -
 
     Returns the waiter once it holds, after checking it was served within ``PROMPT``.
     """
-    waiter = client.lock(name, timeout=30, sleep=20, thread_local=False, lock_class=FencedLock)
+    waiter: FencedLock = client.lock(
+        name, timeout=30, sleep=20, thread_local=False, lock_class=FencedLock
+    )
     woke: list[float] = []
     thread = threading.Thread(target=acquire_and_note, args=(waiter, woke))
     thread.start()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -38,7 +39,8 @@ def test_acquire_release_locked_owned_and_fence_token(redis_client: redis.Redis)
     first.release()
     assert first.fence_token is None and not first.locked()
     assert redis_client.get(LEASE) is None
-    assert other.acquire(blocking=False) and other.fence_token > token  # type: ignore[operator]
+    assert other.acquire(blocking=False)
+    assert other.fence_token is not None and other.fence_token > token
     other.release()
 
 
@@ -129,9 +131,12 @@ def test_waiter_is_woken_by_release_not_by_sleep(redis_client: redis.Redis) -> N
     holder.acquire()
     waiter = lock(redis_client, timeout=30, sleep=20)  # a poller would sleep 20 s
     result: list[float] = []
-    thread = threading.Thread(
-        target=lambda: (waiter.acquire(blocking_timeout=25), result.append(time.monotonic()))
-    )
+
+    def wait() -> None:
+        waiter.acquire(blocking_timeout=25)
+        result.append(time.monotonic())
+
+    thread = threading.Thread(target=wait)
     thread.start()
     time.sleep(0.2)
     released = time.monotonic()
@@ -181,14 +186,15 @@ def test_bad_input_is_refused_before_any_io() -> None:
         lock(client, b"bytes-name")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         lock(client, "")
-    for kwargs, error in [
+    cases: list[tuple[dict[str, Any], type[Exception]]] = [
         ({"timeout": -1}, ValueError),
         ({"timeout": "10"}, TypeError),
         ({"timeout": True}, TypeError),
         ({"sleep": -1}, ValueError),
         ({"sleep": None}, TypeError),
         ({"blocking_timeout": "1"}, TypeError),
-    ]:
+    ]
+    for kwargs, error in cases:
         with pytest.raises(error):
             lock(client, "x", **kwargs)
     made = lock(client, "x", timeout=5)

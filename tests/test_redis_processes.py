@@ -15,6 +15,7 @@ import statistics
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from typing import cast
 
 import redis
 
@@ -127,7 +128,7 @@ def test_hand_off_to_a_waiter_in_another_process(
             fence.release(token)
             reply = client.blpop(["handoff:held"], 30)
             assert reply is not None
-            held_at, their_token = reply[1].split(b":")
+            held_at, their_token = cast(bytes, reply[1]).split(b":")
             assert int(their_token) > token
             latencies.append(float(held_at) - released)
     finally:
