@@ -38,7 +38,7 @@ def orm_update(
     def update() -> None:
         token = next(tokens)
         with Session(engine) as session, session.begin():
-            row = session.get(model, 1)
+            row = session.get_one(model, 1)
             row.value = token
             if fenced:
                 row.fence_token = token
@@ -114,7 +114,7 @@ def _fencing_sql_unloaded() -> Iterator[None]:
     except ImportError:
         yield
         return
-    hooks = [
+    hooks: list[tuple[Any, str, Callable[..., Any], dict[str, Any]]] = [
         (sa.Engine, "before_execute", _guard._before_execute, {"retval": True}),
         (sa.Engine, "after_execute", _guard._after_execute, {}),
         (Session, "before_flush", _mixin._before_flush, {}),

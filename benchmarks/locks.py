@@ -92,7 +92,7 @@ def _async_fence_holder(fence: Any) -> AsyncHolder:
 
 
 def _redis_fence(client: redis.Redis, name: str) -> Holder:
-    from fencing import RedisFence  # type: ignore[attr-defined]
+    from fencing import RedisFence
 
     return _fence_holder(RedisFence(client, f"rf:{name}", TTL))
 
@@ -117,13 +117,13 @@ def _fencing_scripts(client: redis.Redis, name: str) -> Holder:
 
 
 def _async_redis_fence(client: redis.asyncio.Redis, name: str) -> AsyncHolder:
-    from fencing.aio import RedisFence  # type: ignore[attr-defined]
+    from fencing.aio import RedisFence
 
     return _async_fence_holder(RedisFence(client, f"arf:{name}", TTL))
 
 
 def _fenced_lock(client: redis.Redis, name: str) -> Holder:
-    from fencing import FencedLock  # type: ignore[attr-defined]
+    from fencing import FencedLock
 
     lock = client.lock(f"fl:{name}", timeout=TTL, lock_class=FencedLock)
     return Holder(lock.acquire, lock.release)

@@ -160,7 +160,7 @@ class _Cell:
 
     @staticmethod
     async def _async_client(holder: locks.AsyncHolder, deadline: int) -> list[int]:
-        out = []
+        out: list[int] = []
         while True:
             start = now_ns()
             await holder.acquire()
