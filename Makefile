@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make demo` (no server to install) and `make test`.
 VENV := .venv
 PY := $(VENV)/bin/python
-SOURCES := fencing tests examples benchmarks
+SOURCES := fencing migrations tests examples benchmarks
 
 .PHONY: demo test lint docs bench
 
@@ -16,7 +16,7 @@ test:
 	$(MAKE) docs
 	$(PY) -m pytest -q
 
-# ruff, mypy --strict (package, tests, examples, benchmarks: see [tool.mypy]) and the
+# ruff, mypy --strict (package, migrations, tests, examples, benchmarks: [tool.mypy]) and the
 # import layering (import-linter contracts in pyproject.toml).
 lint:
 	$(PY) -m ruff check $(SOURCES)
