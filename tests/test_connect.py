@@ -13,6 +13,7 @@ import fencing
 from fencing.redis._backend import RedisBackend
 from fencing.sql import SqlFence, create_tables
 from fencing.sql._backend import SqlBackend
+from fencing.sql.aio import AsyncSqlIssuer
 from fencing.testing.servers import RedisServer
 
 
@@ -76,6 +77,8 @@ async def test_aio_fence_shares_leases_and_tokens(tmp_path: Path) -> None:
     token = await fence.acquire(timeout=0)
     assert token == sync_token + 1
     await fence.release(token)
+    assert isinstance(fence.issuer, AsyncSqlIssuer)
+    await fence.issuer.engine.dispose()  # its own engine: no connection left for the GC
 
 
 def test_bad_urls() -> None:
