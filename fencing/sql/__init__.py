@@ -5,6 +5,8 @@
 - ``guarded_update`` / ``guarded_delete``: the same guard for Core statements.
 
 The asyncio twins live in ``fencing.sql.aio`` (``fencing[async]``, needs greenlet).
+Importing this package installs nothing on SQLAlchemy; mapping the first ``FencedMixin``
+model installs the guard's cursor check and two ``Session`` listeners (see ``_guard``).
 Imports SQLAlchemy (install ``fencing[sql]``) and the core; the core never imports this.
 """
 

@@ -11,37 +11,70 @@ statement the flush emits, with the row count verified, and without a second sta
 * Emitting our own UPDATEs in ``before_flush`` would bypass the unit of work: inserts
   it depends on, relationship foreign keys, ``onupdate`` defaults, inheritance.
 * Rewriting SQL strings in ``before_cursor_execute`` depends on each dialect's text.
+  (The one place that swaps SQL at the cursor, ORM bulk UPDATE by primary key below,
+  swaps in the whole statement compiled with ``<=`` for the same dialect, and only when
+  its parameters are the same ones in the same order.)
 
 So we keep SQLAlchemy's own flush and change one comparison. ``FencedMixin`` makes
 ``fence_token`` the mapper's ``version_id_col`` (with ``version_id_generator=False``: the
 application, not SQLAlchemy, chooses the value). That makes the flush (1) put the
 comparison ``fence_token = :<bind>`` into every UPDATE and DELETE of the row, (2) emit
 one statement per row, whose row count every dialect reports, and (3) treat a
-mismatch as a ``StaleDataError`` and roll the session back. A ``before_execute``
-listener then turns that one comparison into ``fence_token <= :<bind>`` (a structural
-rewrite of the statement's WHERE criteria, memoized per criteria tuple;
-compiled-statement caching still works) and binds the *new* token to it when the row's
-token is being set. An ``after_execute`` listener checks the row count: a mismatch
-reads the row's token (a diagnostic read after the failed write) and raises
-``StaleRowError``; a driver that cannot report the row count raises
-``RowcountUnavailable``.
+mismatch as a ``StaleDataError`` and roll the session back. The statement then turns
+that one comparison into ``fence_token <= :<bind>`` (a structural rewrite of its WHERE
+criteria, memoized per criteria tuple; compiled-statement caching still works), binds
+the *new* token to it when the row's token is being set, runs, and checks the row
+count: a mismatch reads the row's token (a diagnostic read after the failed write) and
+raises ``StaleRowError``; a driver that cannot report the row count raises
+``RowcountUnavailable``. Core statements built by ``guarded_update``/``guarded_delete``
+carry a ``fencing_guard`` execution option (the expected row count) and are verified
+the same way. Any other UPDATE/DELETE construct on a fenced table is refused with
+``UnfencedWriteError`` unless it has the ``fencing_unfenced=True`` execution option.
 
-Core statements built by ``guarded_update``/``guarded_delete`` carry a ``fencing_guard``
-execution option and are verified by the same ``after_execute`` listener. Any other
-UPDATE/DELETE construct on a fenced table is refused with ``UnfencedWriteError`` unless
-it has the ``fencing_unfenced=True`` execution option.
+Where the guard runs, and what it costs statements on other tables
+-------------------------------------------------------------------
+A listener on ``Engine`` (``before_execute``/``after_execute``), as this module had,
+makes SQLAlchemy dispatch its connection events around every transaction of every
+engine, whether or not a listener cares: measured, +14 us per one-UPDATE transaction
+in Python alone and +40 us on PostgreSQL (``benchmarks/sql_scope.py``). So the guard is
+attached to the fenced statements themselves, and nothing is attached to ``Engine``:
+
+* ``FencedUpdate``/``FencedDelete`` (what ``guarded_update``/``guarded_delete`` build, and
+  what a fenced table's own ``update()``/``delete()`` return, which is how the ORM flush
+  builds its statements) guard themselves when a connection executes them
+  (``_execute_on_connection``, the hook ``Connection.execute`` calls on every
+  statement). What they execute carries the ``fencing_checked`` option.
+* One cursor check (``do_execute``/``do_executemany``/``do_execute_no_params`` dialect
+  events) sees every statement about to reach a driver. For an UPDATE/DELETE of a
+  fenced table without ``fencing_checked`` it refuses the write (``UnfencedWriteError``)
+  unless it has ``fencing_unfenced=True``, or, for a statement the ORM built like a flush
+  (ORM bulk UPDATE by primary key, ``session.execute(update(Model), rows)``, whose
+  comparison already binds the new token), runs it with ``<=`` and checks its row
+  count; that is the one statement whose SQL changes after SQLAlchemy logged it (its
+  echo log and ``before_cursor_execute`` listeners show ``fence_token = ?``). Every
+  other statement costs the check a few attribute reads and an ``isinstance``; an
+  UPDATE/DELETE of an unfenced table one ``Table.info`` lookup more.
+
+Installed when: importing this package installs nothing; ``install()`` adds the cursor
+check once per process, when the first ``FencedMixin`` model is mapped (``_mixin``);
+``fence_table()`` marks one table. ``COUNTS`` records what the guard handled, for tests
+and benchmarks: only statements on fenced tables count (not synchronized between threads).
 
 Imports the core errors and validation, this package's errors, and SQLAlchemy.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 import weakref
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn, cast
 
-from sqlalchemy import Column, Delete, Engine, Update, and_, event, func, select
-from sqlalchemy.sql import operators, visitors
+from sqlalchemy import Column, Delete, Engine, Table, Update, and_, event, func, select
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.sql import ClauseElement, operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
 from .._errors import UnfencedWriteError
@@ -52,8 +85,12 @@ from ._errors import RowcountUnavailable, StaleRowError
 UNFENCED_OPTION = "fencing_unfenced"
 #: Option carrying a ``CoreGuard`` (set by ``guarded_update``/``guarded_delete``).
 GUARD_OPTION = "fencing_guard"
+#: Option of what a fenced statement executes after guarding itself (read by the cursor check).
+CHECKED_OPTION = "fencing_checked"
 #: ``Table.info`` key naming the fence column of a fenced table.
 INFO_KEY = "fencing_column"
+
+_DML = (Update, Delete)
 
 
 @dataclass(frozen=True)
@@ -77,6 +114,23 @@ class CoreGuard(NamedTuple):
     expect_rows: int | None
 
 
+@dataclass
+class Counts:
+    """What the guard handled in this process; only statements on fenced tables count."""
+
+    #: Fenced statements that guarded themselves (guarded_update/delete, ORM flushes).
+    guarded: int = 0
+    #: UPDATE/DELETE statements on fenced tables that the cursor check looked into.
+    examined: int = 0
+    #: Of those, statements the cursor check ran with ``<=`` (ORM bulk UPDATE by key).
+    rewritten_at_cursor: int = 0
+    #: Writes refused with ``UnfencedWriteError``.
+    refused: int = 0
+
+
+COUNTS = Counts()
+
+
 def fence_column(table: Any) -> Column[Any] | None:
     """The fence column of a fenced table (one mapped by ``FencedMixin``), else None."""
     info = getattr(table, "info", None)
@@ -84,10 +138,9 @@ def fence_column(table: Any) -> Column[Any] | None:
     return None if name is None else table.c[name]
 
 
-_guards: weakref.WeakKeyDictionary[Any, FlushGuard] = weakref.WeakKeyDictionary()
 #: id(where criteria) -> (the criteria, rewritten criteria, guard). The flush reuses one
 #: criteria tuple per mapper and table, while the statement around it is often a fresh
-#: copy (``return_defaults``), so this is the key that hits. Bounded, see ``_remember``.
+#: copy (``return_defaults``), so this is the key that hits. Bounded, see ``_rewrite``.
 _rewrites: dict[int, tuple[Any, tuple[Any, ...], FlushGuard]] = {}
 _MAX_REWRITES = 512
 
@@ -134,75 +187,233 @@ def _rewrite(statement: Any, column: Column[Any]) -> tuple[Any, FlushGuard] | No
         if len(_rewrites) >= _MAX_REWRITES:
             _rewrites.clear()
         hit = _rewrites[id(criteria)] = (criteria, *found)
-    rewritten = statement._generate()  # a copy; only its WHERE criteria differ
+    rewritten = statement._generate()  # a copy of the same class; only its WHERE differs
     rewritten._where_criteria = hit[1]
-    _guards[rewritten] = hit[2]
     return rewritten, hit[2]
 
 
-def _with_new_token(params: dict[str, Any], guard: FlushGuard) -> dict[str, Any]:
+def _with_new_token(params: Mapping[str, Any], guard: FlushGuard) -> Mapping[str, Any]:
     key = guard.column.key
     if guard.is_update and key in params:
         return {**params, guard.bind: params[key]}
     return params
 
 
-def _before_execute(
-    conn: Any, element: Any, multiparams: Any, params: Any, options: Any
-) -> tuple[Any, Any, Any]:
-    if not isinstance(element, (Update, Delete)):
-        return element, multiparams, params
-    if GUARD_OPTION in options:
-        return element, multiparams, params
-    column = fence_column(element.table)
-    if column is None:
-        return element, multiparams, params
-    found = _rewrite(element, column)
-    if found is None:
-        if options.get(UNFENCED_OPTION):
-            return element, multiparams, params
-        verb = "UPDATE" if isinstance(element, Update) else "DELETE"
-        raise UnfencedWriteError(
-            f"{verb} of fenced table {column.table.name!r} without "
-            "a guard: use fencing.sql.guarded_update/guarded_delete, or add "
-            f".execution_options({UNFENCED_OPTION}=True) to write unguarded on purpose"
+# -- the fenced statements -----------------------------------------------------------------
+
+
+class FencedUpdate(Update):
+    """An UPDATE of a fenced table that guards itself when a connection executes it."""
+
+    inherit_cache = True
+
+    def _execute_on_connection(
+        self, connection: Any, distilled_params: Any, execution_options: Any
+    ) -> CursorResult[Any]:
+        return _execute(self, connection, distilled_params, execution_options)
+
+
+class FencedDelete(Delete):
+    """A DELETE of a fenced table that guards itself when a connection executes it."""
+
+    inherit_cache = True
+
+    def _execute_on_connection(
+        self, connection: Any, distilled_params: Any, execution_options: Any
+    ) -> CursorResult[Any]:
+        return _execute(self, connection, distilled_params, execution_options)
+
+
+def _run(statement: Any, connection: Any, params: Any, options: Any) -> CursorResult[Any]:
+    """Execute as any statement does (``ClauseElement``'s hook), marked as checked."""
+    result = ClauseElement._execute_on_connection(
+        statement, connection, params, {**options, CHECKED_OPTION: True}
+    )
+    return cast("CursorResult[Any]", result)
+
+
+def _execute(
+    statement: Any, connection: Any, params: Sequence[Mapping[str, Any]], options: Any
+) -> CursorResult[Any]:
+    """Guard ``statement`` (a ``FencedUpdate``/``FencedDelete``), run it, check its rows."""
+    COUNTS.guarded += 1
+    core = statement._execution_options.get(GUARD_OPTION)
+    if core is not None:  # guarded_update/guarded_delete: the guard is in the statement
+        result = _run(statement, connection, params, options)
+        if core.expect_rows is not None and _rowcount(connection, result) != core.expect_rows:
+            _raise_core(connection, core, statement)
+        return result
+    column = fence_column(statement.table)
+    found = None if column is None else _rewrite(statement, column)
+    if found is None:  # no fence comparison: refused unless written unguarded on purpose
+        merged = statement.get_execution_options().merge_with(
+            connection.get_execution_options(), options
         )
+        if column is None or merged.get(UNFENCED_OPTION):
+            return _run(statement, connection, params, options)
+        _refuse(statement, column)
     rewritten, guard = found
-    if multiparams:
-        multiparams = [_with_new_token(p, guard) for p in multiparams]
-    else:
-        params = _with_new_token(params, guard)
-    return rewritten, multiparams, params
+    rows = [_with_new_token(p, guard) for p in params]
+    result = _run(rewritten, connection, rows, options)
+    if _rowcount(connection, result) != (len(rows) or 1):
+        _raise_flush(connection, guard, rows or [{}])
+    return result
 
 
-def _after_execute(
-    conn: Any, element: Any, multiparams: Any, params: Any, options: Any, result: Any
-) -> None:
-    core = options.get(GUARD_OPTION)
-    if core is not None:
-        flush = None
-        expected = core.expect_rows
-    else:
-        flush = _guards.get(element) if isinstance(element, (Update, Delete)) else None
-        if flush is None:
-            return
-        expected = len(multiparams) or 1
-    if expected is None:
-        return
+def _rowcount(conn: Any, result: Any) -> int:
     rows = result.rowcount
     if rows is None or rows < 0:
         raise RowcountUnavailable(
             f"{conn.dialect.name} ({conn.dialect.driver}) did not report the row count of a "
             "guarded statement, so the fence guard cannot be verified"
         )
-    if rows == expected:
-        return
-    if flush is not None:
-        _raise_flush(conn, flush, multiparams or [params])
-    _raise_core(conn, core, element)
+    count: int = rows
+    return count
 
 
-def _raise_flush(conn: Any, guard: FlushGuard, rows: list[dict[str, Any]]) -> None:
+def _refuse(statement: Any, column: Column[Any]) -> NoReturn:
+    COUNTS.refused += 1
+    verb = "UPDATE" if isinstance(statement, Update) else "DELETE"
+    raise UnfencedWriteError(
+        f"{verb} of fenced table {column.table.name!r} without "
+        "a guard: use fencing.sql.guarded_update/guarded_delete, or add "
+        f".execution_options({UNFENCED_OPTION}=True) to write unguarded on purpose"
+    )
+
+
+def fence_table(table: Table, column: str) -> None:
+    """Mark ``table`` as fenced by its ``column``: its UPDATE and DELETE must be guarded.
+
+    The table's own ``update()``/``delete()`` then build ``FencedUpdate``/``FencedDelete``
+    (the ORM flush builds its statements with them); the cursor check refuses every
+    other UPDATE/DELETE of it. Installs the cursor check on first use.
+    """
+    table.info[INFO_KEY] = column
+    own = vars(table)  # instance attributes shadow TableClause.update/delete for this table
+    own["update"] = functools.partial(FencedUpdate, table)
+    own["delete"] = functools.partial(FencedDelete, table)
+    install()
+
+
+# -- the cursor check ----------------------------------------------------------------------
+
+
+def _check_cursor(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
+    """``do_execute``/``do_executemany``: True if the check ran the statement itself."""
+    compiled = context.compiled
+    if compiled is None:
+        return False
+    element = compiled.statement  # the first statement compiled to this SQL: same shape
+    if not isinstance(element, _DML):
+        return False
+    column = fence_column(element.table)
+    if column is None:
+        return False
+    COUNTS.examined += 1
+    options = context.execution_options
+    if options.get(CHECKED_OPTION) or options.get(UNFENCED_OPTION):
+        return False
+    plan = _plan(compiled, element, column, context.dialect)
+    if plan is None:
+        _refuse(element, column)
+    sql_from, sql_to, guard = plan
+    if statement == sql_from:
+        sql = sql_to
+    elif statement.count(sql_from) == 1:  # a listener added a comment around it
+        sql = statement.replace(sql_from, sql_to)
+    else:
+        _refuse(element, column)
+    rows = context.compiled_parameters
+    key = column.key
+    if guard.is_update and any(key in p and p[guard.bind] != p[key] for p in rows):
+        _refuse(element, column)  # the comparison does not bind the new token
+    dialect = context.dialect
+    if context.executemany:
+        dialect.do_executemany(cursor, sql, parameters, context)
+        sane = dialect.supports_sane_multi_rowcount
+    else:
+        dialect.do_execute(cursor, sql, parameters, context)
+        sane = dialect.supports_sane_rowcount
+    COUNTS.rewritten_at_cursor += 1
+    conn = context.root_connection
+    if sane and _rowcount(conn, cursor) != len(rows):
+        _raise_flush(conn, guard, rows)
+    return True
+
+
+def _check_cursor_no_params(cursor: Any, statement: str, context: Any) -> bool:
+    """``do_execute_no_params``: a statement without parameters is never a flush."""
+    compiled = context.compiled
+    if compiled is None:
+        return False
+    element = compiled.statement
+    if not isinstance(element, _DML):
+        return False
+    column = fence_column(element.table)
+    if column is None:
+        return False
+    COUNTS.examined += 1
+    options = context.execution_options
+    if not (options.get(CHECKED_OPTION) or options.get(UNFENCED_OPTION)):
+        _refuse(element, column)
+    return False
+
+
+#: compiled statement -> (its SQL, the SQL with ``<=``, guard), or None: cannot rewrite.
+_plans: weakref.WeakKeyDictionary[Any, tuple[str, str, FlushGuard] | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _plan(
+    compiled: Any, element: Any, column: Column[Any], dialect: Any
+) -> tuple[str, str, FlushGuard] | None:
+    """How to run a flush-shaped ``compiled`` with ``<=``: same binds, one operator apart."""
+    try:
+        return _plans[compiled]
+    except KeyError:
+        pass
+    plan = None
+    found = _rewrite(element, column)
+    if found is not None:
+        rewritten, guard = found
+        other = rewritten.compile(
+            dialect=dialect,
+            column_keys=compiled.column_keys,
+            for_executemany=compiled.for_executemany,
+        )
+        before, after = compiled.string, other.string
+        if (
+            other.positiontup == compiled.positiontup
+            and set(other.binds) == set(compiled.binds)
+            and len(after) == len(before) + 1
+            and after.count("<=") == before.count("<=") + 1
+        ):
+            plan = (before, after, guard)
+    _plans[compiled] = plan
+    return plan
+
+
+_CURSOR_HOOKS = (
+    ("do_execute", _check_cursor),
+    ("do_executemany", _check_cursor),
+    ("do_execute_no_params", _check_cursor_no_params),
+)
+_install_lock = threading.Lock()
+
+
+def install() -> None:
+    """Install the cursor check on every dialect (once per process); idempotent."""
+    with _install_lock:
+        for name, fn in _CURSOR_HOOKS:
+            if not event.contains(Engine, name, fn):
+                event.listen(Engine, name, fn)
+
+
+# -- refused writes ------------------------------------------------------------------------
+
+
+def _raise_flush(conn: Any, guard: FlushGuard, rows: Sequence[Mapping[str, Any]]) -> NoReturn:
     column = guard.column
     for params in rows:
         token = params.get(guard.bind)
@@ -217,7 +428,7 @@ def _raise_flush(conn: Any, guard: FlushGuard, rows: list[dict[str, Any]]) -> No
     raise StaleRowError(0, None, column.table.name)  # row count off, every row fine: vanished
 
 
-def _raise_core(conn: Any, guard: CoreGuard, statement: Any) -> None:
+def _raise_core(conn: Any, guard: CoreGuard, statement: Any) -> NoReturn:
     column = guard.column
     token, where = _split_guard(statement._where_criteria, column)
     current = conn.execute(select(func.max(column)).where(*where)).scalar()
@@ -242,10 +453,3 @@ def _split_guard(criteria: tuple[Any, ...], column: Column[Any]) -> tuple[int, l
         else:
             where.append(criterion)
     return token, where
-
-
-def install() -> None:
-    """Listen on every engine (sync, and the sync side of async engines); idempotent."""
-    if not event.contains(Engine, "before_execute", _before_execute):
-        event.listen(Engine, "before_execute", _before_execute, retval=True)
-        event.listen(Engine, "after_execute", _after_execute)

@@ -7,11 +7,18 @@ itself is in the flush's statement (see ``_guard``). ``allow_unfenced(session)``
 explicit opt-out: unstamped rows are then written with ``fence_token <= <loaded token>``
 (so a row rewritten by a newer holder since it was loaded is still refused).
 
+Installed when: importing this module registers one listener, ``after_mapper_constructed``
+on ``FencedMixin`` itself (SQLAlchemy runs it only when a subclass is mapped). Mapping
+the first ``FencedMixin`` model then adds, once per process, ``before_flush`` and
+``after_transaction_end`` on ``Session`` (the stamps above) and the guard's cursor check
+(``_guard.install``), and fences that model's table (``_guard.fence_table``).
+
 Imports the core validation, this package's guard, and SQLAlchemy's ORM.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -31,7 +38,7 @@ from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 
 from .._errors import UnfencedWriteError
 from .._validate import check_token
-from ._guard import INFO_KEY, install
+from ._guard import fence_table
 
 COLUMN = "fence_token"
 _STAMP = "_fencing_stamp"  # instance __dict__ key: the session generation of the stamp
@@ -132,7 +139,7 @@ def _before_flush(session: Session, flush_context: Any, instances: Any) -> None:
 
 def _after_transaction_end(session: Session, transaction: SessionTransaction) -> None:
     if transaction.parent is None:  # stamps are valid for one outermost transaction
-        session.info[_GENERATION] = object()
+        session.info.pop(_GENERATION, None)  # the next stamp starts a new generation
 
 
 def _mapped(mapper: Mapper[Any], cls: type) -> None:
@@ -143,10 +150,23 @@ def _mapped(mapper: Mapper[Any], cls: type) -> None:
             "add **fencing.sql.fenced_mapper_args(cls) to them"
         )
     table: Any = mapper.local_table
-    table.info[INFO_KEY] = column.key
+    fence_table(table, column.key)
+    _install_session()
 
 
-install()
+_SESSION_HOOKS = (
+    ("before_flush", _before_flush),
+    ("after_transaction_end", _after_transaction_end),
+)
+_install_lock = threading.Lock()
+
+
+def _install_session() -> None:
+    """Listen on every ``Session`` (once per process, when the first fenced model is mapped)."""
+    with _install_lock:
+        for name, fn in _SESSION_HOOKS:
+            if not event.contains(Session, name, fn):
+                event.listen(Session, name, fn)
+
+
 event.listen(FencedMixin, "after_mapper_constructed", _mapped, propagate=True)
-event.listen(Session, "before_flush", _before_flush)
-event.listen(Session, "after_transaction_end", _after_transaction_end)

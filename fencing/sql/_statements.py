@@ -13,7 +13,9 @@ functions returning SQLAlchemy constructs, usable with ``Connection``,
 What does not depend on the token is built once per target and ``expect_rows``: the
 fence column, and an empty UPDATE/DELETE already carrying the guard option (a
 ``CoreGuard`` holding the column and the expected row count; the token is read back
-from the statement's own condition when a write is refused).
+from the statement's own condition when a write is refused). The statements are
+``FencedUpdate``/``FencedDelete``, which check their own row count when executed
+(see ``_guard``): nothing is installed for them.
 
 Imports the core validation, this package's guard, and SQLAlchemy.
 """
@@ -24,10 +26,10 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Column, ColumnElement, Delete, Table, Update, delete, inspect, update
+from sqlalchemy import Column, ColumnElement, Delete, Table, Update, inspect
 
 from .._validate import check_token
-from ._guard import GUARD_OPTION, CoreGuard, fence_column
+from ._guard import GUARD_OPTION, CoreGuard, FencedDelete, FencedUpdate, fence_column
 from ._mixin import COLUMN
 
 #: target -> (fence column, {(verb, expect_rows): empty guarded statement}).
@@ -63,7 +65,7 @@ def _base(target: Any, verb: str, expect: int | None) -> tuple[Any, Column[Any]]
     if base is None:
         if len(bases) >= _MAX_BASES:
             bases.clear()
-        statement = update(target) if verb == "update" else delete(target)
+        statement = FencedUpdate(target) if verb == "update" else FencedDelete(target)
         option = {GUARD_OPTION: CoreGuard(column, expect)}
         base = bases[verb, expect] = statement.execution_options(**option)
     return base, column
