@@ -4,7 +4,10 @@ write without a check.
 - SQL (SQLite file, PostgreSQL): one UPDATE of one row in its own transaction, plain vs
   fenced (``... AND fence_token <= :token``, rowcount verified): hand-written Core SQL,
   fencing's Core helper and ``FencedMixin`` through the ORM (each against the plain
-  statement of the same layer).
+  statement of the same layer). And what fencing costs statements on other tables: the
+  plain UPDATE of an unfenced table in a child process that imported ``fencing.sql``,
+  mapped a ``FencedMixin`` model and wrote it on the same engine, against the same
+  UPDATE in child processes that never imported fencing (``sql_scope.py``).
 - File: ``FileStore.write`` vs a plain write + fsync + rename of the same bytes (and the
   same plus an fsync of the directory, which a durable rename needs).
 - Callable: ``guard(fn)(token, ...)`` vs calling ``fn`` directly.
@@ -23,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
+from sql_scope import ScopeChild
 
 DATA = os.urandom(4096)  # one 4 KiB record
 
@@ -69,6 +74,9 @@ FENCED_SQL = "fenced UPDATE, hand-written (Core)"
 FENCED_HELPER = "fencing.sql.guarded_update (Core)"
 PLAIN_ORM = "plain UPDATE (ORM flush)"
 FENCED_ORM = "fencing.sql.FencedMixin (ORM flush)"
+PROC_PLAIN = "plain UPDATE, process without fencing"
+PROC_AA = "A/A: plain UPDATE, 2nd process without fencing"
+PROC_LOADED = "plain UPDATE, process with fencing.sql"
 
 
 class _Base(DeclarativeBase):
@@ -102,31 +110,33 @@ _FencedRow = _fenced_model()
 
 @contextmanager
 def _fencing_sql_unloaded() -> Iterator[None]:
-    """Run the block as a process that never imported fencing.sql would.
+    """Run the block as a process that never imported fencing.sql would (nearly).
 
-    fencing.sql listens on every Engine (before/after_execute) and every Session
-    (before_flush, after_transaction_end); the plain floors must not pay for that, so
-    their batches run with those listeners removed (the benchmark reaches into the
-    private modules for exactly this).
+    Once a ``FencedMixin`` model is mapped, fencing.sql has a cursor check on every
+    dialect (``do_execute``, ``do_executemany``, ``do_execute_no_params``) and two
+    ``Session`` listeners (``before_flush``, ``after_transaction_end``); the plain floors
+    run with those removed and the dialects' event flag cleared (the benchmark reaches
+    into private modules for exactly this). The ``sql_scope`` rows compare with real
+    processes that never imported fencing instead.
     """
     try:
         from fencing.sql import _guard, _mixin
     except ImportError:
         yield
         return
-    hooks: list[tuple[Any, str, Callable[..., Any], dict[str, Any]]] = [
-        (sa.Engine, "before_execute", _guard._before_execute, {"retval": True}),
-        (sa.Engine, "after_execute", _guard._after_execute, {}),
-        (Session, "before_flush", _mixin._before_flush, {}),
-        (Session, "after_transaction_end", _mixin._after_transaction_end, {}),
-    ]
-    for target, name, fn, _ in hooks:
-        sa.event.remove(target, name, fn)
+    hooks: list[tuple[Any, str, Any]] = [(sa.Engine, n, fn) for n, fn in _guard._CURSOR_HOOKS]
+    hooks += [(Session, name, fn) for name, fn in _mixin._SESSION_HOOKS]
+    hooks = [hook for hook in hooks if sa.event.contains(*hook)]
+    for hook in hooks:
+        sa.event.remove(*hook)
+    flag = Dialect._has_events
+    Dialect._has_events = False  # nothing else listens on dialects in this process
     try:
         yield
     finally:
-        for target, name, fn, kw in hooks:
-            sa.event.listen(target, name, fn, **kw)
+        for hook in hooks:
+            sa.event.listen(*hook)
+        Dialect._has_events = flag
 
 
 def _unloaded(op: Callable[[], Any]) -> Batch:
@@ -152,7 +162,7 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
     for metadata in (meta, _Base.metadata):
         metadata.drop_all(engine)
         metadata.create_all(engine)
-    rows = [{"id": i, "value": 0, "fence_token": 0} for i in (1, 2, 3, 4, 5)]
+    rows = [{"id": i, "value": 0, "fence_token": 0} for i in (1, 2, 3, 4, 5, 6, 7, 8)]
     with engine.begin() as conn:
         conn.execute(sa.insert(items), rows)
         conn.execute(sa.insert(_PlainRow), rows[:1])
@@ -188,8 +198,19 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
     ]
     notes = [
         "each op: begin, one UPDATE of one row, commit (ORM: begin, get, flush, commit)",
-        "plain and hand-written rows run with fencing.sql's event listeners removed",
+        "plain and hand-written rows run with fencing.sql's cursor check and session"
+        " listeners removed",
     ]
+    children = [
+        (PROC_PLAIN, ScopeChild("plain", url, 6)),
+        (PROC_AA, ScopeChild("plain", url, 7)),
+        (PROC_LOADED, ScopeChild("fenced", url, 8)),
+    ]
+    notes.append(
+        "process rows: the same plain Core UPDATE of an unfenced table, timed in child"
+        " processes; with fencing.sql: a FencedMixin model also mapped and written"
+        " (flush, guarded_update) on the same engine"
+    )
     try:
         from fencing.sql import guarded_update
     except ImportError:
@@ -207,7 +228,12 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
             Variant(PLAIN_ORM, _unloaded(orm(_PlainRow, False))),
             Variant(FENCED_ORM, timed(orm(_FencedRow, True))),
         ]
-    stats = _rounds(ctx, variants, 8, 30)
+    variants += [Variant(name, child.batch) for name, child in children]
+    try:
+        stats = _rounds(ctx, variants, 8, 30)
+    finally:
+        for _, child in children:
+            child.close()
     engine.dispose()
     return Table(
         f"guards-sql-{dialect}",
@@ -215,7 +241,7 @@ def _sql(ctx: Context, dialect: str, url: str) -> Table:
         [stats[v.name] for v in variants],
         floor=PLAIN_CORE,
         notes=notes,
-        floor_of={FENCED_ORM: PLAIN_ORM},
+        floor_of={FENCED_ORM: PLAIN_ORM, PROC_AA: PROC_PLAIN, PROC_LOADED: PROC_PLAIN},
     )
 
 
