@@ -11,9 +11,9 @@ from types import TracebackType
 
 from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState
 from ._flow import run_async
-from ._protocol import AsyncCalls, acquire_async
+from ._protocol import AsyncCalls, acquire_async, capabilities
 from ._token import FenceToken
-from .issuer import AsyncHandOff, AsyncIssuer, AsyncWakesOnRelease
+from .issuer import AsyncIssuer
 
 
 async def _pause(seconds: float) -> bool:
@@ -35,13 +35,8 @@ class AsyncFence(FenceCore):
         *,
         clock: Clock | None = None,
     ) -> None:
-        super().__init__(
-            name,
-            ttl,
-            hands_off=isinstance(issuer, AsyncHandOff),
-            wakes=isinstance(issuer, AsyncWakesOnRelease),
-            clock=clock,
-        )
+        hands_off, wakes = capabilities(type(issuer))
+        super().__init__(name, ttl, hands_off=hands_off, wakes=wakes, clock=clock)
         self.issuer = issuer
         self._calls = AsyncCalls(issuer, self.name, _pause)
 

@@ -10,9 +10,9 @@ from types import TracebackType
 
 from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, pause_with
 from ._flow import run_sync
-from ._protocol import Calls, acquire_sync
+from ._protocol import Calls, acquire_sync, capabilities
 from ._token import FenceToken
-from .issuer import HandOff, Issuer, WakesOnRelease
+from .issuer import Issuer
 
 
 class Fence(FenceCore):
@@ -26,13 +26,8 @@ class Fence(FenceCore):
     def __init__(
         self, issuer: Issuer, name: str, ttl: float = DEFAULT_TTL, *, clock: Clock | None = None
     ) -> None:
-        super().__init__(
-            name,
-            ttl,
-            hands_off=isinstance(issuer, HandOff),
-            wakes=isinstance(issuer, WakesOnRelease),
-            clock=clock,
-        )
+        hands_off, wakes = capabilities(type(issuer))
+        super().__init__(name, ttl, hands_off=hands_off, wakes=wakes, clock=clock)
         self.issuer = issuer
         self._calls = Calls(issuer, self.name, pause_with(self.clock))
 

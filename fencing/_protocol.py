@@ -24,9 +24,10 @@ Imports the errors, the flow drivers and the issuer protocols.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Awaitable, Callable, Generator
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from ._errors import AcquireTimeout, FencingError
 from ._flow import run_async, run_sync
@@ -58,8 +59,9 @@ class Calls:
         self.issuer = issuer
         self.name = name
         self.sleep = sleep
-        self.handoff = issuer if isinstance(issuer, HandOff) else None
-        self.wakes = issuer if isinstance(issuer, WakesOnRelease) else None
+        hands_off, wakes = capabilities(type(issuer))
+        self.handoff = cast(HandOff, issuer) if hands_off else None
+        self.wakes = cast(WakesOnRelease, issuer) if wakes else None
 
     def with_sleep(self, sleep: Callable[[float], bool]) -> Calls:
         """The same port with another ``sleep`` (a renewer's interruptible wait)."""
@@ -77,12 +79,26 @@ class AsyncCalls:
         self.issuer = issuer
         self.name = name
         self.sleep = sleep
-        self.handoff = issuer if isinstance(issuer, AsyncHandOff) else None
-        self.wakes = issuer if isinstance(issuer, AsyncWakesOnRelease) else None
+        hands_off, wakes = capabilities(type(issuer))
+        self.handoff = cast(AsyncHandOff, issuer) if hands_off else None
+        self.wakes = cast(AsyncWakesOnRelease, issuer) if wakes else None
 
     def with_sleep(self, sleep: Callable[[float], Awaitable[bool]]) -> AsyncCalls:
         """The same port with another ``sleep`` (a renewal task's interruptible wait)."""
         return AsyncCalls(self.issuer, self.name, sleep)
+
+
+@functools.lru_cache(maxsize=256)
+def capabilities(kind: type) -> tuple[bool, bool]:
+    """``(hands off, wakes on release)`` of an issuer class, found once per class.
+
+    A protocol ``isinstance`` check costs microseconds; fences and ``FencedLock`` objects
+    are made often, so the answer is kept per class (capabilities are methods of the
+    class, not of one object).
+    """
+    return issubclass(kind, (HandOff, AsyncHandOff)), issubclass(
+        kind, (WakesOnRelease, AsyncWakesOnRelease)
+    )
 
 
 def _missing(capability: str) -> TypeError:
