@@ -13,7 +13,9 @@ from typing import TypeVar
 
 import pytest
 import redis
+from sqlalchemy import create_engine
 
+from fencing.sql import create_tables
 from fencing.testing.servers import PostgresServer, RedisServer, ServerError
 
 T = TypeVar("T")
@@ -78,6 +80,20 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return server.url("psycopg")
+
+
+@pytest.fixture(params=["sqlite+aiosqlite", "postgresql+psycopg", "postgresql+asyncpg"])
+def async_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Each asyncio SQL test runs three times: a fresh SQLite file (aiosqlite), and the
+    session's PostgreSQL with the SDK's tables through psycopg's asyncio side and asyncpg."""
+    driver: str = request.param
+    if driver.startswith("sqlite"):
+        return f"{driver}:///{tmp_path / 'fencing.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    engine = create_engine(server.url("psycopg"))
+    create_tables(engine)
+    engine.dispose()
+    return server.url(driver.partition("+")[2])
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -121,26 +121,12 @@ class TestSqlFence(FenceContract):
         issuer.engine.dispose()
 
 
-@pytest.fixture(params=["sqlite+aiosqlite", "postgresql+psycopg", "postgresql+asyncpg"])
-def async_sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file (aiosqlite), or the session's PostgreSQL with the SDK's tables
-    (psycopg's asyncio side, asyncpg)."""
-    driver: str = request.param
-    if driver.startswith("sqlite"):
-        return f"{driver}:///{tmp_path / 'fencing.db'}"
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    engine = create_engine(server.url("psycopg"))
-    create_tables(engine)
-    engine.dispose()
-    return server.url(driver.partition("+")[2])
-
-
 class TestAsyncSqlFence(AsyncFenceContract):
     """On a SQLite file and on PostgreSQL, with each asyncio driver."""
 
     @pytest.fixture
-    async def make_fence(self, async_sql_issuer_url: str) -> AsyncIterator[MakeAsyncFence]:
-        url = async_sql_issuer_url
+    async def make_fence(self, async_sql_url: str) -> AsyncIterator[MakeAsyncFence]:
+        url = async_sql_url
         issuer = AsyncSqlIssuer(url)
 
         def make(name: str, ttl: float) -> fencing.AsyncFence:

@@ -8,37 +8,23 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from sql_models import make_models
-from sqlalchemy import create_engine, event, select
+from sqlalchemy import event, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm.exc import StaleDataError
 
 import fencing
 import fencing.aio
-from fencing.sql import create_tables, guarded_update
+from fencing.sql import guarded_update
 from fencing.sql.aio import AsyncSqlFence, AsyncSqlIssuer
-from fencing.testing.servers import PostgresServer, free_port
-
-
-@pytest.fixture(params=["sqlite+aiosqlite", "postgresql+psycopg", "postgresql+asyncpg"])
-def async_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A SQLite file (aiosqlite), or the session's PostgreSQL (psycopg async, asyncpg)."""
-    driver: str = request.param
-    if driver.startswith("sqlite"):
-        return f"{driver}:///{tmp_path / 'fencing.db'}"
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    engine = create_engine(server.url("psycopg"))
-    create_tables(engine)
-    engine.dispose()
-    return server.url(driver.partition("+")[2])
+from fencing.testing.servers import free_port
 
 
 @pytest.fixture
-async def aengine(async_url: str) -> AsyncIterator[AsyncEngine]:
-    engine = create_async_engine(async_url)
+async def aengine(async_sql_url: str) -> AsyncIterator[AsyncEngine]:
+    engine = create_async_engine(async_sql_url)
     yield engine
     await engine.dispose()
 
