@@ -203,10 +203,8 @@ def _with_new_token(params: Mapping[str, Any], guard: FlushGuard) -> Mapping[str
 # -- the fenced statements -----------------------------------------------------------------
 
 
-class FencedUpdate(Update):
-    """An UPDATE of a fenced table that guards itself when a connection executes it."""
-
-    inherit_cache = True
+class _GuardsItself:
+    """What makes a statement guard itself: SQLAlchemy's per-statement execution hook."""
 
     def _execute_on_connection(
         self, connection: Any, distilled_params: Any, execution_options: Any
@@ -214,15 +212,16 @@ class FencedUpdate(Update):
         return _execute(self, connection, distilled_params, execution_options)
 
 
-class FencedDelete(Delete):
+class FencedUpdate(_GuardsItself, Update):
+    """An UPDATE of a fenced table that guards itself when a connection executes it."""
+
+    inherit_cache = True  # read from each class's own namespace by SQLAlchemy
+
+
+class FencedDelete(_GuardsItself, Delete):
     """A DELETE of a fenced table that guards itself when a connection executes it."""
 
     inherit_cache = True
-
-    def _execute_on_connection(
-        self, connection: Any, distilled_params: Any, execution_options: Any
-    ) -> CursorResult[Any]:
-        return _execute(self, connection, distilled_params, execution_options)
 
 
 def _run(statement: Any, connection: Any, params: Any, options: Any) -> CursorResult[Any]:
