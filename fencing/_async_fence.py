@@ -69,15 +69,13 @@ class AsyncHold(HoldBase):
     """One ``async with fence.hold()``: gives the token, with its own ``lost`` flag."""
 
     def __init__(self, fence: AsyncFence, timeout: float | None, auto_renew: bool) -> None:
+        super().__init__(timeout, auto_renew)
         self._fence = fence
-        self._timeout = timeout
-        self._auto_renew = auto_renew
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> FenceToken:
-        if self._state is not None:
-            raise RuntimeError("a hold is entered once; call fence.hold() again")
+        self._entering()
         token = await self._fence.acquire(self._timeout)
         state = self._state = self._fence._hold_started(token)
         if self._auto_renew:

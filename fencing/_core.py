@@ -215,6 +215,15 @@ class HoldBase:
 
     _state: HoldState | None = None
 
+    def __init__(self, timeout: float | None, auto_renew: bool) -> None:
+        self._timeout = timeout
+        self._auto_renew = auto_renew
+
+    def _entering(self) -> None:
+        """A hold is entered once: its state (token, lost flag) belongs to one lease."""
+        if self._state is not None:
+            raise RuntimeError("a hold is entered once; call fence.hold() again")
+
     @property
     def token(self) -> FenceToken | None:
         """The token of this hold once entered, else ``None``."""

@@ -70,15 +70,13 @@ class Hold(HoldBase):
     """One ``fence.hold()``: a context manager giving the token, with its own ``lost``."""
 
     def __init__(self, fence: Fence, timeout: float | None, auto_renew: bool) -> None:
+        super().__init__(timeout, auto_renew)
         self._fence = fence
-        self._timeout = timeout
-        self._auto_renew = auto_renew
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> FenceToken:
-        if self._state is not None:
-            raise RuntimeError("a Hold is entered once; call fence.hold() again")
+        self._entering()
         fence = self._fence
         token = fence.acquire(self._timeout)
         state = self._state = fence._hold_started(token)
