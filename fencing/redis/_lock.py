@@ -16,7 +16,7 @@ from typing import Any, Literal
 from redis.exceptions import LockNotOwnedError
 from redis.lock import Lock
 
-from .._core import SYSTEM_CLOCK, new_holder_id, pause_with
+from .._core import SYSTEM_CLOCK, millis, new_holder_id, pause_with
 from .._errors import AcquireTimeout
 from .._protocol import Calls, TryAcquire, Waiting, acquire_sync, first_attempt
 from .._token import FenceToken
@@ -55,7 +55,7 @@ class FencedLock(Lock):
             check_ttl(self.timeout, "timeout")
         self.sleep = _check_sleep(self.sleep)
         check_timeout(self.blocking_timeout)
-        self._ttl_ms = 0 if self.timeout is None else max(1, round(self.timeout * 1000))
+        self._ttl_ms = 0 if self.timeout is None else millis(self.timeout)
         self._issuer = _LockIssuer(redis, counter_idle=self.counter_idle)
         self._calls = Calls(self._issuer, self.name, pause_with(SYSTEM_CLOCK))
         self._waiting = _waiting(self.sleep)
@@ -139,7 +139,7 @@ class FencedLock(Lock):
 
     def do_extend(self, additional_time: float, replace_ttl: bool) -> Literal[True]:
         seconds = check_ttl(additional_time, "additional_time")
-        self._renew(max(1, round(seconds * 1000)), add=not replace_ttl, what="extend")
+        self._renew(millis(seconds), add=not replace_ttl, what="extend")
         return True
 
     def do_reacquire(self) -> Literal[True]:

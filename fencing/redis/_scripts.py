@@ -30,7 +30,7 @@ counter, queue and wake keys from it, so all share its hash tag and slot.
 Keys and fixed arguments go to redis-py as bytes, built once (``fence_keys`` is an LRU
 cache), so it does not encode them again on every call.
 
-Imports the errors and the issuer protocols only (no redis-py).
+Imports the core's millis, the errors and the issuer protocols only (no redis-py).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from .._core import millis
 from .._errors import FenceUnavailable, issuer_error
 from ..issuer import Busy
 
@@ -50,19 +51,14 @@ DEFAULT_COUNTER_IDLE = 7 * 24 * 3600.0
 
 @dataclass(frozen=True)
 class Script:
-    """A Lua script with its SHA1, which is what we send (EVALSHA) on the hot path.
-
-    ``numkeys_arg`` is ``numkeys`` as the bytes redis-py would send, made once.
-    """
+    """A Lua script with its SHA1, which is what we send (EVALSHA) on the hot path."""
 
     text: str
     numkeys: int
     sha: str = field(init=False)
-    numkeys_arg: bytes = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha", hashlib.sha1(self.text.encode()).hexdigest())
-        object.__setattr__(self, "numkeys_arg", b"%d" % self.numkeys)
 
 
 #: Lua shared by the scripts that issue tokens or queue waiters.
@@ -307,7 +303,7 @@ def release_args(name: str, value: bytes) -> tuple[Any, ...]:
 
 def idle_millis(counter_idle: float | None) -> int:
     """``counter_idle`` seconds as the script's ms argument (0 = never expires)."""
-    return 0 if counter_idle is None else max(1, round(counter_idle * 1000))
+    return 0 if counter_idle is None else millis(counter_idle)
 
 
 def block_seconds(seconds: float, socket_timeout: float | None) -> float | None:
