@@ -27,6 +27,7 @@ from ._errors import (
     FenceUnavailable,
     FencingError,
     LeaseLost,
+    NotReplicated,
     StaleTokenError,
     UnfencedWriteError,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "MemoryFence",
     "MemoryIssuer",
     "MemoryMark",
+    "NotReplicated",
     "RedisFence",
     "RedisIssuer",
     "RedisMark",

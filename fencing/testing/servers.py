@@ -375,10 +375,15 @@ class SentinelGroup:
             raise
         return self
 
+    def _acknowledged(self) -> bool:
+        """Whether the replica acknowledges a write to the primary (WAIT)."""
+        with _client(self.primary.port) as primary:
+            primary.set("fencing:sentinel-group:ready", 1, px=1000)
+            return bool(primary.wait(1, 100) == 1)
+
     def _ready(self) -> bool:
-        with _client(self.replica.port) as replica:
-            if replica.info("replication").get("master_link_status") != "up":
-                return False
+        if not self._acknowledged():
+            return False
         for sentinel in self.sentinels:
             with _client(sentinel.port) as client:
                 state = client.sentinel_master(self.service)
@@ -397,8 +402,12 @@ class SentinelGroup:
         with _client(self.primary.port) as primary:
             primary.client_kill_filter(_type="replica")
 
-    def thaw_replica(self) -> None:
+    def thaw_replica(self, *, rejoin: bool = False) -> None:
+        """SIGCONT the replica; with ``rejoin``, return once it acknowledges the primary's
+        writes again (it reconnects within a second or so)."""
         self.replica.thaw()
+        if rejoin:
+            self._wait(self._acknowledged, 10.0, "replica acknowledging again")
 
     def kill_primary(self) -> None:
         """SIGKILL the primary: no goodbye to clients, replica or Sentinels."""
