@@ -10,14 +10,26 @@ the same run, which shows that the test can fail.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from typing import Any, cast
+
 import pytest
 import redis
 
 import fencing
-from fencing.redis._scripts import key_prefix
+from fencing.redis._issuer import AsyncRedisIssuer, RedisIssuer
+from fencing.redis._scripts import key_prefix, lease_key
 from fencing.testing.servers import SentinelGroup
 
 CONTROL = "control:incr-only-token"
+
+
+def client_of(fence: fencing.Fence | fencing.AsyncFence) -> Any:
+    """The redis-py client under a Redis fence (to close it)."""
+    issuer = fence.issuer
+    assert isinstance(issuer, (RedisIssuer, AsyncRedisIssuer))
+    return issuer.client
 
 
 def issue(fence: fencing.RedisFence, client: redis.Redis, n: int) -> tuple[list[int], list[int]]:
@@ -42,10 +54,19 @@ def test_tokens_increase_across_a_failover_that_lost_writes(sentinel_group: Sent
     group.freeze_replica()
     lost, lost_control = issue(fencing.RedisFence(primary, name), primary, 3)
     assert int(primary.get(counter) or 0) == lost[-1]
-    group.kill_primary()
-    group.thaw_replica()
-    group.wait_for_failover()
-    assert group.primary_port() == group.replica.port
+    # a hold taken now, through Sentinel: its lease never reaches the replica
+    doomed = fencing.connect(group.url + "?socket_timeout=1").fence("doomed", ttl=8)
+    hold = doomed.hold(timeout=0)
+    with pytest.raises(fencing.LeaseLost, match="lost during hold"), hold:
+        group.kill_primary()
+        group.thaw_replica()
+        group.wait_for_failover()
+        assert group.primary_port() == group.replica.port
+        deadline = time.monotonic() + 10
+        while not hold.lost:  # the renewer finds the lease gone from the new primary
+            assert time.monotonic() < deadline, "the renewer did not report the lost lease"
+            time.sleep(0.05)
+    client_of(doomed).close()
 
     promoted = redis.Redis(port=group.replica.port, socket_timeout=5)
     # the promoted replica really missed the last writes: its counter is the last synced token
@@ -73,3 +94,64 @@ def test_tokens_increase_across_a_failover_that_lost_writes(sentinel_group: Sent
     control_write = fencing.guard(lambda: None, mark=fencing.MemoryMark(), name="control")
     control_write(repeated)  # the pre-failover holder of INCR token `repeated`
     control_write(repeated)  # and the post-failover one: both accepted, two holders wrote
+
+
+def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
+    """Through ``redis+sentinel://``: a call while the primary is frozen or dead raises
+    ``FenceUnavailable`` (after one ``socket_timeout`` at most, never a hang); the call
+    after the failover finds the new primary; ``hold()`` keeps a lease that survived."""
+    group = sentinel_group
+    backend = fencing.connect(group.url + "?socket_timeout=1")
+    fence, other = backend.fence("survivor", ttl=8), backend.fence("bystander", ttl=8)
+    replicated = fencing.connect(group.url + "?socket_timeout=1&min_replicas=1").fence("w")
+    before = int(replicated.acquire(timeout=0))  # the replica acknowledged it
+    replicated.release(before)
+    promoted = redis.Redis(port=group.replica.port, socket_timeout=5)
+    lease = lease_key("survivor")
+    with fence.hold(timeout=0) as token:
+        deadline = time.monotonic() + 5
+        while promoted.get(lease) is None:  # replicated (asynchronously)
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+        group.primary.freeze()
+        started = time.monotonic()
+        with pytest.raises(fencing.FenceUnavailable):
+            other.acquire(timeout=0)
+        assert time.monotonic() - started < 1 + 2.0  # socket_timeout plus a bound, no hang
+        group.kill_primary()
+        with pytest.raises(fencing.FenceUnavailable):
+            other.acquire(timeout=0)
+        asyncio.run(_unavailable(backend))
+
+        group.wait_for_failover()
+        left = promoted.pttl(lease)
+        deadline = time.monotonic() + 8
+        while promoted.pttl(lease) <= left:  # the renewer renewed on the new primary
+            assert time.monotonic() < deadline, "no renewal reached the new primary"
+            time.sleep(0.05)
+        assert cast(bytes, promoted.get(lease)).startswith(b"%d:" % int(token))
+        after = int(other.acquire(timeout=5))  # the next call finds the new primary
+        assert after > before
+        other.release(after)
+        asyncio.run(_available(backend))
+        # the new primary has no replica left: a lease that needs one is refused
+        with pytest.raises(fencing.NotReplicated, match="0 of 1"):
+            replicated.acquire(timeout=0)
+    # leaving the hold released the lease on the new primary: it survived the failover
+    assert promoted.get(lease) is None
+    for client in (client_of(fence), client_of(replicated), promoted):
+        client.close()
+
+
+async def _unavailable(backend: fencing._connect.Backend) -> None:
+    fence = backend.aio_fence("async-bystander")
+    with pytest.raises(fencing.FenceUnavailable):
+        await fence.acquire(timeout=0)
+    await client_of(fence).aclose()
+
+
+async def _available(backend: fencing._connect.Backend) -> None:
+    fence = backend.aio_fence("async-bystander")
+    await fence.release(await fence.acquire(timeout=5))
+    await client_of(fence).aclose()

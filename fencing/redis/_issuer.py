@@ -44,6 +44,7 @@ from .._fence import Fence
 from .._flow import run_async, run_sync
 from .._validate import check_ttl
 from ..issuer import Busy
+from ._errors import unavailable
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -433,7 +434,7 @@ class RedisIssuer:
         try:
             step.perform(self.client)
         except RedisError as exc:
-            raise issuer_error("redis", exc) from exc
+            raise unavailable(exc) from exc
 
     def result_of(self, step: Eval[R]) -> R:
         self.perform(step)
@@ -447,7 +448,7 @@ class RedisIssuer:
         try:
             return run_sync(self.steps.replicated(step, name, holder, renewed), self.client)
         except RedisError as exc:
-            raise issuer_error("redis", exc) from exc
+            raise unavailable(exc) from exc
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)
@@ -495,7 +496,7 @@ class AsyncRedisIssuer:
         try:
             await step.aperform(self.client)
         except RedisError as exc:
-            raise issuer_error("redis", exc) from exc
+            raise unavailable(exc) from exc
 
     async def result_of(self, step: Eval[R]) -> R:
         await self.perform(step)
@@ -511,7 +512,7 @@ class AsyncRedisIssuer:
         try:
             return await run_async(self.steps.replicated(step, name, holder, renewed), self.client)
         except RedisError as exc:
-            raise issuer_error("redis", exc) from exc
+            raise unavailable(exc) from exc
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)
