@@ -28,6 +28,7 @@ from typing import Any
 import acquire
 import guards
 import handoff
+import replicas
 import report
 import throughput
 from fencing.testing.servers import PostgresServer, RedisServer
@@ -38,6 +39,7 @@ FAMILIES = {
     "handoff": handoff.run,
     "guards": guards.run,
     "throughput": throughput.run,
+    "replicas": replicas.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
