@@ -5,6 +5,9 @@ only watch). Rows, interleaved in rounds:
 
 - ``SET`` and ``SET + WAIT 1`` (pipelined, one round trip): the floor of a replicated
   write; their difference is the replica's acknowledgement time alone;
+- RedisFence's own two scripts by bare EVALSHA, without and with ``WAIT 1`` pipelined
+  after the acquire script: what the replica's acknowledgement of *those* writes costs,
+  with no Python of ours around it;
 - ``RedisFence`` acquire + release without and with ``min_replicas=1``: the acquire
   script and ``WAIT`` go in one pipeline, the release has none.
 
@@ -27,6 +30,8 @@ from harness import Context, Table, Variant, run_rounds, timed
 
 SET = "SET (one write, one round trip)"
 SET_WAIT = "SET + WAIT 1, pipelined (the replica's ack floor)"
+SCRIPTS = "RedisFence's scripts alone (2x EVALSHA)"
+SCRIPTS_WAIT = "the same, acquire script + WAIT 1 pipelined"
 FENCE = "RedisFence acquire + release"
 FENCE_REPLICATED = "RedisFence acquire + release, min_replicas=1"
 
@@ -53,6 +58,8 @@ def _measure(ctx: Context, client: redis.Redis) -> Table:
     variants = [
         Variant(SET, timed(write), is_floor=True),
         Variant(SET_WAIT, timed(write_and_wait), is_floor=True),
+        Variant(SCRIPTS, timed(_scripts(client, wait=False)), is_floor=True),
+        Variant(SCRIPTS_WAIT, timed(_scripts(client, wait=True))),
         Variant(FENCE, timed(_cycle(fencing.RedisFence(client, "bench:plain")))),
         Variant(
             FENCE_REPLICATED,
@@ -65,16 +72,41 @@ def _measure(ctx: Context, client: redis.Redis) -> Table:
         "min_replicas=1 against none, and the replica's ack time (primary + 1 replica)",
         [stats[v.name] for v in variants],
         floor=FENCE,
-        floor_of={SET_WAIT: SET, FENCE_REPLICATED: FENCE},
+        floor_of={SET_WAIT: SET, SCRIPTS_WAIT: SCRIPTS, FENCE_REPLICATED: FENCE},
     )
     ack = stats[SET_WAIT].median - stats[SET].median
+    script_ack = stats[SCRIPTS_WAIT].median - stats[SCRIPTS].median
     added = stats[FENCE_REPLICATED].median - stats[FENCE].median
     table.notes.append(
         f"min_replicas=1 adds {added / 1e3:.1f} us per acquire + release; a bare WAIT 1 after "
-        f"a write adds {ack / 1e3:.1f} us: ratio {added / ack:.2f} (target: about 1, "
-        "one acknowledgement and no extra round trip)"
+        f"a SET adds {ack / 1e3:.1f} us (ratio {added / ack:.2f}), after the acquire script "
+        f"{script_ack / 1e3:.1f} us (ratio {added / script_ack:.2f}). Target: about 1, one "
+        "acknowledgement and no extra round trip"
     )
     return table
+
+
+def _scripts(client: redis.Redis, wait: bool) -> Callable[[], None]:
+    """RedisFence's acquire and release scripts by bare EVALSHA, as it sends them."""
+    from fencing.redis._scripts import ACQUIRE, RELEASE, fence_keys
+
+    for script in (ACQUIRE, RELEASE):
+        client.script_load(script.text)
+    lease = fence_keys(f"bench:raw:{wait}").lease
+    holder = b"0123456789abcdef0123456789"
+    args = (lease, holder, b"10000", b"604800000", b"1500")
+
+    def cycle() -> None:
+        if wait:
+            pipe = client.pipeline(transaction=False)
+            pipe.evalsha(ACQUIRE.sha, 1, *args)
+            pipe.wait(1, 1000)
+            token = pipe.execute()[0]
+        else:
+            token = client.evalsha(ACQUIRE.sha, 1, *args)
+        client.evalsha(RELEASE.sha, 1, lease, b"%d:%s" % (token, holder))
+
+    return cycle
 
 
 def _cycle(fence: fencing.RedisFence) -> Callable[[], None]:
