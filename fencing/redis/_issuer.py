@@ -273,27 +273,27 @@ class Replicated(Generic[R]):
         self.wait = wait
 
     def perform(self, client: SyncClient) -> None:
-        while True:
-            pipe = client.pipeline(transaction=False)
-            pipe.execute_command(*self.step.command())
-            pipe.execute_command(*self.wait.command())
-            if self._took(pipe.execute(raise_on_error=False)):
-                return
+        if not self._took(self._pipeline(client).execute(raise_on_error=False), first=True):
             client.script_load(self._script().text)
+            self._took(self._pipeline(client).execute(raise_on_error=False), first=False)
 
     async def aperform(self, client: AsyncClient) -> None:
-        while True:
-            pipe = client.pipeline(transaction=False)
-            pipe.execute_command(*self.step.command())
-            pipe.execute_command(*self.wait.command())
-            if self._took(await pipe.execute(raise_on_error=False)):
-                return
+        replies = await self._pipeline(client).execute(raise_on_error=False)
+        if not self._took(replies, first=True):
             await client.script_load(self._script().text)
+            self._took(await self._pipeline(client).execute(raise_on_error=False), first=False)
 
-    def _took(self, replies: list[Any]) -> bool:
-        """Keep the replies; False after NOSCRIPT (load the script, send again)."""
+    def _pipeline(self, client: Any) -> Any:
+        """The step's command, then the wait, in one pipeline (not a transaction)."""
+        pipe = client.pipeline(transaction=False)
+        pipe.execute_command(*self.step.command())
+        pipe.execute_command(*self.wait.command())
+        return pipe
+
+    def _took(self, replies: list[Any], first: bool) -> bool:
+        """Keep the replies; False after a first NOSCRIPT (load the script, send again)."""
         reply, waited = replies
-        if isinstance(reply, NoScriptError) and self.step.script is not None:
+        if first and isinstance(reply, NoScriptError) and self.step.script is not None:
             return False
         for error in (reply, waited):
             if isinstance(error, Exception):
