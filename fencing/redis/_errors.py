@@ -18,7 +18,7 @@ from .._errors import FenceUnavailable, issuer_error
 _NO_PRIMARY = (redis.sentinel.MasterNotFoundError, redis.asyncio.sentinel.MasterNotFoundError)
 
 
-def unavailable(exc: redis.exceptions.RedisError) -> FenceUnavailable:
+def unavailable(exc: Exception) -> FenceUnavailable:
     """The ``FenceUnavailable`` for a redis-py error (raise it ``from exc``); a Sentinel
     that names no primary says why that may be."""
     if isinstance(exc, _NO_PRIMARY):

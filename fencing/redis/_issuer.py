@@ -1,4 +1,4 @@
-"""The Redis issuer, written once as flows (``RedisFlows``) and driven blocking
+"""The Redis issuer, written once as steps (``RedisSteps``) and driven blocking
 (``RedisIssuer``) or asyncio (``AsyncRedisIssuer``).
 
 Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent only
@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from contextlib import suppress
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar, Union, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union, cast
 
 import redis
 import redis.asyncio
@@ -98,6 +98,17 @@ def socket_timeout_of(client: Any) -> float | None:
 
 
 # -- steps: the only I/O of the Redis issuer ---------------------------------------------------
+
+
+class ClientStep(Protocol[R_co]):
+    """One round trip to Redis that keeps its parsed reply in ``result`` (``Eval``, ``Pop``)."""
+
+    @property
+    def result(self) -> R_co: ...
+
+    def perform(self, client: SyncClient) -> None: ...
+
+    async def aperform(self, client: AsyncClient) -> None: ...
 
 
 class Eval(Generic[R]):
@@ -241,22 +252,15 @@ class Probe:
         return version >= (7, 2) and str(info.get("aof_enabled", 0)) == "1"
 
 
-class Sendable(Protocol[R_co]):
-    """A step that can also go into a pipeline (``Eval``, ``Pop``)."""
+class Sendable(ClientStep[R_co], Protocol[R_co]):
+    """A ``ClientStep`` that can also go into a pipeline (``Eval``, ``Pop``)."""
 
     @property
     def script(self) -> Script | None: ...
 
-    @property
-    def result(self) -> R_co: ...
-
     def command(self) -> tuple[Any, ...]: ...
 
     def take(self, reply: Any) -> None: ...
-
-    def perform(self, client: SyncClient) -> None: ...
-
-    async def aperform(self, client: AsyncClient) -> None: ...
 
 
 class Replicated(Generic[R]):
@@ -351,7 +355,7 @@ class RedisSteps:
         return Eval(RENEW, renew_args(name, value, ms, add=add), partial(parse_flag, script=what))
 
     def release(self, name: str, token: int, holder: str) -> Eval[bool]:
-        return self.release_value(name, lease_value(token, holder))
+        return Eval(RELEASE, release_args(name, lease_value(token, holder)), _parse_release)
 
     def release_value(self, name: str, value: bytes) -> Eval[bool]:
         """End the lease holding ``value`` (hand it to a queued waiter, if any)."""
@@ -429,25 +433,24 @@ class RedisIssuer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
 
-    def perform(self, step: Eval[Any] | Pop) -> None:
+    #: The driver errors that ``result_of`` turns into ``FenceUnavailable``.
+    wrapped: ClassVar[tuple[type[Exception], ...]] = (RedisError,)
+
+    def result_of(self, step: ClientStep[R]) -> R:
         """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
         try:
             step.perform(self.client)
-        except RedisError as exc:
+        except self.wrapped as exc:
             raise unavailable(exc) from exc
-
-    def result_of(self, step: Eval[R]) -> R:
-        self.perform(step)
         return step.result
 
     def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
         if not self.steps.min_replicas:
-            self.perform(cast("Eval[Any] | Pop", step))  # FencedLock's perform: its own errors
-            return step.result
+            return self.result_of(step)
         try:
             return run_sync(self.steps.replicated(step, name, holder, renewed), self.client)
-        except RedisError as exc:
+        except self.wrapped as exc:
             raise unavailable(exc) from exc
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
@@ -491,15 +494,12 @@ class AsyncRedisIssuer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
 
-    async def perform(self, step: Eval[Any] | Pop) -> None:
+    async def result_of(self, step: ClientStep[R]) -> R:
         """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
         try:
             await step.aperform(self.client)
         except RedisError as exc:
             raise unavailable(exc) from exc
-
-    async def result_of(self, step: Eval[R]) -> R:
-        await self.perform(step)
         return step.result
 
     async def confirmed(
@@ -507,8 +507,7 @@ class AsyncRedisIssuer:
     ) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
         if not self.steps.min_replicas:
-            await self.perform(cast("Eval[Any] | Pop", step))
-            return step.result
+            return await self.result_of(step)
         try:
             return await run_async(self.steps.replicated(step, name, holder, renewed), self.client)
         except RedisError as exc:
