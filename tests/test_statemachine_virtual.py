@@ -23,8 +23,9 @@ def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
     modules; the shrunk schedule would then change with any constant added anywhere in
     the code base. Without them the search depends on this test alone."""
     from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
 
-    monkeypatch.setattr(providers, "_get_local_constants", providers.Constants)
+    monkeypatch.setattr(providers, "_get_local_constants", Constants)
     providers.CONSTANTS_CACHE.cache.clear()
 
 
