@@ -148,6 +148,17 @@ def test_debian_redis_has_no_waitaof(primary: redis.Redis) -> None:
     assert Probe.waitaof({"redis_version": "7.2.4", "aof_enabled": 1})
     assert not Probe.waitaof({"redis_version": "7.2.4", "aof_enabled": 0})
     assert not Probe.waitaof({"redis_version": "7.0.15", "aof_enabled": 1})
+    primary.acl_setuser(
+        "no-info", enabled=True, nopass=True, categories=["+@all"], commands=["-info"], keys=["~*"]
+    )
+    port = primary.connection_pool.connection_kwargs["port"]
+    limited = redis.Redis(port=port, username="no-info", password="x")
+    try:
+        probe.perform(limited)  # INFO refused: WAIT, not an error
+        assert probe.result is False
+    finally:
+        limited.close()
+        primary.acl_deluser("no-info")
     assert WaitFor(1, 500, aof=True).command() == ("WAITAOF", 0, 1, 500)
     assert WaitFor(1, 500, aof=True).acks([0, 1]) == 1
     assert WaitFor(2, 500, aof=False).command() == ("WAIT", 2, 500)
