@@ -11,6 +11,7 @@ the same run, which shows that the test can fail.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Any, cast
 
@@ -55,17 +56,19 @@ def test_tokens_increase_across_a_failover_that_lost_writes(sentinel_group: Sent
     lost, lost_control = issue(fencing.RedisFence(primary, name), primary, 3)
     assert int(primary.get(counter) or 0) == lost[-1]
     # a hold taken now, through Sentinel: its lease never reaches the replica
-    doomed = fencing.connect(group.url + "?socket_timeout=1").fence("doomed", ttl=8)
-    hold = doomed.hold(timeout=0)
-    with pytest.raises(fencing.LeaseLost, match="lost during hold"), hold:
+    backend = fencing.connect(group.url + "?socket_timeout=1")
+    doomed = backend.fence("doomed", ttl=8)
+    hold, async_doomed = doomed.hold(timeout=0), AsyncHolder(backend, "async-doomed")
+    with pytest.raises(fencing.LeaseLost, match="lost during hold"), hold, async_doomed:
         group.kill_primary()
         group.thaw_replica()
         group.wait_for_failover()
         assert group.primary_port() == group.replica.port
         deadline = time.monotonic() + 10
-        while not hold.lost:  # the renewer finds the lease gone from the new primary
-            assert time.monotonic() < deadline, "the renewer did not report the lost lease"
+        while not (hold.lost and async_doomed.hold.lost):  # the renewals find no lease
+            assert time.monotonic() < deadline, "a renewer did not report the lost lease"
             time.sleep(0.05)
+    assert "LeaseLost" in async_doomed.outcome and "lost during hold" in async_doomed.outcome
     client_of(doomed).close()
 
     promoted = redis.Redis(port=group.replica.port, socket_timeout=5)
@@ -107,11 +110,12 @@ def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
     before = int(replicated.acquire(timeout=0))  # the replica acknowledged it
     replicated.release(before)
     promoted = redis.Redis(port=group.replica.port, socket_timeout=5)
-    lease = lease_key("survivor")
-    with fence.hold(timeout=0) as token:
+    lease, async_lease = lease_key("survivor"), lease_key("async-survivor")
+    async_side = AsyncHolder(backend, "async-survivor")
+    with fence.hold(timeout=0) as token, async_side:
         deadline = time.monotonic() + 5
-        while promoted.get(lease) is None:  # replicated (asynchronously)
-            assert time.monotonic() < deadline
+        while promoted.get(lease) is None or promoted.get(async_lease) is None:
+            assert time.monotonic() < deadline  # replicated (asynchronously)
             time.sleep(0.01)
 
         group.primary.freeze()
@@ -125,9 +129,10 @@ def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
         asyncio.run(_unavailable(backend))
 
         group.wait_for_failover()
-        left = promoted.pttl(lease)
+        left = promoted.pttl(lease), promoted.pttl(async_lease)
         deadline = time.monotonic() + 8
-        while promoted.pttl(lease) <= left:  # the renewer renewed on the new primary
+        while promoted.pttl(lease) <= left[0] or promoted.pttl(async_lease) <= left[1]:
+            # the renewer thread and the renewal task renewed on the new primary
             assert time.monotonic() < deadline, "no renewal reached the new primary"
             time.sleep(0.05)
         assert cast(bytes, promoted.get(lease)).startswith(b"%d:" % int(token))
@@ -138,10 +143,45 @@ def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
         # the new primary has no replica left: a lease that needs one is refused
         with pytest.raises(fencing.NotReplicated, match="0 of 1"):
             replicated.acquire(timeout=0)
-    # leaving the hold released the lease on the new primary: it survived the failover
-    assert promoted.get(lease) is None
+    # leaving the holds released the leases on the new primary: they survived the failover
+    assert promoted.get(lease) is None and promoted.get(async_lease) is None
+    assert async_side.outcome == "released", async_side.outcome
     for client in (client_of(fence), client_of(replicated), promoted):
         client.close()
+
+
+class AsyncHolder:
+    """An asyncio ``hold()`` on its own event loop in a thread, through the failover:
+    entering starts it and returns once the lease is held; leaving ends the hold and
+    keeps how it ended in ``outcome`` ("released", or the error)."""
+
+    def __init__(self, backend: fencing._connect.Backend, name: str) -> None:
+        self.fence = backend.aio_fence(name, ttl=8)
+        self.hold = self.fence.hold(timeout=0)
+        self.held, self.done = threading.Event(), threading.Event()
+        self.outcome = "not run"
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._hold()))
+
+    async def _hold(self) -> None:
+        try:
+            async with self.hold:
+                self.held.set()
+                while not self.done.is_set():
+                    await asyncio.sleep(0.02)
+            self.outcome = "released"
+        except Exception as exc:  # reported by the test
+            self.outcome = repr(exc)
+        finally:
+            self.held.set()
+            await client_of(self.fence).aclose()
+
+    def __enter__(self) -> None:
+        self.thread.start()
+        assert self.held.wait(10)
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(15)
 
 
 async def _unavailable(backend: fencing._connect.Backend) -> None:
