@@ -86,6 +86,17 @@ def _measure(ctx: Context, client: redis.Redis) -> Table:
     return table
 
 
+def added_over_ack(tables: list[Table]) -> float | None:
+    """The target's ratio: what ``min_replicas=1`` adds over what ``WAIT 1`` adds to the
+    bare acquire script (medians), or ``None`` when the family did not run."""
+    for table in tables:
+        if table.family == "replicas":
+            median = {s.name: s.median for s in table.rows}
+            ack = median[SCRIPTS_WAIT] - median[SCRIPTS]
+            return (median[FENCE_REPLICATED] - median[FENCE]) / ack
+    return None
+
+
 def _scripts(client: redis.Redis, wait: bool) -> Callable[[], None]:
     """RedisFence's acquire and release scripts by bare EVALSHA, as it sends them."""
     from fencing.redis._scripts import ACQUIRE, RELEASE, fence_keys
