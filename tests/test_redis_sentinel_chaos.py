@@ -16,7 +16,7 @@ from fencing.cli.chaos.runner import ChaosConfig
 def test_failover_chaos(tmp_path: Path) -> None:
     lines: list[str] = []
     proof = run_failover_proof(
-        ChaosConfig(workers=3, duration=6, ttl=0.2, workdir=tmp_path, seed=5), say=lines.append
+        ChaosConfig(workers=3, duration=8, ttl=0.2, workdir=tmp_path, seed=5), say=lines.append
     )
     print("\n".join(lines))
     fenced = proof.outcomes["fenced"]
