@@ -29,3 +29,13 @@ def test_failover_chaos(tmp_path: Path) -> None:
     incr = proof.outcomes["INCR-only control"].report
     assert incr.token_violations > 0, incr.summary()  # a token handed out again
     assert proof.ok and "proof holds" in lines[-1]
+
+
+def test_cli_flag() -> None:
+    """``fencing chaos --failover`` reaches the failover proof (the run itself is above)."""
+    from fencing.cli import build_parser
+    from fencing.cli.chaos import command
+
+    args = build_parser().parse_args(["chaos", "--failover", "--workers", "3"])
+    assert args.failover is True and args.func is command.run
+    assert build_parser().parse_args(["chaos"]).failover is False
