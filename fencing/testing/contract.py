@@ -74,6 +74,7 @@ from .. import (
     guard,
 )
 from .._marks import Mark
+from .._validate import MAX_TTL
 
 T = TypeVar("T")
 
@@ -97,6 +98,7 @@ BAD_NAMES: list[tuple[Any, type[Exception]]] = [
     (b"name", TypeError),
     ("x" * 257, ValueError),
     ("nul\x00", ValueError),
+    ("lone \ud800 surrogate", ValueError),  # cannot be encoded: refused before any I/O
 ]
 #: Refused lease lifetimes (``ttl`` of a fence and of ``renew``).
 BAD_TTLS: list[tuple[Any, type[Exception]]] = [
@@ -104,9 +106,17 @@ BAD_TTLS: list[tuple[Any, type[Exception]]] = [
     (-1, ValueError),
     (math.nan, ValueError),
     (math.inf, ValueError),
+    (MAX_TTL + 1, ValueError),  # beyond what Redis can renew (see fencing._validate)
     (True, TypeError),
     ("1", TypeError),
 ]
+
+
+def _waiting(kind: str, patience: float) -> float | None:
+    """The ``timeout`` of a waiter: "none" and "inf" wait for ever, else ``patience``."""
+    return {"none": None, "inf": math.inf}.get(kind, patience)
+
+
 #: Refused ``acquire`` timeouts.
 BAD_TIMEOUTS: list[tuple[Any, type[Exception]]] = [
     (-1, ValueError),
@@ -358,18 +368,16 @@ class FenceContract(LeaseTerms):
         holder.renew(token)  # the waiter took nothing from the holder
         holder.release(token)
 
-    @pytest.mark.parametrize("timeout", ["none", "number"])
+    @pytest.mark.parametrize("timeout", ["none", "inf", "number"])
     def test_waiter_gets_the_lease_when_the_holder_releases(
         self, make_fence: MakeFence, timeout: str
     ) -> None:
-        """``acquire(timeout=None)`` (or a long enough number) waits while the lease is
-        held and takes it, with a higher token, once the holder releases."""
+        """``acquire(timeout=None)`` (or ``math.inf``, or a long enough number) waits while
+        the lease is held and takes it, with a higher token, once the holder releases."""
         name = self.fresh_name(f"wait-{timeout}")
         holder, waiter = make_fence(name, self.long_ttl), make_fence(name, self.long_ttl)
         token = holder.acquire(timeout=0)
-        wait = _Background(
-            lambda: waiter.acquire(timeout=None if timeout == "none" else self.patience)
-        )
+        wait = _Background(lambda: waiter.acquire(timeout=_waiting(timeout, self.patience)))
         time.sleep(self.short_ttl)
         assert wait.running(), "acquire returned while the lease was held"
         holder.release(token)
@@ -708,7 +716,7 @@ class AsyncFenceContract(LeaseTerms):
         await holder.renew(token)
         await holder.release(token)
 
-    @pytest.mark.parametrize("timeout", ["none", "number"])
+    @pytest.mark.parametrize("timeout", ["none", "inf", "number"])
     async def test_waiter_gets_the_lease_when_the_holder_releases(
         self, make_fence: MakeAsyncFence, timeout: str
     ) -> None:
@@ -716,9 +724,7 @@ class AsyncFenceContract(LeaseTerms):
         name = self.fresh_name(f"wait-{timeout}")
         holder, waiter = make_fence(name, self.long_ttl), make_fence(name, self.long_ttl)
         token = await holder.acquire(timeout=0)
-        wait = asyncio.create_task(
-            waiter.acquire(timeout=None if timeout == "none" else self.patience)
-        )
+        wait = asyncio.create_task(waiter.acquire(timeout=_waiting(timeout, self.patience)))
         await asyncio.sleep(self.short_ttl)
         assert not wait.done(), f"acquire returned while the lease was held: {wait}"
         await holder.release(token)
