@@ -1,4 +1,6 @@
-"""Errors of the SQL guard. Imports the core errors and SQLAlchemy's ``StaleDataError``.
+"""Errors of the SQL backend: the guard's, and the setup errors of the issuer.
+
+Imports the core errors and SQLAlchemy.
 
 ``StaleRowError`` is both a ``fencing.StaleTokenError`` and a SQLAlchemy
 ``StaleDataError``: handlers written for optimistic concurrency keep working, and the
@@ -7,9 +9,11 @@ session is rolled back exactly as SQLAlchemy does for a ``StaleDataError`` in a 
 
 from __future__ import annotations
 
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm.exc import StaleDataError
 
-from .._errors import FencingError, StaleTokenError
+from .._errors import FenceSetupError, FencingError, StaleTokenError
 
 
 class StaleRowError(StaleTokenError, StaleDataError):
@@ -30,3 +34,38 @@ class RowcountUnavailable(FencingError):
 
     The guard cannot be verified, so it is an error, never a warning.
     """
+
+
+#: SQLSTATE of PostgreSQL's "relation does not exist".
+_UNDEFINED_TABLE = "42P01"
+#: The driver ``fencing migrate`` runs PostgreSQL on (an asyncio engine names another).
+_SYNC_PG = "postgresql+psycopg"
+
+
+def migrate_command(url: URL) -> str:
+    """``fencing migrate --url <url>`` for the database of ``url``, without its password
+    (the password is left to ``PGPASSWORD`` or ``~/.pgpass``) and with a sync driver."""
+    url = url.set(password=None)
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() not in (
+        "psycopg",
+        "psycopg2",
+        "pg8000",
+    ):
+        url = url.set(drivername=_SYNC_PG)
+    return f"fencing migrate --url {url.render_as_string(hide_password=False)}"
+
+
+def setup_error(exc: SQLAlchemyError, url: URL) -> FenceSetupError | None:
+    """The ``FenceSetupError`` for a driver error that means "not set up", else ``None``.
+
+    A missing ``fencing_leases`` table (PostgreSQL before ``fencing migrate``; SQLite
+    creates its table itself) is recognised by its SQLSTATE, whichever driver raised it.
+    """
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if state != _UNDEFINED_TABLE and "no such table: fencing_leases" not in str(exc):
+        return None
+    return FenceSetupError(
+        f"the fencing tables are missing from {url.set(password=None).render_as_string()}: "
+        f"run `{migrate_command(url)}` (or fencing.sql.create_tables(engine) from Python)"
+    )
