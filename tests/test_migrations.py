@@ -97,7 +97,7 @@ def test_cli_prints_sql_offline(capsys: pytest.CaptureFixture[str]) -> None:
 def test_sqlite_fence_migrates_its_file_on_first_use(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'auto.db'}"
     fence = SqlFence(url, "auto")
-    assert fence.acquire(timeout=0) == 1
+    assert fence.acquire(timeout=0) >= 1
     engine = create_engine(url)
     with engine.connect() as conn:
         assert current_revision(conn) == head_revision()

@@ -33,7 +33,7 @@ class AsyncSqlIssuer:
 
     async def _run(self, flow: SqlFlow[T]) -> T:
         await self._ensure_tables()
-        with sql_errors():
+        with sql_errors(url=self.engine.url):
             async with self.engine.begin() as conn:
                 return await run_async(flow, conn)
 

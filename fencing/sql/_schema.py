@@ -2,7 +2,9 @@
 
 A row holds the fence's token counter (the last token issued) and its current lease
 (holder id and expiry). Release clears the lease but keeps the counter, so tokens never
-go back, even across releases, expiries and crashed holders. Expiry is stored as seconds
+go back, even across releases, expiries and crashed holders. A row deleted by hand
+does not restart its tokens either: like Redis, every token is at least the database's
+clock in microseconds (``db_micros``). Expiry is stored as seconds
 since the Unix epoch *by the database's clock* (a double), the same way on SQLite and
 PostgreSQL, so no client clock is ever compared with another.
 
@@ -17,6 +19,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Double,
+    Integer,
     MetaData,
     String,
     Table,
@@ -52,4 +55,21 @@ def db_now(dialect_name: str) -> ColumnElement[float]:
         return func.extract("epoch", func.clock_timestamp()).cast(Double)
     if dialect_name == "sqlite":
         return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Double)
+    raise ValueError(f"fencing SQL issuer supports SQLite and PostgreSQL, not {dialect_name!r}")
+
+
+def db_micros(dialect_name: str) -> ColumnElement[int]:
+    """The database's current time in whole microseconds since the epoch (the token floor).
+
+    PostgreSQL: from ``clock_timestamp()``, exact (``extract`` returns a numeric).
+    SQLite: from ``julianday('now')``, millisecond resolution. Tokens are
+    ``max(last + 1, this)``, so they stay unique and increasing even when it repeats.
+    """
+    if dialect_name == "postgresql":
+        epoch = func.extract("epoch", func.clock_timestamp())
+        return func.floor(epoch * 1000000).cast(BigInteger)
+    if dialect_name == "sqlite":
+        return literal_column(
+            "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)", Integer
+        )
     raise ValueError(f"fencing SQL issuer supports SQLite and PostgreSQL, not {dialect_name!r}")
