@@ -42,10 +42,14 @@ _UNDEFINED_TABLE = "42P01"
 _SYNC_PG = "postgresql+psycopg"
 
 
+def _without_password(url: URL) -> URL:
+    return url._replace(password=None)  # URL.set(password=None) would keep it
+
+
 def migrate_command(url: URL) -> str:
     """``fencing migrate --url <url>`` for the database of ``url``, without its password
     (the password is left to ``PGPASSWORD`` or ``~/.pgpass``) and with a sync driver."""
-    url = url.set(password=None)
+    url = _without_password(url)
     if url.get_backend_name() == "postgresql" and url.get_driver_name() not in (
         "psycopg",
         "psycopg2",
@@ -66,6 +70,6 @@ def setup_error(exc: SQLAlchemyError, url: URL) -> FenceSetupError | None:
     if state != _UNDEFINED_TABLE and "no such table: fencing_leases" not in str(exc):
         return None
     return FenceSetupError(
-        f"the fencing tables are missing from {url.set(password=None).render_as_string()}: "
+        f"the table fencing_leases is missing from {_without_password(url).render_as_string()}: "
         f"run `{migrate_command(url)}` (or fencing.sql.create_tables(engine) from Python)"
     )
