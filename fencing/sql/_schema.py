@@ -19,7 +19,6 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Double,
-    Integer,
     MetaData,
     String,
     Table,
@@ -44,32 +43,32 @@ leases = Table(
 )
 
 
-def db_now(dialect_name: str) -> ColumnElement[float]:
-    """The database's current time in seconds since the epoch, as a SQL expression.
+def _epoch(dialect_name: str) -> ColumnElement[float]:
+    """The database's clock in seconds since the epoch, as precise as it comes.
 
-    PostgreSQL: ``clock_timestamp()`` (the real time, not the transaction start).
-    SQLite: ``julianday('now')`` converted to Unix seconds (sub-millisecond precision;
-    ``unixepoch('subsec')`` needs SQLite 3.42). Any other dialect is refused.
+    PostgreSQL: ``clock_timestamp()`` (the real time, not the transaction start), as an
+    exact numeric. SQLite: ``julianday('now')`` converted to Unix seconds (millisecond
+    resolution; ``unixepoch('subsec')`` needs SQLite 3.42). Any other dialect is refused.
     """
     if dialect_name == "postgresql":
-        return func.extract("epoch", func.clock_timestamp()).cast(Double)
+        return func.extract("epoch", func.clock_timestamp())
     if dialect_name == "sqlite":
         return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Double)
     raise ValueError(f"fencing SQL issuer supports SQLite and PostgreSQL, not {dialect_name!r}")
 
 
-def db_micros(dialect_name: str) -> ColumnElement[int]:
-    """The database's current time in whole microseconds since the epoch (the token floor).
+def db_now(dialect_name: str) -> ColumnElement[float]:
+    """The database's current time in seconds since the epoch (a double), for expiries."""
+    return _epoch(dialect_name).cast(Double)
 
-    PostgreSQL: from ``clock_timestamp()``, exact (``extract`` returns a numeric).
-    SQLite: from ``julianday('now')``, millisecond resolution. Tokens are
-    ``max(last + 1, this)``, so they stay unique and increasing even when it repeats.
+
+def db_micros(dialect_name: str) -> ColumnElement[int]:
+    """The database's current time in whole microseconds since the epoch: the token floor.
+
+    Tokens are ``max(last + 1, this)``, so they stay unique and increasing even when
+    the clock repeats a value (SQLite's has millisecond resolution).
     """
-    if dialect_name == "postgresql":
-        epoch = func.extract("epoch", func.clock_timestamp())
-        return func.floor(epoch * 1000000).cast(BigInteger)
-    if dialect_name == "sqlite":
-        return literal_column(
-            "CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)", Integer
-        )
-    raise ValueError(f"fencing SQL issuer supports SQLite and PostgreSQL, not {dialect_name!r}")
+    micros = _epoch(dialect_name) * 1000000
+    if dialect_name == "postgresql":  # numeric -> bigint rounds: floor first
+        micros = func.floor(micros)
+    return micros.cast(BigInteger)  # SQLite: CAST(... AS INTEGER) truncates
