@@ -14,6 +14,8 @@ default runs those migrations itself on first use. Imports SQLAlchemy only.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -43,7 +45,7 @@ leases = Table(
 )
 
 
-def _epoch(dialect_name: str) -> ColumnElement[float]:
+def _epoch(dialect_name: str) -> ColumnElement[Any]:
     """The database's clock in seconds since the epoch, as precise as it comes.
 
     PostgreSQL: ``clock_timestamp()`` (the real time, not the transaction start), as an
