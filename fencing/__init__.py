@@ -34,7 +34,7 @@ from ._errors import (
 from ._fence import Fence, Hold
 from ._file_store import FileStore
 from ._guard import Guarded, guard
-from ._marks import FileMark, MemoryMark
+from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
 from ._token import FenceToken
 from .issuer import AsyncIssuer, Busy, Issuer
@@ -86,6 +86,7 @@ __all__ = [
     "Hold",
     "Issuer",
     "LeaseLost",
+    "Mark",
     "MemoryFence",
     "MemoryIssuer",
     "MemoryMark",

@@ -22,7 +22,7 @@ ACL_RULES = "~fencing:* +evalsha +eval +script|load +blpop +scan +time +@read +@
 _SCRIPT_NOPERM = "can't run this command or subcommand"
 
 
-def redis_failure(what: str, exc: redis.exceptions.RedisError) -> FencingError:
+def redis_failure(what: str, exc: Exception) -> FencingError:
     """The ``fencing`` error for a redis-py error; raise it ``from exc``."""
     if isinstance(exc, redis.exceptions.NoPermissionError) or _SCRIPT_NOPERM in str(exc):
         return FenceSetupError(
