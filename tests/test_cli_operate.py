@@ -4,6 +4,7 @@ to the evicted holder (a newer token, refused at a guard)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ from sqlalchemy import create_engine
 import fencing
 from fencing import cli
 from fencing._connect import _BACKENDS, connect
-from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE
+from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE, releaser
 from fencing.issuer import Busy, FenceStatus
 from fencing.sql import create_tables
 from fencing.testing.servers import PostgresServer, RedisServer
@@ -330,3 +331,48 @@ def test_the_installed_command_prints_json_and_exits_with_the_documented_codes(
     assert fencing_command("release", name).returncode == USAGE
     assert fencing_command("release", name, "--force").returncode == OK
     assert fencing_command("release", name, "--force").returncode == NOT_HELD
+
+
+def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
+    url: str, tmp_path: Path
+) -> None:
+    """Threads take, use and release the lease while another force-releases it: every
+    lease it reports ended is one whose holder then finds it lost, and no other."""
+    name = unique("racing")
+    backend = connect(url)
+    issuer, _ = releaser(url)
+    store = fencing.FileStore(tmp_path / "resource")
+    lost: list[int] = []  # tokens whose release raised LeaseLost
+    evicted: list[int] = []  # tokens force_release reported ending
+    tokens: list[int] = []
+    workers_done = threading.Event()
+
+    def worker() -> None:
+        fence = backend.fence(name, ttl=60)  # no lease expires during the test
+        for _ in range(8):
+            token = fence.acquire(timeout=60)
+            tokens.append(int(token))
+            with contextlib.suppress(fencing.StaleTokenError):
+                store.write(b"x", token)
+            try:
+                fence.release(token)
+            except fencing.LeaseLost:
+                lost.append(int(token))
+
+    def evictor() -> None:
+        while not workers_done.is_set() and len(evicted) < 4:
+            ended = issuer.force_release(name)
+            if ended.held:
+                evicted.append(ended.token)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    evicting = threading.Thread(target=evictor)
+    for thread in [*threads, evicting]:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    workers_done.set()
+    evicting.join(60)
+    assert evicted, "the evictor never found the lease held"
+    assert sorted(lost) == sorted(evicted)
+    assert len(set(tokens)) == len(tokens) == 24
