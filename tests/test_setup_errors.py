@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -119,3 +120,22 @@ def test_the_rules_the_message_names_are_enough(acl_server: RedisServer) -> None
     assert name in set(issuer.names("acl:"))
     assert issuer.force_release(name).token == newer
     client.close()
+
+
+def test_wrong_redis_credentials_say_where_they_go(acl_server: RedisServer) -> None:
+    client = redis.Redis(port=acl_server.port, username="fencing", password="wrong")
+    with pytest.raises(FenceSetupError, match=r"redis://<user>:<password>@host") as info:
+        RedisFence(client, "auth", ttl=5).acquire(timeout=0)
+    assert isinstance(info.value.__cause__, redis.AuthenticationError)
+    client.close()
+
+
+def test_a_sqlite_file_in_a_missing_directory_says_to_create_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'missing' / 'fencing.db'}"
+    with pytest.raises(FenceSetupError, match=f"directory {tmp_path / 'missing'} does not exist"):
+        SqlFence(url, "x", ttl=5).acquire(timeout=0)
+    assert cli.main(["status", "x", "--url", url]) == FAILED
+    assert "create it" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists()  # nothing created on the way

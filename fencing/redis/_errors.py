@@ -1,7 +1,8 @@
 """Translation of redis-py errors into ``fencing`` errors, in one place for sync and async.
 
-A refusal by the server's ACL means the deployment is not set up for fencing:
-``FenceSetupError``, saying which permissions the Redis user needs. Every other
+A refusal by the server's ACL or of the client's credentials means the deployment is
+not set up for fencing: ``FenceSetupError``, saying which permissions the Redis user
+needs, or where the password goes. Every other
 redis-py error is ``FenceUnavailable``. Imports the core's errors and redis-py.
 """
 
@@ -24,6 +25,12 @@ _SCRIPT_NOPERM = "can't run this command or subcommand"
 
 def redis_failure(what: str, exc: Exception) -> FencingError:
     """The ``fencing`` error for a redis-py error; raise it ``from exc``."""
+    if isinstance(exc, redis.exceptions.AuthenticationError):
+        return FenceSetupError(
+            f"{what}: the Redis server refused to authenticate this client ({exc}); give "
+            "the user and password in the URL (redis://<user>:<password>@host:port/db) "
+            "or to redis.Redis(username=..., password=...)"
+        )
     if isinstance(exc, redis.exceptions.NoPermissionError) or _SCRIPT_NOPERM in str(exc):
         return FenceSetupError(
             f"{what}: the Redis user is not allowed to run fencing's commands ({exc}); "

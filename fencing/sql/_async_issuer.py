@@ -40,7 +40,7 @@ class AsyncSqlIssuer:
     async def _ensure_tables(self) -> None:
         if self._ready:
             return
-        with sql_errors("creating the fencing tables"):
+        with sql_errors("creating the fencing tables", self.engine.url):
             if self.dialect == "sqlite":
                 from ._migrate import create_tables
 

@@ -9,6 +9,8 @@ session is rolled back exactly as SQLAlchemy does for a ``StaleDataError`` in a 
 
 from __future__ import annotations
 
+import os
+
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm.exc import StaleDataError
@@ -42,6 +44,15 @@ _UNDEFINED_TABLE = "42P01"
 _SYNC_PG = "postgresql+psycopg"
 
 
+def _sqlite_cannot_open(database: str) -> FenceSetupError:
+    folder = os.path.dirname(os.path.abspath(database))
+    if not os.path.isdir(folder):
+        fix = f"its directory {folder} does not exist: create it"
+    else:
+        fix = f"check that this user may read and write it and its directory {folder}"
+    return FenceSetupError(f"cannot open the SQLite file {database}: {fix}")
+
+
 def _without_password(url: URL) -> URL:
     return url._replace(password=None)  # URL.set(password=None) would keep it
 
@@ -63,8 +74,12 @@ def setup_error(exc: SQLAlchemyError, url: URL) -> FenceSetupError | None:
     """The ``FenceSetupError`` for a driver error that means "not set up", else ``None``.
 
     A missing ``fencing_leases`` table (PostgreSQL before ``fencing migrate``; SQLite
-    creates its table itself) is recognised by its SQLSTATE, whichever driver raised it.
+    creates its table itself) is recognised by its SQLSTATE, whichever driver raised it;
+    a SQLite file that cannot be opened by SQLite's message (its directory is missing or
+    not writable).
     """
+    if url.get_backend_name() == "sqlite" and "unable to open database file" in str(exc):
+        return _sqlite_cannot_open(str(url.database))
     orig = getattr(exc, "orig", None)
     state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
     if state != _UNDEFINED_TABLE and "no such table: fencing_leases" not in str(exc):

@@ -220,7 +220,7 @@ class SqlIssuer:
     def _ensure_tables(self) -> None:
         if self._ready:
             return
-        with self._ready_lock, sql_errors("creating the fencing tables"):
+        with self._ready_lock, sql_errors("creating the fencing tables", self.engine.url):
             if not self._ready and self.dialect == "sqlite":
                 from ._migrate import create_tables
 
