@@ -19,13 +19,14 @@ MAX_TOKEN = 2**63 - 1
 #: renew script does arithmetic on the ms as a Lua number, and Redis formats a Lua
 #: number with 17 significant digits when it passes it to a command, so from 1e17 ms
 #: (1e14 s) on, ``PEXPIRE`` receives ``1e+17`` and refuses it. Every ttl up to this one
-#: is acquired and renewed on Redis (tests/test_validation.py); SQL and memory issuers
+#: is acquired and renewed on Redis (tests/test_bad_input.py); SQL and memory issuers
 #: keep seconds as doubles and have no tighter bound.
 MAX_TTL = 10**14 - 1
 
 
 def check_name(name: object) -> str:
-    """A fence name: a non-empty ``str`` of at most 256 characters without NUL."""
+    """A fence name: a non-empty ``str`` of at most 256 characters, without NUL, that
+    UTF-8 can encode (no lone surrogates)."""
     if not isinstance(name, str):
         raise TypeError(f"fence name must be a str, not {type(name).__name__}")
     if not name:

@@ -22,7 +22,7 @@ import argparse
 import dataclasses
 import json
 import sys
-from typing import Any
+from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from .._connect import connect
@@ -112,10 +112,12 @@ def as_text(status: FenceStatus) -> str:
     return f"{status.name}: {state}; last token {last}"
 
 
-def run_command(command: str, body: Any, args: argparse.Namespace) -> int:
+def run_command(
+    command: str, body: Callable[[argparse.Namespace], int], args: argparse.Namespace
+) -> int:
     """Run ``body(args)``; map its ``CommandError`` and backend errors to exit codes."""
     try:
-        code: int = body(args)
+        code = body(args)
     except CommandError as exc:
         print(f"fencing {command}: {exc}", file=sys.stderr)
         return exc.code

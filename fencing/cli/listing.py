@@ -1,6 +1,6 @@
 """``fencing list [--prefix P] [--json] [--url URL]``: the fences that exist.
 
-Imports the shared operators' helpers (``_operate``) and the issuer protocols.
+Imports the shared operators' helpers (``_operate``) only.
 """
 
 from __future__ import annotations

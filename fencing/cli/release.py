@@ -3,7 +3,7 @@
 The issuer ends the lease and makes sure the next token is above the ended lease's in
 one atomic step (``fencing.issuer.ForceReleases``), so the evicted holder is refused at
 every guard once the next holder has written. Logged on ``fencing.release``.
-Imports the shared operators' helpers (``_operate``), the issuer protocols and the logs.
+Imports the shared operators' helpers (``_operate``) and the logs.
 """
 
 from __future__ import annotations

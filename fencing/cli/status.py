@@ -1,6 +1,6 @@
 """``fencing status NAME... [--json] [--url URL]``: the state of fences, for operators.
 
-Imports the shared operators' helpers (``_operate``) and the issuer protocols.
+Imports the shared operators' helpers (``_operate``) only.
 """
 
 from __future__ import annotations
