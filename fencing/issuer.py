@@ -36,7 +36,9 @@ inspect it:
   returns a ``FenceStatus`` of the lease it ended (``held`` False when there was none).
 
 Errors: translate your driver's errors into ``fencing.FenceUnavailable`` (``raise
-FenceUnavailable(...) from exc``); never leave a lease half taken.
+FenceUnavailable(...) from exc``), or ``fencing.FenceSetupError`` when the store answers
+but is not set up (a missing table, a permission), with a message that says what to
+run or grant; never leave a lease half taken.
 
 Imports nothing from the package: the core imports it.
 """

@@ -2,8 +2,8 @@
 
 A refusal by the server's ACL or of the client's credentials means the deployment is
 not set up for fencing: ``FenceSetupError``, saying which permissions the Redis user
-needs, or where the password goes. Every other
-redis-py error is ``FenceUnavailable``. Imports the core's errors and redis-py.
+needs, or where the password goes. Every other redis-py error is ``FenceUnavailable``.
+Imports the core's errors and redis-py.
 """
 
 from __future__ import annotations
