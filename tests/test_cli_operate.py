@@ -25,6 +25,7 @@ from fencing._connect import _BACKENDS, connect
 from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE, releaser
 from fencing.issuer import Busy, FenceStatus
 from fencing.sql import create_tables
+from fencing.sql._schema import leases
 from fencing.testing.servers import PostgresServer, RedisServer
 
 #: The keys every ``--json`` object has, with the types a script may rely on.
@@ -376,3 +377,20 @@ def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
     assert evicted, "the evictor never found the lease held"
     assert sorted(lost) == sorted(evicted)
     assert len(set(tokens)) == len(tokens) == 24
+
+
+def test_a_reader_that_stops_reading_ends_the_output_quietly(tmp_path: Path) -> None:
+    """``fencing list | head -1``: no ``BrokenPipeError`` traceback, exit 0."""
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    issuer = fencing.SqlIssuer(url)
+    issuer.try_acquire("first", "h", 60_000)  # creates the table
+    with issuer.engine.begin() as conn:  # many fences, more output than a pipe buffers
+        conn.execute(leases.insert(), [{"name": f"n{i:06d}", "token": 1} for i in range(20_000)])
+    command = [sys.executable, "-m", "fencing", "list", "--json", "--url", url]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert check_json(proc.stdout.readline().decode())["name"] == "first"
+        proc.stdout.close()  # like `head -1`
+        err = proc.stderr.read().decode()
+        assert proc.wait(60) == OK, err
+    assert err == ""

@@ -11,7 +11,8 @@ Exit codes, documented in docs/operations.md (scripts rely on them):
 4     the backend cannot be inspected (its issuer lacks the capability)
 ====  =====================================================================
 
-Messages for a non-zero code go to stderr as ``fencing <command>: <what happened>``.
+Messages for a non-zero code go to stderr as ``fencing <command>: <what happened>``. A
+reader that stops reading (``fencing list | head``) ends the output quietly, with 0.
 Imports the core (``connect``, the errors, the issuer protocols) only; the backend is
 loaded by ``connect`` from the URL's scheme.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
@@ -124,4 +126,9 @@ def run_command(
     except FencingError as exc:
         print(f"fencing {command}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return FAILED
+    except BrokenPipeError:  # the reader stopped reading (`fencing list | head`): fine
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush does not fail again
+        os.close(devnull)
+        return OK
     return code
