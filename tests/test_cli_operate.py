@@ -23,7 +23,7 @@ import fencing
 from fencing import cli
 from fencing._connect import _BACKENDS, connect
 from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE, releaser
-from fencing.issuer import Busy, FenceStatus
+from fencing.issuer import Busy
 from fencing.sql import create_tables
 from fencing.sql._schema import leases
 from fencing.testing.servers import PostgresServer, RedisServer
@@ -272,18 +272,6 @@ def test_an_issuer_without_the_capability_exits_4(
     for args in (["status", "x"], ["list"], ["release", "x", "--force"]):
         code, out, err = run(*args, "--url", "plain://here")
         assert code == UNSUPPORTED and not out and "cannot" in err
-
-
-def test_memory_issuer_inspects_and_force_releases() -> None:
-    issuer = fencing.MemoryIssuer()
-    fence = fencing.MemoryFence("m", ttl=60, issuer=issuer)
-    token = fence.acquire(timeout=0)
-    status = issuer.status("m")
-    assert status == FenceStatus("m", True, status.holder, token, status.expires_in, token)
-    assert list(issuer.names("m")) == ["m"] and list(issuer.names("x")) == []
-    assert issuer.force_release("m").token == token
-    assert issuer.force_release("m").held is False
-    assert fence.acquire(timeout=0) > token
 
 
 def test_the_default_url_is_fencing_url(
