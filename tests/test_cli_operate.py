@@ -382,3 +382,22 @@ def test_a_reader_that_stops_reading_ends_the_output_quietly(tmp_path: Path) -> 
         err = proc.stderr.read().decode()
         assert proc.wait(60) == OK, err
     assert err == ""
+
+
+def test_a_redis_lease_without_expiry_is_shown_and_force_released(
+    redis_server: RedisServer, run: Run
+) -> None:
+    """The stuck lease force-release exists for: no expiry (ttl 0, as a ``FencedLock``
+    with ``timeout=None`` takes it), so only an operator can end it."""
+    name = unique("forever")
+    issuer = fencing.RedisIssuer(redis.Redis(port=redis_server.port))
+    token = issuer.try_acquire(name, "stuck-holder", 0)
+    assert isinstance(token, int)
+    code, out, _ = run("status", "--url", redis_server.url, name)
+    assert code == OK and f"held by stuck-holder with token {token}, no expiry" in out
+    code, out, _ = run("status", "--json", "--url", redis_server.url, name)
+    assert check_json(out)["expires_in"] is None
+    assert run("release", name, "--force", "--url", redis_server.url)[0] == OK
+    assert not issuer.release(name, token, "stuck-holder")  # its holder no longer has it
+    newer = issuer.try_acquire(name, "next", 60_000)
+    assert isinstance(newer, int) and newer > token
