@@ -7,8 +7,9 @@
     ├── LeaseLost                                  renew/release by someone who no longer holds it
     ├── StaleTokenError                            a guard refused a token below its high-water mark
     ├── UnfencedWriteError                         a fenced SQL row was updated without a new token
-    └── FenceUnavailable                           the issuer or mark backend is unreachable/failing
-        └── NotReplicated                          too few replicas acknowledged a lease in time
+    ├── FenceUnavailable                           the issuer or mark backend is unreachable/failing
+    │   └── NotReplicated                          too few replicas acknowledged a lease in time
+    └── FenceSetupError                            the backend answers but is not set up for fencing
 
 Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
 ``raise ... from driver_error`` so the cause stays visible (``issuer_error``).
@@ -97,6 +98,15 @@ class NotReplicated(FenceUnavailable):
         super().__init__(
             f"fence {name!r}, token {token}: {acks} of {wanted} replicas acknowledged; {detail}"
         )
+
+
+class FenceSetupError(FencingError):
+    """The backend answers but is not set up for fencing; the message says what to do.
+
+    For instance the ``fencing_leases`` table is missing (run ``fencing migrate``), or
+    the Redis user's ACL forbids running the scripts. Retrying does not help: it is
+    not a ``FenceUnavailable``. Nothing was changed.
+    """
 
 
 def rejected(token: int, current: int | None, resource: str) -> StaleTokenError:

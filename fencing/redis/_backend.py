@@ -22,7 +22,7 @@ import redis.asyncio
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
-from ._issuer import AsyncRedisFence, RedisFence, check_min_replicas
+from ._issuer import AsyncRedisFence, RedisFence, RedisIssuer, check_min_replicas
 from ._sentinel import (
     SentinelURL,
     async_sentinel_client,
@@ -65,14 +65,22 @@ class RedisBackend:
     def __repr__(self) -> str:
         return f"RedisBackend({self.url!r})"
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+    def _sync_client(self) -> redis.Redis:
         if self._client is None:
             self._client = (
                 sentinel_client(self._sentinel)
                 if self._sentinel is not None
                 else redis.Redis.from_url(self._url)
             )
-        return RedisFence(self._client, name, ttl, **self._options)
+        return self._client
+
+    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+        return RedisFence(self._sync_client(), name, ttl, **self._options)
+
+    @property
+    def issuer(self) -> RedisIssuer:
+        """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
+        return RedisIssuer(self._sync_client(), **self._options)
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         client = (

@@ -26,7 +26,7 @@ Imports the core (fences, errors, validation), the scripts module and redis-py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import suppress
 from functools import partial
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union, cast
@@ -43,21 +43,28 @@ from .._errors import NotReplicated, issuer_error
 from .._fence import Fence
 from .._flow import run_async, run_sync
 from .._validate import check_ttl
-from ..issuer import Busy
-from ._errors import unavailable
+from ..issuer import Busy, FenceStatus
+from ._errors import redis_failure
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
+    FORCE_RELEASE,
     RELEASE,
     RENEW,
+    STATUS,
     Script,
     acquire_args,
     block_seconds,
     fence_keys,
+    force_release_args,
     idle_millis,
     lease_value,
+    name_of,
+    names_pattern,
     parse_acquire,
     parse_flag,
+    parse_force_release,
+    parse_status,
     parse_wake,
     release_args,
     renew_args,
@@ -374,6 +381,13 @@ class RedisSteps:
         wait = block_seconds(seconds, self._socket_timeout)
         return None if wait is None else Pop(fence_keys(name).wake(holder), wait)
 
+    def status(self, name: str) -> Eval[FenceStatus]:
+        return Eval(STATUS, (fence_keys(name).lease,), partial(parse_status, name))
+
+    def force_release(self, name: str) -> Eval[FenceStatus]:
+        args = force_release_args(name, self._idle_ms)
+        return Eval(FORCE_RELEASE, args, partial(parse_force_release, name))
+
     def replicated(
         self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
     ) -> Generator[ReplicaStep, None, R]:
@@ -414,7 +428,8 @@ class RedisIssuer:
     token still exceeds every earlier one (see the module docstring for the limit).
     It has the hand-off capability: a release hands the lease straight to the first
     queued waiter, which ``BLPOP``s its own wake key (see ``_scripts``): no polling,
-    and no second round trip after the wake-up.
+    and no second round trip after the wake-up. Operators can inspect and force-release
+    its fences (``fencing.issuer.Inspects``, ``ForceReleases``: one script each).
 
     ``min_replicas`` (default 0): a lease counts only once that many replicas have
     acknowledged it, within ``replica_timeout`` seconds (default 1 s, or half the
@@ -445,11 +460,12 @@ class RedisIssuer:
     wrapped: ClassVar[tuple[type[Exception], ...]] = (RedisError,)
 
     def result_of(self, step: ClientStep[R]) -> R:
-        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
+        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``
+        (``FenceSetupError`` when the server's ACL refuses)."""
         try:
             step.perform(self.client)
         except self.wrapped as exc:
-            raise unavailable(exc) from exc
+            raise redis_failure("redis", exc) from exc
         return step.result
 
     def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
@@ -459,7 +475,7 @@ class RedisIssuer:
         try:
             return run_sync(self.steps.replicated(step, name, holder, renewed), self.client)
         except self.wrapped as exc:
-            raise unavailable(exc) from exc
+            raise redis_failure("redis", exc) from exc
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)
@@ -479,6 +495,25 @@ class RedisIssuer:
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.steps.await_handoff(name, holder, seconds)
         return None if step is None else self.confirmed(step, name, holder)
+
+    def status(self, name: str) -> FenceStatus:
+        return self.result_of(self.steps.status(name))
+
+    def force_release(self, name: str) -> FenceStatus:
+        return self.result_of(self.steps.force_release(name))
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """The fences with a lease or a counter key, by ``SCAN`` (never ``KEYS``), in no
+        particular order; on Redis Cluster redis-py scans every primary."""
+        seen: set[str] = set()
+        try:
+            for key in self.client.scan_iter(match=names_pattern(prefix), count=1000):
+                name = name_of(key)
+                if name is not None and name not in seen:
+                    seen.add(name)
+                    yield name
+        except RedisError as exc:
+            raise redis_failure("redis", exc) from exc
 
 
 class AsyncRedisIssuer:
@@ -503,11 +538,12 @@ class AsyncRedisIssuer:
         return f"{type(self).__name__}({self.client!r})"
 
     async def result_of(self, step: ClientStep[R]) -> R:
-        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
+        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``
+        (``FenceSetupError`` when the server's ACL refuses)."""
         try:
             await step.aperform(self.client)
         except RedisError as exc:
-            raise unavailable(exc) from exc
+            raise redis_failure("redis", exc) from exc
         return step.result
 
     async def confirmed(
@@ -519,7 +555,7 @@ class AsyncRedisIssuer:
         try:
             return await run_async(self.steps.replicated(step, name, holder, renewed), self.client)
         except RedisError as exc:
-            raise unavailable(exc) from exc
+            raise redis_failure("redis", exc) from exc
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)
