@@ -12,7 +12,9 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from typing import Any
 
 import pytest
 import redis
@@ -28,7 +30,9 @@ NAME = "invoice:7"
 
 
 def fenced(client: redis.Redis, **kwargs: object) -> FencedLock:
-    return client.lock(NAME, lock_class=FencedLock, **kwargs)  # type: ignore[arg-type]
+    made = client.lock(NAME, lock_class=FencedLock, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(made, FencedLock)
+    return made
 
 
 def old(client: redis.Redis, **kwargs: object) -> Lock:
@@ -123,7 +127,7 @@ async def test_asyncio_locks_of_every_kind_exclude_each_other(
 ) -> None:
     client = redis.asyncio.Redis(port=redis_server.port)
     try:
-        kinds = [
+        kinds: list[Callable[[], Any]] = [
             lambda: client.lock(NAME, timeout=10),  # redis.asyncio.lock.Lock
             lambda: client.lock(NAME, timeout=10, lock_class=fencing.aio.FencedLock),
         ]
