@@ -35,6 +35,7 @@ ORDER = [
     "python-redis-lock",
     "pottery Redlock (1 master)",
     locks.ASYNC_FENCE,
+    locks.ASYNC_FENCED_LOCK,
 ]
 MIN_HOLD = 0.005  # time for the waiter to reach its blocking wait before the release
 

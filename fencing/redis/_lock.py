@@ -50,6 +50,7 @@ from ._issuer import (
     Pop,
     RedisIssuer,
     RedisSteps,
+    _parse_release,
     check_client,
     socket_timeout_of,
 )
@@ -64,7 +65,6 @@ from ._scripts import (
     lock_keys,
     lock_release_args,
     parse_acquire,
-    parse_flag,
 )
 
 
@@ -99,10 +99,6 @@ class LockSteps(RedisSteps):
     def await_handoff(self, name: str, holder: str, seconds: float) -> Pop | None:
         wait = block_seconds(seconds, self._socket_timeout)
         return None if wait is None else Pop(self.keys.wake(holder), wait)
-
-
-def _parse_release(reply: Any) -> bool:
-    return parse_flag(reply, "release")
 
 
 class LockIssuer(RedisIssuer):

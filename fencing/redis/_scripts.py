@@ -1,8 +1,9 @@
 """The Redis issuer's Lua scripts, key layout, argument builders and reply parsers.
 
-Everything here is pure (no I/O) and shared by the sync and asyncio issuers and by
-``FencedLock``, so a ``RedisFence``, an ``AsyncRedisFence`` and a ``FencedLock`` on the
-same name use the same keys, exclude each other and share one token counter.
+Everything here is pure (no I/O) and shared by the sync and asyncio issuers and locks,
+so a ``RedisFence`` and an ``AsyncRedisFence`` on the same name use the same keys and
+exclude each other, and a ``FencedLock`` of that name shares their token counter (its
+lease is the lock's own key, see ``LOCK_ACQUIRE`` and ``LockKeys``).
 
 Key layout of the fence ``<name>`` (one hash tag, so all keys of a fence live in one
 Redis Cluster slot)::
