@@ -5,10 +5,10 @@ behaves like redis-py's asyncio ``Lock`` and adds ``lock.fence_token``. It share
 scripts, the acquire plan and the fence token with the blocking ``FencedLock``
 (``_lock.LockBase``) and runs the same acquire flow, awaited (``acquire_async``).
 
-Cancellation (redis-py issue #3847): a cancelled ``release`` finishes its one script
-call before the cancellation goes on, so the lock is free (or was not ours) by the time
-the caller sees ``CancelledError``; a cancelled ``acquire`` gives back the lock or the
-place in the queue its lost reply may have taken.
+Cancellation (redis-py issue #3847): a cancelled ``release`` makes sure of its outcome
+(it releases again, shielded, to the end) before the cancellation goes on, so the lock
+is free (or was not ours) by the time the caller sees ``CancelledError``; a cancelled
+``acquire`` gives back the lock or the place in the queue its lost reply may have taken.
 
 Imports the blocking lock's shared parts, the core's protocol and redis-py.
 """
@@ -78,9 +78,9 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
     async def release(self) -> None:
         """Release the lock; see ``redis.asyncio.lock.Lock.release``.
 
-        The script call is finished even when the task is cancelled meanwhile, and the
-        token is kept only when it never ran (cancelled before it started, or a
-        connection error): then ``release`` can be called again.
+        A cancellation while it runs is raised only once the lock is released (see the
+        module docstring); the token is kept only when nothing ran (cancelled before it
+        started) or Redis could not be reached: then ``release`` can be called again.
         """
         expected = self.local.token
         if expected is None:
@@ -88,7 +88,16 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
                 "Cannot release a lock that's not owned or is already unlocked.",
                 lock_name=self.name,
             )
-        await finish(self._release(expected))
+        try:
+            await self._release(expected)
+        except asyncio.CancelledError:
+            # The call may or may not have reached the server (redis-py drops the
+            # connection of a cancelled call): release again, to the end, then go on
+            # with the cancellation. The script compares the lock token, so a lock that
+            # the first call released (or handed over) is left alone.
+            with contextlib.suppress(LockNotOwnedError):
+                await finish(self._release(expected))
+            raise
 
     async def _release(self, expected: bytes) -> None:
         try:
