@@ -25,11 +25,28 @@ from redis.exceptions import LockError, LockNotOwnedError
 
 from .._errors import AcquireTimeout
 from .._flow import run_async
-from .._protocol import AsyncCalls, Waiting, acquire_async
+from .._protocol import AsyncCalls, acquire_async
 from ._issuer import ASYNC_CLIENTS
 from ._lock import AsyncLockIssuer, LockBase, abandon_flow
 
 T = TypeVar("T")
+
+
+#: redis-py's asyncio lock module, whose ``asyncio`` its ``Lock`` reads at each call.
+_REDIS_PY_LOCK: Any = redis.asyncio.lock
+
+
+def _redis_py_clock() -> float:
+    """redis-py's asyncio ``Lock`` clock (the running loop's), looked up on each call as
+    redis-py does, so that whatever drives its lock time (its tests' fake) drives ours."""
+    now: float = _REDIS_PY_LOCK.asyncio.get_running_loop().time()
+    return now
+
+
+async def _redis_py_sleep(seconds: float) -> bool:
+    """redis-py's asyncio ``Lock`` sleep (see ``_redis_py_clock``); never asked to stop."""
+    await _REDIS_PY_LOCK.asyncio.sleep(seconds)
+    return False
 
 
 class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
@@ -43,13 +60,11 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
 
     _clients = ASYNC_CLIENTS
     _client_kind = "redis.asyncio.Redis"
+    _clock = staticmethod(_redis_py_clock)
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
         self._calls = AsyncCalls(AsyncLockIssuer(redis, self._steps), name, _redis_py_sleep)
-
-    def _waiting_for(self, sleep: float) -> Waiting:
-        return Waiting(True, False, _redis_py_clock, max_block=sleep, interval=sleep)
 
     async def acquire(
         self,
@@ -132,20 +147,3 @@ async def finish(work: Awaitable[T]) -> T:
         if not task.cancelled():
             task.exception()  # retrieved: the caller's cancellation is what goes on
         raise
-
-
-#: redis-py's asyncio lock module, whose ``asyncio`` its ``Lock`` reads at each call.
-_REDIS_PY_LOCK: Any = redis.asyncio.lock
-
-
-def _redis_py_clock() -> float:
-    """redis-py's asyncio ``Lock`` clock (the running loop's), looked up on each call as
-    redis-py does, so that whatever drives its lock time (its tests' fake) drives ours."""
-    now: float = _REDIS_PY_LOCK.asyncio.get_running_loop().time()
-    return now
-
-
-async def _redis_py_sleep(seconds: float) -> bool:
-    """redis-py's asyncio ``Lock`` sleep (see ``_redis_py_clock``); never asked to stop."""
-    await _REDIS_PY_LOCK.asyncio.sleep(seconds)
-    return False

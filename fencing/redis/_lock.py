@@ -21,6 +21,7 @@ the fence token. Imports the core's protocol, the Redis issuer and scripts, redi
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import redis.lock
@@ -133,6 +134,8 @@ class LockBase:
     counter_idle: float | None = DEFAULT_COUNTER_IDLE
     _clients: tuple[type, ...]
     _client_kind: str
+    #: The clock of the redis-py ``Lock`` it replaces (see ``_redis_py_clock``).
+    _clock: Callable[[], float]
     # set by redis-py's Lock.__init__
     redis: Any
     name: Any  # a str: checked
@@ -215,7 +218,9 @@ class LockBase:
         )
 
     def _waiting_for(self, sleep: float) -> Waiting:
-        raise NotImplementedError
+        """Hand-offs (with a ``timeout``), each wait at most ``sleep`` seconds; polling
+        every ``sleep`` seconds (without), as redis-py's ``Lock`` does."""
+        return Waiting(True, False, self._clock, max_block=sleep, interval=sleep)
 
 
 def abandon_flow(first: TryAcquire | TryAcquireQueued) -> Flow[None]:
@@ -228,6 +233,23 @@ def abandon_flow(first: TryAcquire | TryAcquireQueued) -> Flow[None]:
         yield from leave_queue(first.holder, first.ttl_ms)
     else:
         yield Release(0, first.holder)
+
+
+#: redis-py's lock module, whose ``mod_time`` its ``Lock`` reads at each call.
+_REDIS_PY_LOCK: Any = redis.lock
+
+
+def _redis_py_clock() -> float:
+    """redis-py's ``Lock`` clock, looked up on each call as redis-py does, so that
+    whatever drives redis-py's lock time (its test suite's fake clock) drives ours."""
+    now: float = _REDIS_PY_LOCK.mod_time.monotonic()
+    return now
+
+
+def _redis_py_sleep(seconds: float) -> bool:
+    """redis-py's ``Lock`` sleep (see ``_redis_py_clock``); never asked to stop."""
+    _REDIS_PY_LOCK.mod_time.sleep(seconds)
+    return False
 
 
 class FencedLock(LockBase, redis.lock.Lock):
@@ -250,13 +272,11 @@ class FencedLock(LockBase, redis.lock.Lock):
 
     _clients = SYNC_CLIENTS
     _client_kind = "redis.Redis"
+    _clock = staticmethod(_redis_py_clock)
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
         self._calls = Calls(LockIssuer(redis, self._steps), name, _redis_py_sleep)
-
-    def _waiting_for(self, sleep: float) -> Waiting:
-        return Waiting(True, False, _redis_py_clock, max_block=sleep, interval=sleep)
 
     def acquire(
         self,
@@ -290,23 +310,6 @@ class FencedLock(LockBase, redis.lock.Lock):
         step.perform(self.redis)
         if not step.result:
             raise self._not_owned()
-
-
-#: redis-py's lock module, whose ``mod_time`` its ``Lock`` reads at each call.
-_REDIS_PY_LOCK: Any = redis.lock
-
-
-def _redis_py_clock() -> float:
-    """redis-py's ``Lock`` clock, looked up on each call as redis-py does, so that
-    whatever drives redis-py's lock time (its test suite's fake clock) drives ours."""
-    now: float = _REDIS_PY_LOCK.mod_time.monotonic()
-    return now
-
-
-def _redis_py_sleep(seconds: float) -> bool:
-    """redis-py's ``Lock`` sleep (see ``_redis_py_clock``); never asked to stop."""
-    _REDIS_PY_LOCK.mod_time.sleep(seconds)
-    return False
 
 
 def _check_sleep(sleep: object) -> float:
