@@ -6,7 +6,9 @@ the waiter says it is about to, and blocks; the holder keeps the lease a little 
 peers are caught at a random phase of their sleep), notes the time and releases; the
 waiter notes the time it holds. Both clocks are CLOCK_MONOTONIC, shared by processes.
 The floor is ``DirectHandoff`` (release hands the lease to the first queued waiter,
-whose BLPOP returns its token).
+whose BLPOP returns its token); asyncio variants are compared with the same floor on
+``redis.asyncio`` (``AsyncDirectHandoff``), and both of their times are noted inside the
+event loop, as a sync variant's are next to its calls.
 
 Imports redis-py, the harness and the lock registry (the waiter process too).
 """
@@ -34,6 +36,7 @@ ORDER = [
     "redis-py Lock",
     "python-redis-lock",
     "pottery Redlock (1 master)",
+    locks.FLOOR_HANDOFF_ASYNC,
     locks.ASYNC_FENCE,
     locks.ASYNC_FENCED_LOCK,
 ]
@@ -73,6 +76,9 @@ def run(ctx: Context) -> list[Table]:
         [stats[v.name] for v in variants],
         floor=locks.FLOOR_HANDOFF,
         notes=notes,
+        floor_of={
+            name: locks.FLOOR_HANDOFF_ASYNC for name in (locks.ASYNC_FENCE, locks.ASYNC_FENCED_LOCK)
+        },
     )
     return [table]
 
@@ -89,15 +95,25 @@ def _batch(
     if kind.is_async:
         ah = kind.make(aclient, fence)
 
+        async def timed_release() -> int:
+            start = now_ns()  # inside the loop: the event loop's own start-up is not timed
+            await ah.release()
+            return start
+
         def acquire() -> None:
             loop.run_until_complete(ah.acquire())
 
-        def release() -> None:
-            loop.run_until_complete(ah.release())
+        def release() -> int:
+            return loop.run_until_complete(timed_release())
 
     else:
         h = kind.make(client, fence)
-        acquire, release = h.acquire, h.release
+        acquire = h.acquire
+
+        def release() -> int:
+            start = now_ns()
+            h.release()
+            return start
 
     def batch(n: int) -> list[int]:
         if ctx.quick and kind.poll:
@@ -108,8 +124,7 @@ def _batch(
             waiter.send(("go", kind.name, fence))
             _receive(waiter, kind.name)  # the waiter is about to block
             time.sleep(MIN_HOLD + random.uniform(0, kind.poll))
-            start = now_ns()
-            release()
+            start = release()
             held_at = _receive(waiter, kind.name)
             out.append(held_at - start)
         return out
@@ -122,6 +137,12 @@ def _receive(waiter: Connection, kind: str, timeout: float = 30.0) -> Any:
     if not waiter.poll(timeout):
         raise TimeoutError(f"{kind}: the waiter process did not answer within {timeout} s")
     return waiter.recv()
+
+
+async def _held_at(holder: Any) -> int:
+    """Acquire, and note the time inside the event loop, as soon as the lease is held."""
+    await holder.acquire()
+    return now_ns()
 
 
 def waiter_main(conn: Connection, redis_url: str) -> None:
@@ -141,8 +162,7 @@ def waiter_main(conn: Connection, redis_url: str) -> None:
             holder = holders[name] = kind.make(aclient if kind.is_async else client, fence)
         conn.send("ready")
         if kind.is_async:
-            loop.run_until_complete(holder.acquire())
-            held_at = now_ns()
+            held_at = loop.run_until_complete(_held_at(holder))
             loop.run_until_complete(holder.release())
         else:
             holder.acquire()

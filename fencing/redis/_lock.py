@@ -47,8 +47,10 @@ from ..issuer import Busy
 from ._issuer import (
     SYNC_CLIENTS,
     AsyncRedisIssuer,
+    ClientStep,
     Eval,
     Pop,
+    R,
     RedisIssuer,
     RedisSteps,
     _parse_release,
@@ -105,23 +107,23 @@ class LockSteps(RedisSteps):
 class LockIssuer(RedisIssuer):
     """The Redis issuer as a ``FencedLock`` needs it: its steps; redis-py's errors pass."""
 
+    wrapped = ()
+
     def __init__(self, client: Any, steps: LockSteps) -> None:
         self.client = client
         self.steps = steps
-
-    def perform(self, step: Eval[Any] | Pop) -> None:
-        step.perform(self.client)
 
 
 class AsyncLockIssuer(AsyncRedisIssuer):
-    """``LockIssuer`` on ``redis.asyncio``."""
+    """``LockIssuer`` on ``redis.asyncio``: redis-py's errors pass unchanged."""
 
     def __init__(self, client: Any, steps: LockSteps) -> None:
         self.client = client
         self.steps = steps
 
-    async def perform(self, step: Eval[Any] | Pop) -> None:
+    async def result_of(self, step: ClientStep[R]) -> R:
         await step.aperform(self.client)
+        return step.result
 
 
 class LockBase:
