@@ -6,8 +6,11 @@ promises of our own: tokens, hand-off, the keys beside the lock, checked argumen
 
 from __future__ import annotations
 
+import functools
+import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -249,3 +252,49 @@ def test_a_redis_fence_release_never_hands_its_lease_to_a_lock_waiter(
     fence.release(fence.acquire(timeout=0))
     assert redis_client.get(LEASE) == holder.local.token and waiter.fence_token is None
     holder.release()
+
+
+def interrupt_after(seconds: float, call: Callable[[], object]) -> bool:
+    """Run ``call`` with a KeyboardInterrupt due after ``seconds``; True if it landed in
+    ``call`` (or just after it, before the alarm was disarmed)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        call()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except KeyboardInterrupt:
+        return True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return False
+
+
+DELAYS = [0.0002 * 1.5**i for i in range(16)]  # 0.2 ms .. 88 ms: before, in and after calls
+
+
+def test_an_interrupted_acquire_leaves_no_orphan_lock_and_no_place_in_the_queue(
+    redis_client: redis.Redis,
+) -> None:
+    queue = ("fencing:{invoice:42}:lock:queue", "fencing:{invoice:42}:lock:waiting")
+    landed = 0
+    for delay in DELAYS:  # uncontended: a lost reply may have taken the lock
+        mine = lock(redis_client, timeout=30)
+        landed += interrupt_after(delay, mine.acquire)
+        if mine.local.token is not None:  # it was granted before the interrupt
+            mine.release()
+        assert redis_client.get(LEASE) is None, f"an orphan lock after {delay * 1000:.1f} ms"
+    holder = lock(redis_client, timeout=30)
+    for delay in DELAYS:  # contended: the waiter queues, then is interrupted
+        assert holder.acquire(blocking=False)
+        waiter = lock(redis_client, timeout=30)
+        assert interrupt_after(delay, functools.partial(waiter.acquire, blocking_timeout=20))
+        landed += 1
+        assert redis_client.exists(*queue) == 0, f"still queued after {delay * 1000:.1f} ms"
+        holder.release()  # nobody to hand it to
+        assert redis_client.get(LEASE) is None
+    assert landed > len(DELAYS)
