@@ -95,6 +95,16 @@ class AdmitsLowerTokens(MemoryMark):
             yield
 
 
+class ClaimsNothing(MemoryMark):
+    """Guards calls correctly, but its ``claim`` checks the token and never raises the
+    mark: the read-then-write window stays open."""
+
+    def claim(self, token: int, resource: str | None = None) -> None:
+        before = self._mark
+        super().claim(token, resource)
+        self._mark = before  # checked, then forgotten
+
+
 #: Broken backends by name, for the contract modules that test_contract_broken.py writes.
 ISSUERS: dict[str, type[MemoryIssuer]] = {
     "correct": MemoryIssuer,
@@ -102,4 +112,8 @@ ISSUERS: dict[str, type[MemoryIssuer]] = {
     "two-holders": LetsTwoHoldersIn,
     "ignores-holder": IgnoresTheHolder,
 }
-MARKS: dict[str, type[MemoryMark]] = {"correct": MemoryMark, "admits-lower": AdmitsLowerTokens}
+MARKS: dict[str, type[MemoryMark]] = {
+    "correct": MemoryMark,
+    "admits-lower": AdmitsLowerTokens,
+    "claims-nothing": ClaimsNothing,
+}
