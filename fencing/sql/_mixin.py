@@ -87,6 +87,12 @@ def _generation(session: Session) -> object:
     return generation
 
 
+def stamp(session: Session, row: FencedMixin) -> None:
+    """Mark ``row`` as written under its current token in ``session``'s transaction (a claim
+    has just raised the row's token in the database)."""
+    row.__dict__[_STAMP] = _generation(session)
+
+
 @contextmanager
 def allow_unfenced(session: Any) -> Iterator[None]:
     """Within the block, flushes of ``session`` may write fenced rows without a stamp.

@@ -71,6 +71,11 @@ def _base(target: Any, verb: str, expect: int | None) -> tuple[Any, Column[Any]]
     return base, column
 
 
+def fence_column_of(target: Any) -> Column[Any]:
+    """The fence column of a fenced ``Table`` or model (memoized with its statements)."""
+    return _base(target, "update", None)[1]
+
+
 def _check_expect(expect_rows: object) -> int | None:
     if expect_rows is None:
         return None
