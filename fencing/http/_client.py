@@ -35,8 +35,9 @@ def check_source(source: object) -> TokenSource:
 def token_of(source: TokenSource) -> int:
     """The token to send now."""
     if isinstance(source, int):
-        return source
-    token = source.token if isinstance(source, HasToken) else source()
+        token: int | None = source
+    else:
+        token = source.token if isinstance(source, HasToken) else source()
     if token is None:
         raise ValueError("the hold has no token yet: send requests inside `with hold:`")
     return check_mark_token(token)

@@ -28,7 +28,7 @@ class RequestsFenceAuth(requests.auth.AuthBase):
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         request.headers[self.header] = str(token_of(self.token))
-        request.register_hook("response", _raise_if_stale)
+        request.hooks["response"].append(_raise_if_stale)
         return request
 
 
