@@ -30,7 +30,7 @@ def put(key: str, request: Request, body: dict[str, str]) -> dict[str, object]:
 @app.get("/items/{key}")
 def get(key: str) -> dict[str, object]:
     value = client.get(f"item:{key}")
-    return {"value": None if value is None else value.decode(), "pid": os.getpid()}
+    return {"value": value.decode() if isinstance(value, bytes) else value, "pid": os.getpid()}
 
 
 def fenced(method: str, path: str) -> str | None:
