@@ -32,6 +32,12 @@ EXPECTED: dict[str, list[str]] = {
         "second holder waited 0.2s and gave up: the lease is taken",
         "second holder got token 2",
     ],
+    "http_service.py": [
+        "holder 2 wrote with token 2",
+        "holder 1 refused: stale fence token 1 rejected by /items/invoice-42",
+        "the service holds 'total=100'",
+        "no token: 428 Fence token required",
+    ],
     "cache_fill.py": [
         "recomputed with token 1, but the write was refused as stale",
         "recomputed with token 2 and filled the cache",
