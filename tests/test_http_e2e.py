@@ -31,14 +31,14 @@ TESTS = Path(__file__).resolve().parent
 
 @pytest.fixture
 def service(redis_server: RedisServer) -> Iterator[str]:
-    """uvicorn with two workers running tests/http_service.py, on a free loopback port."""
+    """uvicorn with two workers running tests/fenced_service.py, on a free loopback port."""
     port = free_port()
     process = subprocess.Popen(
         [
             sys.executable,
             "-m",
             "uvicorn",
-            "http_service:app",
+            "fenced_service:app",
             "--app-dir",
             str(TESTS),
             "--host",

@@ -21,6 +21,7 @@ Imports the core's errors, marks and validation only.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ MISSING = _PROBLEM + "missing-token"
 BAD = _PROBLEM + "bad-token"
 UNAVAILABLE = _PROBLEM + "mark-unavailable"
 _DIGITS = len(str(MAX_TOKEN))
+#: How many resources' mark objects a ``Gate`` keeps (least recently used go first).
+MARKS_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -138,23 +141,28 @@ Marks = Mark | Callable[[str], Mark]
 class Gate:
     """The check one fenced service applies to a request for the resource ``key``.
 
-    ``marks`` gives each resource's mark; ``header`` names the token header.
-    ``blocking`` says whether a check may wait on I/O (every mark but a ``MemoryMark``
-    given as the one mark), so an asyncio server runs it in a thread.
+    ``marks`` gives each resource's mark (a function is called once per resource key,
+    its mark kept for the next requests); ``header`` names the token header.
+    ``threaded`` says whether an asyncio server runs a check in a thread: by default
+    (``None``) every check but that of a ``MemoryMark`` given as the one mark, since the
+    others wait on I/O; ``False`` runs a Redis mark's round trip on the event loop
+    (faster for one request, but the loop waits for Redis).
     """
 
-    def __init__(self, marks: Marks, header: str = HEADER) -> None:
+    def __init__(self, marks: Marks, header: str = HEADER, threaded: bool | None = None) -> None:
         if not isinstance(header, str) or not header or not header.isascii():
             raise ValueError(f"header must be a non-empty ASCII str, got {header!r}")
         if isinstance(marks, Mark):
             one = marks
             self._mark: Callable[[str], Mark] = lambda key: one
         elif callable(marks):
-            self._mark = marks
+            # A mark object per resource key, kept: making one can cost (a RedisMark
+            # hashes its script), and the function may make a new one on every call.
+            self._mark = functools.lru_cache(maxsize=MARKS_KEPT)(marks)
         else:
             raise TypeError(f"marks must be a Mark or a function of a resource key, not {marks!r}")
         self.header = header
-        self.blocking = not isinstance(marks, MemoryMark)
+        self.threaded = not isinstance(marks, MemoryMark) if threaded is None else threaded
 
     def check(self, key: str, value: str | None) -> int | Problem:
         """The token of a request for ``key`` whose header holds ``value`` (``None``: no

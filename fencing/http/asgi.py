@@ -9,7 +9,8 @@ before the application sees the request, so from then on every older token is re
 (409), and hands the token to the application in ``scope["state"]["fence_token"]``
 (``request.state.fence_token`` in Starlette). Refusals are RFC 9457 problem bodies:
 see ``_check``. A check that waits on I/O (a Redis, file or SQL mark) runs in a thread
-(``asyncio.to_thread``), so the event loop never blocks on it.
+(``asyncio.to_thread``), so the event loop never blocks on it (``threaded=False``: on
+the loop; see ``Gate``).
 
 Imports the core's marks through ``_check``; no web framework.
 """
@@ -36,13 +37,19 @@ class FenceMiddleware:
     """Refuse requests to fenced resources without a current fence token (see module)."""
 
     def __init__(
-        self, app: ASGIApp, *, resource: Resource, marks: Marks, header: str = HEADER
+        self,
+        app: ASGIApp,
+        *,
+        resource: Resource,
+        marks: Marks,
+        header: str = HEADER,
+        threaded: bool | None = None,
     ) -> None:
         if not callable(resource):
             raise TypeError(f"resource must be a function of (method, path), not {resource!r}")
         self.app = app
         self.resource = resource
-        self.gate = Gate(marks, header)
+        self.gate = Gate(marks, header, threaded)
         self._header = header.lower().encode("latin-1")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -51,7 +58,7 @@ class FenceMiddleware:
             await self.app(scope, receive, send)
             return
         value = next((v.decode("latin-1") for k, v in scope["headers"] if k == self._header), None)
-        if self.gate.blocking:
+        if self.gate.threaded:
             outcome = await asyncio.to_thread(self.gate.check, key, value)
         else:
             outcome = self.gate.check(key, value)

@@ -34,18 +34,21 @@ class FenceRefused(Exception):
 
 
 def fence_token(
-    resource: Callable[[Request], str], marks: Marks, header: str = HEADER
+    resource: Callable[[Request], str],
+    marks: Marks,
+    header: str = HEADER,
+    threaded: bool | None = None,
 ) -> Callable[[Request], Awaitable[int]]:
     """A dependency: the request's token, after claiming the mark of ``resource(request)``.
 
     A check that waits on I/O (every mark but a ``MemoryMark``) runs in Starlette's
-    thread pool.
+    thread pool, unless ``threaded=False`` (see ``Gate``).
     """
-    gate = Gate(marks, header)
+    gate = Gate(marks, header, threaded)
 
     async def dependency(request: Request) -> int:
         key, value = resource(request), request.headers.get(gate.header)
-        if gate.blocking:
+        if gate.threaded:
             outcome = await run_in_threadpool(gate.check, key, value)
         else:
             outcome = gate.check(key, value)
