@@ -91,3 +91,19 @@ def test_demo_plot(tmp_path: Path, suffix: str) -> None:
 def test_demo_refuses_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
     code, output, _ = demo(*args, state=tmp_path)
     assert code != 0 and message in output
+
+
+def test_demo_over_http(tmp_path: Path) -> None:
+    """The same pause across a real HTTP call: the service refuses client 1's write."""
+    code, output, _ = demo("--http", state=tmp_path)
+    assert code == 0, output
+    assert "storage: one item of an HTTP service (PUT /note, uvicorn); fenced" in output
+    assert "client 1  writes with token 1: REJECTED, token 2 was already accepted" in output
+    assert "the service holds: 'created; client 2 wrote with token 2' (fence_token 2)" in output
+
+
+def test_demo_over_http_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
+    code, output, _ = demo("--http", "--unfenced", state=tmp_path)
+    assert code == 0, output
+    assert "<-- LOST UPDATE" in output
+    assert "the service holds: 'created; client 1 wrote with token 1' (fence_token 1)" in output
