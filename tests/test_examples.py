@@ -33,6 +33,12 @@ EXPECTED: dict[str, list[str]] = {
         "second holder waited 0.2s and gave up: the lease is taken",
         "second holder got token 2",
     ],
+    "http_service.py": [
+        "holder 2 wrote with token 2",
+        "holder 1 refused: stale fence token 1 rejected by /items/invoice-42",
+        "the service holds 'total=100'",
+        "no token: 428 Fence token required",
+    ],
     "cache_fill.py": [  # SQL tokens are clock-floored: no fixed numbers
         "but the write was refused as stale",
         "and filled the cache",
