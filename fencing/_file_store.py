@@ -165,7 +165,7 @@ class FileStore:
             try:
                 current = read_token(self.path)
                 if current is not None and token < current:
-                    raise rejected(token, current, f"FileStore({str(self.path)!r})")
+                    raise rejected(token, current, f"FileStore({str(self.path)!r})", "file")
                 replace_record(self.path, token, produce())
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)

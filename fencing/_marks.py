@@ -67,7 +67,7 @@ class MemoryMark:
     def admit(self, token: int, resource: str) -> Iterator[None]:
         with self._lock:
             if self._mark is not None and token < self._mark:
-                raise rejected(token, self._mark, resource)
+                raise rejected(token, self._mark, resource, "callable", "memory")
             self._mark = token
             yield
 
@@ -97,7 +97,7 @@ class FileMark:
         with locked(self.path):
             current = read_token(self.path)
             if current is not None and token < current:
-                raise rejected(token, current, resource)
+                raise rejected(token, current, resource, "callable", "file")
             if current != token:
                 replace_record(self.path, token, memoryview(b""))
             yield

@@ -19,7 +19,7 @@ Rules that keep the protocol honest:
    the queue and releases a lease handed to it meanwhile, so no lease goes to a
    waiter that has gone.
 
-Imports the errors, the flow drivers and the issuer protocols.
+Imports the errors, the flow drivers, the issuer protocols and the telemetry hooks.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import TypeVar, cast
 
 from ._errors import AcquireTimeout, FencingError
 from ._flow import run_async, run_sync
+from ._metrics import GRANTED, AcquireWatch, live, releasing, renewing
 from .issuer import (
     AsyncHandOff,
     AsyncIssuer,
@@ -204,10 +205,12 @@ class Renew:
         self.ttl_ms = ttl_ms
 
     def perform(self, calls: Calls) -> None:
-        self.result = calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
+        with renewing(calls, self):
+            self.result = calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
 
     async def aperform(self, calls: AsyncCalls) -> None:
-        self.result = await calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
+        with renewing(calls, self):
+            self.result = await calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
 
 
 class Release:
@@ -221,9 +224,17 @@ class Release:
         self.holder = holder
 
     def perform(self, calls: Calls) -> None:
+        if self.holder in GRANTED:  # granted while telemetry was on: observe its end
+            with releasing(calls, self):
+                self.result = calls.issuer.release(calls.name, self.token, self.holder)
+            return
         self.result = calls.issuer.release(calls.name, self.token, self.holder)
 
     async def aperform(self, calls: AsyncCalls) -> None:
+        if self.holder in GRANTED:
+            with releasing(calls, self):
+                self.result = await calls.issuer.release(calls.name, self.token, self.holder)
+            return
         self.result = await calls.issuer.release(calls.name, self.token, self.holder)
 
 
@@ -424,7 +435,24 @@ def acquire_sync(
     waiting: Waiting,
     calls: Calls,
 ) -> int:
-    """The blocking acquire: ``first`` performed directly, the wait flow only if busy."""
+    """The blocking acquire: ``first`` performed directly, the wait flow only if busy.
+
+    Observed by OpenTelemetry (``_metrics``) once the application has set an SDK.
+    """
+    telemetry = live()
+    if telemetry is None:
+        return _acquire_sync(name, first, timeout, waiting, calls)
+    with AcquireWatch(telemetry, calls, first.holder) as watch:
+        return watch.granted(_acquire_sync(name, first, timeout, waiting, calls))
+
+
+def _acquire_sync(
+    name: str,
+    first: TryAcquire | TryAcquireQueued,
+    timeout: float | None,
+    waiting: Waiting,
+    calls: Calls,
+) -> int:
     first.perform(calls)
     if isinstance(first.result, Busy):
         return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
@@ -439,6 +467,20 @@ async def acquire_async(
     calls: AsyncCalls,
 ) -> int:
     """The asyncio twin of ``acquire_sync``."""
+    telemetry = live()
+    if telemetry is None:
+        return await _acquire_async(name, first, timeout, waiting, calls)
+    with AcquireWatch(telemetry, calls, first.holder) as watch:
+        return watch.granted(await _acquire_async(name, first, timeout, waiting, calls))
+
+
+async def _acquire_async(
+    name: str,
+    first: TryAcquire | TryAcquireQueued,
+    timeout: float | None,
+    waiting: Waiting,
+    calls: AsyncCalls,
+) -> int:
     await first.aperform(calls)
     if isinstance(first.result, Busy):
         return await run_async(wait_flow(name, first, first.result, timeout, waiting), calls)
