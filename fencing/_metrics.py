@@ -197,6 +197,16 @@ def backend_of(issuer: object) -> str:
 _BACKENDS: dict[type, str] = {}
 
 
+def _version() -> str:
+    """fencing's version for the instrumentation scope (the installed distribution's)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("fencing")
+    except metadata.PackageNotFoundError:  # run from a source tree
+        return ""
+
+
 class Telemetry:
     """The instruments and the tracer, made once a provider is present."""
 
@@ -205,7 +215,8 @@ class Telemetry:
 
         from ._errors import AcquireTimeout
 
-        meter = metrics.get_meter("fencing", meter_provider=settings.meter_provider)
+        version = _version()
+        meter = metrics.get_meter("fencing", version, settings.meter_provider)
         self.acquire_duration = meter.create_histogram(
             ACQUIRE_DURATION,
             "s",
@@ -230,6 +241,7 @@ class Telemetry:
         self.names = settings.names
         self.timeout_error = AcquireTimeout
         self._trace = trace
+        self._version = version
         self._tracer_provider = settings.tracer_provider
         self._tracer: Tracer | None = None
 
@@ -238,7 +250,7 @@ class Telemetry:
         if self._tracer is None and (
             self._tracer_provider is not None or _tracing_set() or _FROM_ENVIRONMENT
         ):
-            self._tracer = self._trace.get_tracer("fencing", tracer_provider=self._tracer_provider)
+            self._tracer = self._trace.get_tracer("fencing", self._version, self._tracer_provider)
         return self._tracer
 
     def attributes(self, calls: Port, **more: str) -> dict[str, str]:

@@ -224,14 +224,14 @@ class Release:
         self.holder = holder
 
     def perform(self, calls: Calls) -> None:
-        if self.holder in GRANTED:  # granted while telemetry was on: observe its end
+        if GRANTED and self.holder in GRANTED:  # granted under telemetry: observe its end
             with releasing(calls, self):
                 self.result = calls.issuer.release(calls.name, self.token, self.holder)
             return
         self.result = calls.issuer.release(calls.name, self.token, self.holder)
 
     async def aperform(self, calls: AsyncCalls) -> None:
-        if self.holder in GRANTED:
+        if GRANTED and self.holder in GRANTED:
             with releasing(calls, self):
                 self.result = await calls.issuer.release(calls.name, self.token, self.holder)
             return
@@ -434,25 +434,16 @@ def acquire_sync(
     timeout: float | None,
     waiting: Waiting,
     calls: Calls,
+    watched: bool = False,
 ) -> int:
     """The blocking acquire: ``first`` performed directly, the wait flow only if busy.
 
-    Observed by OpenTelemetry (``_metrics``) once the application has set an SDK.
+    Once the application has set an OpenTelemetry SDK (``_metrics``), the acquire runs
+    again inside its watch (``watched``); until then the check is all it costs.
     """
-    telemetry = live()
-    if telemetry is None:
-        return _acquire_sync(name, first, timeout, waiting, calls)
-    with AcquireWatch(telemetry, calls, first.holder) as watch:
-        return watch.granted(_acquire_sync(name, first, timeout, waiting, calls))
-
-
-def _acquire_sync(
-    name: str,
-    first: TryAcquire | TryAcquireQueued,
-    timeout: float | None,
-    waiting: Waiting,
-    calls: Calls,
-) -> int:
+    if not watched and (telemetry := live()) is not None:
+        with AcquireWatch(telemetry, calls, first.holder) as watch:
+            return watch.granted(acquire_sync(name, first, timeout, waiting, calls, True))
     first.perform(calls)
     if isinstance(first.result, Busy):
         return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
@@ -465,22 +456,12 @@ async def acquire_async(
     timeout: float | None,
     waiting: Waiting,
     calls: AsyncCalls,
+    watched: bool = False,
 ) -> int:
     """The asyncio twin of ``acquire_sync``."""
-    telemetry = live()
-    if telemetry is None:
-        return await _acquire_async(name, first, timeout, waiting, calls)
-    with AcquireWatch(telemetry, calls, first.holder) as watch:
-        return watch.granted(await _acquire_async(name, first, timeout, waiting, calls))
-
-
-async def _acquire_async(
-    name: str,
-    first: TryAcquire | TryAcquireQueued,
-    timeout: float | None,
-    waiting: Waiting,
-    calls: AsyncCalls,
-) -> int:
+    if not watched and (telemetry := live()) is not None:
+        with AcquireWatch(telemetry, calls, first.holder) as watch:
+            return watch.granted(await acquire_async(name, first, timeout, waiting, calls, True))
     await first.aperform(calls)
     if isinstance(first.result, Busy):
         return await run_async(wait_flow(name, first, first.result, timeout, waiting), calls)

@@ -32,6 +32,16 @@ EXPECTED: dict[str, list[str]] = {
         "second holder waited 0.2s and gave up: the lease is taken",
         "second holder got token 2",
     ],
+    "observability.py": [
+        "a second worker gave up waiting for the lease",
+        "the store refused our stale token 1",
+        'fencing_acquire_duration_seconds_count{fencing_backend="memory",'
+        'fencing_outcome="acquired"} 2.0',
+        'fencing_acquire_duration_seconds_count{fencing_backend="memory",'
+        'fencing_outcome="timeout"} 1.0',
+        'fencing_lease_held_duration_seconds_count{fencing_backend="memory"} 1.0',
+        'fencing_writes_rejected_total{fencing_guard="file"} 1.0',
+    ],
     "cache_fill.py": [
         "recomputed with token 1, but the write was refused as stale",
         "recomputed with token 2 and filled the cache",
