@@ -41,11 +41,30 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from time import perf_counter
 from types import SimpleNamespace, TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: making Protocol classes costs import time
+    from typing import Protocol
+
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Tracer, TracerProvider
+
+    class Port(Protocol):
+        """What telemetry reads from a fence's port (``Calls``/``AsyncCalls``)."""
+
+        @property
+        def name(self) -> str: ...
+
+        @property
+        def issuer(self) -> Any: ...
+
+    class Ending(Protocol):
+        """A renew or release step: its lease (token, holder) and, once done, its result."""
+
+        token: int
+        holder: str
+        result: bool
+
 
 ACQUIRE_DURATION = "fencing.acquire.duration"
 HELD_DURATION = "fencing.lease.held.duration"
@@ -74,16 +93,6 @@ _MODULES = sys.modules
 #: ones are waiting. Never rebound (``_protocol`` keeps a reference).
 GRANTED: dict[str, float] = {}
 MAX_GRANTED = 10_000
-
-
-class Port(Protocol):
-    """What telemetry reads from a fence's port (``Calls``/``AsyncCalls``)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def issuer(self) -> Any: ...
 
 
 class Settings:
@@ -351,14 +360,6 @@ def _remember(holder: str, start: float) -> None:
         with _lock:
             while len(GRANTED) > MAX_GRANTED:
                 GRANTED.pop(next(iter(GRANTED)), None)
-
-
-class Ending(Protocol):
-    """A renew or release step: its lease (token, holder) and, once done, its result."""
-
-    token: int
-    holder: str
-    result: bool
 
 
 @contextmanager
