@@ -24,7 +24,8 @@ name), and ``fencing.name`` (the fence name) only after ``configure(names=True)`
   ``file`` (``FileStore``) | ``callable`` (``guard``, with ``fencing.mark`` = ``memory``
   | ``file`` | ``redis``), and ``fencing.resource`` after ``configure(names=True)``.
 
-Spans (tracer ``fencing``, when a tracer provider is set): ``fencing.acquire`` (current
+Spans (tracer ``fencing``, when a tracer provider is set, unless ``configure(spans=False)``):
+``fencing.acquire`` (current
 while it runs, so the issuer's own client spans nest in it), ``fencing.renew``,
 ``fencing.release``; each carries ``fencing.name``, ``fencing.backend`` and the token.
 
@@ -101,10 +102,12 @@ class Settings:
     def __init__(
         self,
         names: bool = False,
+        spans: bool = True,
         meter_provider: MeterProvider | None = None,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.names = names
+        self.spans = spans
         self.meter_provider = meter_provider
         self.tracer_provider = tracer_provider
 
@@ -252,12 +255,15 @@ class Telemetry:
         self._trace = trace
         self._version = version
         self._tracer_provider = settings.tracer_provider
+        self._spans = settings.spans
         self._tracer: Tracer | None = None
 
     def tracer(self) -> Tracer | None:
         """The tracer once a tracer provider is set (or given), else ``None``."""
-        if self._tracer is None and (
-            self._tracer_provider is not None or _tracing_set() or _FROM_ENVIRONMENT
+        if (
+            self._tracer is None
+            and self._spans
+            and (self._tracer_provider is not None or _tracing_set() or _FROM_ENVIRONMENT)
         ):
             self._tracer = self._trace.get_tracer("fencing", self._version, self._tracer_provider)
         return self._tracer

@@ -371,6 +371,17 @@ def test_spans(otel: Telemetry) -> None:
     assert release.attributes["fencing.outcome"] == "released"
 
 
+def test_spans_can_be_turned_off(otel: Telemetry) -> None:
+    fencing.metrics.configure(
+        spans=False, meter_provider=otel.meter_provider, tracer_provider=otel.tracer_provider
+    )
+    fence = fencing.MemoryFence("orders", 10, issuer=MemoryIssuer())
+    fence.renew(token := fence.acquire())
+    fence.release(token)
+    assert otel.spans_out.get_finished_spans() == ()
+    assert otel.value(ACQUIRE, outcome="acquired") == 1  # the metrics stay
+
+
 def test_acquire_span_is_current_while_the_issuer_works(otel: Telemetry) -> None:
     """So the issuer's own client spans (redis, SQLAlchemy instrumentation) nest in it."""
     from opentelemetry import trace
@@ -396,6 +407,8 @@ def test_configure_refuses_bad_input() -> None:
         fencing.metrics.configure(names="yes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="meter_provider must be an OpenTelemetry MeterProvider"):
         fencing.metrics.configure(meter_provider=object())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="spans must be a bool"):
+        fencing.metrics.configure(spans=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="tracer_provider"):
         fencing.metrics.configure(tracer_provider="x")  # type: ignore[arg-type]
     assert _metrics._settings.names is False  # nothing changed
