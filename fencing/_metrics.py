@@ -1,9 +1,10 @@
 """Metrics and traces through OpenTelemetry, at no cost until the application sets an SDK.
 
 Only the ``opentelemetry-api`` package is used (the ``fencing[otel]`` extra), and fencing
-never imports it by itself: until the application has imported OpenTelemetry, every
-hot path (``acquire``, ``release``, the renewals, the guards) pays one dictionary look-up
-(``live()``). Once a meter or tracer provider is set (``set_meter_provider``,
+never imports it by itself. Every hot path (``acquire``, ``release``, the renewals, the
+guards) asks ``live()`` first: until the application has imported OpenTelemetry that
+is one dictionary look-up, then two attribute reads while no provider is set (the API's
+globals, see ``METER_GLOBAL``). Once a meter or tracer provider is set (``set_meter_provider``,
 ``set_tracer_provider``, the ``OTEL_PYTHON_*_PROVIDER`` variables, or providers passed to
 ``fencing.metrics.configure``), the instruments below are made and kept for the life of
 the process (the API sets a global provider once). docs/observability.md shows a setup.
@@ -24,10 +25,10 @@ name), and ``fencing.name`` (the fence name) only after ``configure(names=True)`
   ``file`` (``FileStore``) | ``callable`` (``guard``, with ``fencing.mark`` = ``memory``
   | ``file`` | ``redis``), and ``fencing.resource`` after ``configure(names=True)``.
 
-Spans (tracer ``fencing``, when a tracer provider is set, unless ``configure(spans=False)``):
-``fencing.acquire`` (current
-while it runs, so the issuer's own client spans nest in it), ``fencing.renew``,
-``fencing.release``; each carries ``fencing.name``, ``fencing.backend`` and the token.
+Spans (tracer ``fencing``, once a tracer provider is set, unless ``configure(spans=False)``):
+``fencing.acquire`` (current while it runs, so the issuer's own client spans nest in it),
+``fencing.renew``, ``fencing.release``; each carries ``fencing.name``, ``fencing.backend``,
+the token and the outcome.
 
 Imports the standard library only (opentelemetry-api on first use, see above), and the
 errors module when the instruments are made.
@@ -38,7 +39,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from time import perf_counter
 from types import SimpleNamespace, TracebackType
@@ -115,6 +116,14 @@ class Settings:
 _settings = Settings()
 _live: Telemetry | None = None
 _lock = threading.Lock()
+#: The API modules that hold the global providers once the application has imported them
+#: (``None`` before; a ``SimpleNamespace`` saying "set" for one whose variable moved).
+_meter_api: Any = None
+_trace_api: Any = None
+#: A provider named by environment variable (the API loads it on first request).
+_FROM_ENVIRONMENT = any(
+    v in os.environ for v in ("OTEL_PYTHON_METER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER")
+)
 
 
 def live() -> Telemetry | None:
@@ -162,16 +171,6 @@ def _wake() -> Telemetry | None:
 
 def _tracing_set() -> bool:
     return _trace_api is not None and _trace_api._TRACER_PROVIDER is not None
-
-
-#: The API modules that hold the global providers once the application has imported them
-#: (``None`` before; a ``SimpleNamespace`` saying "set" for one whose variable moved).
-_meter_api: Any = None
-_trace_api: Any = None
-#: A provider named by environment variable (the API loads it on first request).
-_FROM_ENVIRONMENT = any(
-    v in os.environ for v in ("OTEL_PYTHON_METER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER")
-)
 
 
 def _find_api() -> None:
@@ -291,6 +290,7 @@ class Telemetry:
         return tracer.start_as_current_span(f"fencing.{what}", attributes=attributes)
 
     def lost(self, calls: Port) -> None:
+        """Count a lease of ``calls``'s fence found lost."""
         self.leases_lost.add(1, self.attributes(calls))
 
 
@@ -361,11 +361,14 @@ class AcquireWatch:
 
 
 def _remember(holder: str, start: float) -> None:
+    """Note a lease's start; past ``MAX_GRANTED``, drop the oldest tenth (one copy of the
+    keys, atomic under the GIL, for many grants: other threads insert meanwhile)."""
     GRANTED[holder] = start
     if len(GRANTED) > MAX_GRANTED:
         with _lock:
-            while len(GRANTED) > MAX_GRANTED:
-                GRANTED.pop(next(iter(GRANTED)), None)
+            oldest = list(GRANTED)[: len(GRANTED) - MAX_GRANTED * 9 // 10]
+            for stale in oldest:
+                GRANTED.pop(stale, None)
 
 
 @contextmanager
@@ -423,9 +426,9 @@ def write_rejected(guard: str, resource: str, mark: str | None = None) -> None:
     telemetry = live()
     if telemetry is None:
         return
-    attributes: Mapping[str, str] = {"fencing.guard": guard}
+    attributes = {"fencing.guard": guard}
     if mark is not None:
-        attributes = {**attributes, "fencing.mark": mark}
+        attributes["fencing.mark"] = mark
     if telemetry.names:
-        attributes = {**attributes, "fencing.resource": resource}
+        attributes["fencing.resource"] = resource
     telemetry.writes_rejected.add(1, attributes)
