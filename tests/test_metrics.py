@@ -490,3 +490,57 @@ def test_an_sdk_set_after_first_use_is_found() -> None:
     first, second = out.splitlines()
     assert first == "True"
     assert second == str(sorted([(ACQUIRE, 1), (HELD, 1)]))
+
+
+def test_a_tracer_provider_alone_gives_spans() -> None:
+    out = run_python(
+        """
+        import fencing
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+            InMemorySpanExporter,
+        )
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        fence = fencing.MemoryFence("x")
+        fence.release(fence.acquire())
+        print(sorted(s.name for s in exporter.get_finished_spans()))
+        """
+    )
+    assert out.strip() == str(["fencing.acquire", "fencing.release"])
+
+
+def test_a_provider_named_by_environment_is_found() -> None:
+    """``OTEL_PYTHON_METER_PROVIDER`` names a provider that the API loads on first use."""
+    out = run_python(
+        """
+        import os
+        os.environ["OTEL_PYTHON_METER_PROVIDER"] = "sdk_meter_provider"
+        import fencing
+        from fencing import _metrics
+        import opentelemetry.metrics
+
+        fence = fencing.MemoryFence("x")
+        fence.release(fence.acquire())
+        print(type(opentelemetry.metrics.get_meter_provider()).__module__, _metrics._live is None)
+        """
+    )
+    assert out.split() == ["opentelemetry.sdk.metrics._internal", "False"]
+
+
+async def test_asyncio_hold_lost(otel: Telemetry) -> None:
+    issuer = MemoryIssuer()
+    fence = fencing.aio.MemoryFence("orders", ttl=0.3, issuer=issuer)
+    with pytest.raises(LeaseLost):
+        async with fence.hold() as token:
+            assert issuer.release("orders", token, fence._holders[token])
+            deadline = time.monotonic() + 30
+            while otel.value(LOST) == 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+    assert otel.value(RENEWALS, backend="memory", outcome="lost") == 1
+    assert otel.value(LOST, backend="memory") == 1
