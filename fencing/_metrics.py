@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from time import perf_counter
 from types import SimpleNamespace, TracebackType
@@ -250,6 +250,7 @@ class Telemetry:
             WRITES_REJECTED, "{write}", "Writes refused by a guard: a stale token was stopped"
         )
         self.names = settings.names
+        self._attributes: dict[tuple[type, str | None], Mapping[str, str]] = {}
         self.timeout_error = AcquireTimeout
         self._trace = trace
         self._version = version
@@ -267,13 +268,21 @@ class Telemetry:
             self._tracer = self._trace.get_tracer("fencing", self._version, self._tracer_provider)
         return self._tracer
 
-    def attributes(self, calls: Port, **more: str) -> dict[str, str]:
-        """A lease instrument's attributes: the backend, the name if asked, ``more``."""
-        found = {"fencing.backend": backend_of(calls.issuer)}
-        if self.names:
-            found["fencing.name"] = calls.name
-        for key, value in more.items():
-            found[f"fencing.{key}"] = value
+    def attributes(self, calls: Port, outcome: str | None = None) -> Mapping[str, str]:
+        """A lease instrument's attributes: the backend, the name if asked, the outcome.
+
+        Without names they are few (issuer classes times outcomes): made once each.
+        """
+        key = (type(calls.issuer), outcome)
+        found = None if self.names else self._attributes.get(key)
+        if found is None:
+            found = {"fencing.backend": backend_of(calls.issuer)}
+            if self.names:
+                found["fencing.name"] = calls.name
+            if outcome is not None:
+                found["fencing.outcome"] = outcome
+            if not self.names:
+                self._attributes[key] = found
         return found
 
     def span(self, what: str, calls: Port, token: int | None) -> AbstractContextManager[Any]:
@@ -325,8 +334,8 @@ class AcquireWatch:
         self._token: int | None = None
 
     def __enter__(self) -> AcquireWatch:
-        self._scope = self._telemetry.span("acquire", self._calls, None)
-        self._span = self._scope.__enter__()
+        self._scope = scope = self._telemetry.span("acquire", self._calls, None)
+        self._span = None if scope is _NO_SPAN else scope.__enter__()
         self._start = perf_counter()
         return self
 
@@ -354,10 +363,11 @@ class AcquireWatch:
             end - self._start, telemetry.attributes(self._calls, outcome=outcome)
         )
         span = self._span
-        span.set_attribute("fencing.outcome", outcome)
-        if self._token is not None:
-            span.set_attribute("fencing.token", self._token)
-        self._scope.__exit__(exc_type, exc, tb)
+        if span is not None:
+            span.set_attribute("fencing.outcome", outcome)
+            if self._token is not None:
+                span.set_attribute("fencing.token", self._token)
+            self._scope.__exit__(exc_type, exc, tb)
 
 
 def _remember(holder: str, start: float) -> None:
