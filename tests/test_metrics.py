@@ -299,7 +299,9 @@ def test_rejected_by_file_store(otel: Telemetry, tmp_path: Path) -> None:
 
 
 def test_rejected_by_sql_guard(otel: Telemetry, tmp_path: Path) -> None:
-    """The ORM flush and a Core ``guarded_update`` both count."""
+    """The ORM flush and a Core ``guarded_update`` both count; with names, the resource
+    is the table (not the row: one series per row would be unbounded)."""
+    fencing.metrics.configure(names=True, meter_provider=otel.meter_provider)
     Base, Invoice, _ = make_models("metrics")
     engine = create_engine(f"sqlite:///{tmp_path / 'app.db'}")
     Base.metadata.create_all(engine)
@@ -318,11 +320,11 @@ def test_rejected_by_sql_guard(otel: Telemetry, tmp_path: Path) -> None:
             conn.execute(guarded_update(Invoice, token, Invoice.id == 1).values(total=token))
 
     refuse_twice(flush)
-    assert otel.value(REJECTED, guard="sql") == 1
+    assert otel.value(REJECTED, guard="sql", resource=Invoice.__tablename__) == 1
     core(6)
     with pytest.raises(StaleTokenError):
         core(5)
-    assert otel.value(REJECTED, guard="sql") == 2
+    assert otel.value(REJECTED, guard="sql", resource=Invoice.__tablename__) == 2
     engine.dispose()
 
 

@@ -425,7 +425,7 @@ def _raise_flush(conn: Any, guard: FlushGuard, rows: Sequence[Mapping[str, Any]]
             where_text = ", ".join(f"{c.name}={v!r}" for c, v in key.items())
             resource = f"{column.table.name} ({where_text})"
             guard_log.warning("stale token %s refused by %s (row has %s)", token, resource, current)
-            write_rejected("sql", resource)
+            write_rejected("sql", column.table.name)  # the table: rows are too many
             raise StaleRowError(int(token or 0), current, resource)
     write_rejected("sql", column.table.name)  # row count off, every row fine: vanished
     raise StaleRowError(0, None, column.table.name)
