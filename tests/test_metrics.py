@@ -51,6 +51,7 @@ from fencing import (
 from fencing.issuer import Issuer
 from fencing.redis import FencedLock, RedisIssuer
 from fencing.sql import SqlIssuer, guarded_update
+from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
 from fencing.testing.servers import RedisServer
 
 ACQUIRE = "fencing.acquire.duration"
@@ -264,6 +265,42 @@ async def test_asyncio_fence(otel: Telemetry) -> None:
     assert otel.value(ACQUIRE, outcome="error") == 0
     assert otel.value(RENEWALS, outcome="renewed") == 1
     assert otel.value(HELD, backend="memory") == 1
+
+
+# -- every promise of the contract holds while telemetry records ---------------------------
+
+
+class TestMemoryFenceObserved(FenceContract):
+    @pytest.fixture
+    def make_fence(self, otel: Telemetry) -> MakeFence:
+        issuer = MemoryIssuer()
+
+        def make(name: str, ttl: float) -> Fence:
+            return fencing.MemoryFence(name, ttl, issuer=issuer)
+
+        return make
+
+
+class TestAsyncMemoryFenceObserved(AsyncFenceContract):
+    @pytest.fixture
+    def make_fence(self, otel: Telemetry) -> MakeAsyncFence:
+        issuer = MemoryIssuer()
+
+        def make(name: str, ttl: float) -> fencing.AsyncFence:
+            return fencing.aio.MemoryFence(name, ttl, issuer=issuer)
+
+        return make
+
+
+class TestRedisFenceObserved(FenceContract):
+    """The hand-off issuer: waiters queue and are handed the lease, inside the watch."""
+
+    @pytest.fixture
+    def make_fence(self, otel: Telemetry, redis_client: redis.Redis) -> MakeFence:
+        def make(name: str, ttl: float) -> Fence:
+            return fencing.RedisFence(redis_client, name, ttl)
+
+        return make
 
 
 # -- rejected writes: every guard kind ------------------------------------------------------
