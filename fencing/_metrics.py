@@ -91,8 +91,9 @@ _MODULES = sys.modules
 
 #: Leases granted while telemetry was live: holder id -> ``perf_counter()`` at the grant.
 #: Holder ids are unique per acquisition, so a release finds its own lease's start; one
-#: never released (its holder crashed or forgot it) is dropped once ``MAX_GRANTED`` newer
-#: ones are waiting. Never rebound (``_protocol`` keeps a reference).
+#: never released through the ``Release`` step (its holder crashed or forgot it, or
+#: released it another way: ``FencedLock``) is dropped once ``MAX_GRANTED`` newer ones are
+#: waiting. Never rebound (``_protocol`` keeps a reference).
 GRANTED: dict[str, float] = {}
 MAX_GRANTED = 10_000
 
