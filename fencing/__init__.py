@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ._async_fence import AsyncFence, AsyncHold
 from ._errors import (
     AcquireTimeout,
+    FenceSetupError,
     FenceUnavailable,
     FencingError,
     LeaseLost,
@@ -75,6 +76,7 @@ __all__ = [
     "AsyncIssuer",
     "Busy",
     "Fence",
+    "FenceSetupError",
     "FenceToken",
     "FenceUnavailable",
     "FencedLock",
