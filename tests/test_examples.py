@@ -39,6 +39,16 @@ EXPECTED: dict[str, list[str]] = {
         "the service holds 'total=100'",
         "no token: 428 Fence token required",
     ],
+    "observability.py": [
+        "a second worker gave up waiting for the lease",
+        "the store refused our stale token 1",
+        'fencing_acquire_duration_seconds_count{fencing_backend="memory",'
+        'fencing_outcome="acquired"} 2.0',
+        'fencing_acquire_duration_seconds_count{fencing_backend="memory",'
+        'fencing_outcome="timeout"} 1.0',
+        'fencing_lease_held_duration_seconds_count{fencing_backend="memory"} 1.0',
+        'fencing_writes_rejected_total{fencing_guard="file"} 1.0',
+    ],
     "cache_fill.py": [  # SQL tokens are clock-floored: no fixed numbers
         "but the write was refused as stale",
         "and filled the cache",
