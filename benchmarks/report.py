@@ -3,7 +3,8 @@
 Targets are never timed assertions in tests: they are read off one run's tables, where
 every ratio compares two variants measured interleaved in the same process.
 
-Imports the harness, and matplotlib (only when plotting).
+Imports the harness, the ``replicas`` family (its target's ratio), and matplotlib (only
+when plotting).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import replicas
 from harness import Stats, Table
 
 REDIS_FENCE = "fencing.RedisFence"
@@ -90,6 +92,16 @@ def targets(tables: list[Table]) -> list[dict[str, Any]]:
             scope = _scope_verdict(table, dialect)
             if scope is not None:
                 out.append(scope)
+    replicated = replicas.added_over_ack(tables)
+    if replicated is not None:  # issue 10: min_replicas=1 costs the acknowledgement, no more
+        out.append(
+            _verdict(
+                "min_replicas=1: time added / what WAIT 1 adds to the bare script (medians)",
+                replicated,
+                1.2,
+                False,
+            )
+        )
     store = _row(tables, "guards-file", "fencing.FileStore.write")
     if store is not None:
         r50, _ = store[0].ratios(store[1])

@@ -28,6 +28,7 @@ from typing import Any
 import acquire
 import guards
 import handoff
+import replicas
 import report
 import throughput
 import web
@@ -39,6 +40,7 @@ FAMILIES = {
     "handoff": handoff.run,
     "guards": guards.run,
     "throughput": throughput.run,
+    "replicas": replicas.run,
     "http": web.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -4,10 +4,12 @@
 URL                                                    backend
 =====================================================  ==============================
 ``redis://``, ``rediss://``, ``unix://``                Redis (``RedisFence``)
+``redis+sentinel://``, ``rediss+sentinel://``          Redis behind Sentinel
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
 *none*: ``$FENCING_URL``, else the embedded default    SQLite file, see ``default_url``
 =====================================================  ==============================
 
+Redis URLs also take ``?min_replicas=N&replica_timeout=S`` (see docs/redis.md).
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
 ``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens). The
 embedded default is a SQLite file in the per-user state directory
@@ -85,5 +87,5 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "sqlite:///path or postgresql://"
+        "redis+sentinel://, sqlite:///path or postgresql://"
     )

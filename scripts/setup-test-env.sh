@@ -12,6 +12,9 @@ mode="${1:-test}"
 missing=()
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || missing+=(python3-venv python3-pip)
 if [ "$mode" = test ]; then
+    # also the Sentinels of the failover tests: they run `redis-server --sentinel` (Debian's
+    # redis-server binary is the Sentinel too; the redis-sentinel package adds only a
+    # service and a redis-sentinel link, so it is not needed)
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
     compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
     command -v runuser >/dev/null 2>&1 || missing+=(util-linux)

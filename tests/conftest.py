@@ -18,7 +18,7 @@ import redis
 from sqlalchemy import create_engine
 
 from fencing.sql import create_tables
-from fencing.testing.servers import PostgresServer, RedisServer, ServerError
+from fencing.testing.servers import PostgresServer, RedisServer, SentinelGroup, ServerError
 
 T = TypeVar("T")
 
@@ -60,6 +60,15 @@ def redis_factory() -> Iterator[Callable[..., RedisServer]]:
     yield make
     for server in servers:
         server.close()
+
+
+@pytest.fixture
+def sentinel_group() -> Iterator[SentinelGroup]:
+    """A fresh primary, replica and three Sentinels (``down-after-milliseconds`` 500) that
+    a test may fail over; about 0.2 s to start, a failover about 3 s."""
+    group = _start(lambda: SentinelGroup(down_after_ms=500).start())
+    yield group
+    group.close()
 
 
 @pytest.fixture(scope="session")

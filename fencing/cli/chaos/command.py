@@ -18,8 +18,9 @@ def register(subparsers: Any) -> None:
         description=(
             "N worker processes loop acquire -> read-modify-write on each guarded resource "
             "-> release while random workers are frozen (SIGSTOP) for 0 to 3x the TTL and "
-            "Redis is restarted once. An independent checker replays the log. Exit 1 on "
-            "any violation (with --unfenced, violations are the expected lesson)."
+            "Redis is restarted once (or, with --failover, a Sentinel failover loses writes). "
+            "An independent checker replays the log. Exit 1 on any violation (with "
+            "--unfenced, violations are the expected lesson)."
         ),
     )
     parser.add_argument("--workers", type=int, default=8, help="worker processes (default 8)")
@@ -32,6 +33,16 @@ def register(subparsers: Any) -> None:
         help="PostgreSQL for the SQL row: a URL, 'auto' (a throwaway server), or 'none'",
     )
     parser.add_argument("--unfenced", action="store_true", help="switch the guards off")
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help=(
+            "Redis behind Sentinel: kill the primary and promote a replica that missed "
+            "writes, instead of a restart; runs fenced, then the unfenced and INCR-only "
+            "controls, and prints the figures (exit 1 unless fenced is clean and both "
+            "controls show violations)"
+        ),
+    )
     parser.add_argument("--seed", type=int, help="seed of the pause schedule")
     parser.set_defaults(func=run)
 
@@ -44,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         print("fencing chaos: --ttl must be 0.05-10 s and --duration 1 s-24 h", file=sys.stderr)
         return 2
     from ...testing.servers import PostgresServer, ServerError
+    from .failover import run_failover_proof
     from .runner import ChaosConfig, run_chaos
 
     server = None
@@ -64,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
             postgres_url=url,
             seed=args.seed,
         )
+        if args.failover:
+            return 0 if run_failover_proof(config).ok else 1
         outcome = run_chaos(config)
     finally:
         if server is not None:

@@ -5,7 +5,10 @@ the resources, forks the workers, and until the end of the run freezes a random 
 with SIGSTOP for 0 to 3x the TTL (at most half of them at once) and restarts Redis once,
 half-way (without persistence: tokens must still increase, from the server clock). Then
 it resumes everyone, waits for the workers, reads every resource's final state and hands
-logs and states to the independent ``checker``.
+logs and states to the independent ``checker``. With ``failover``, the issuer is a
+primary, a replica and three Sentinels instead, and Redis is not restarted: at a quarter of
+the run the replica misses some writes, the primary is killed and the replica promoted
+(``_fail_over``); ``failover.py`` runs that fenced and with both controls.
 
 Imports the chaos resources, worker and checker, and the throwaway servers.
 """
@@ -17,13 +20,14 @@ import os
 import random
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...testing.servers import RedisServer
+from ...testing.servers import RedisServer, SentinelGroup
 from . import checker
 from .resources import FileResource, GuardResource, Resource, SqlRowResource
 from .worker import WorkerConfig, log_path, run_worker
@@ -40,6 +44,10 @@ class ChaosConfig:
     restart_redis: bool = True
     seed: int | None = None
     workdir: Path | None = None
+    #: Redis behind Sentinel instead: at a quarter of the run the replica is frozen and cut
+    #: off, the primary is killed and the replica promoted (no restart then)
+    failover: bool = False
+    incr_only: bool = False  # the INCR-only control issuer (``incr``) instead of fencing's
 
 
 @dataclass
@@ -48,6 +56,8 @@ class ChaosOutcome:
     pauses: int = 0
     longest_pause: float = 0.0
     redis_restarted_at: float | None = None
+    failover_at: float | None = None  # when the primary was killed
+    promoted_after: float | None = None  # seconds until the replica was the primary
     notes: list[str] = field(default_factory=list)
 
 
@@ -81,14 +91,23 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
     for url in (spec["sqlite"], spec["postgres"]):
         if url:
             SqlRowResource.setup(url, [1])
-    redis = RedisServer().start()
+    servers: RedisServer | SentinelGroup = (
+        SentinelGroup(down_after_ms=500).start() if config.failover else RedisServer().start()
+    )
+    url = servers.url + ("?socket_timeout=1" if config.failover else "")
     outcome = ChaosOutcome(report=checker.Report())
     mode = "fenced" if config.fenced else "UNFENCED"
+    issuer = "INCR-only tokens" if config.incr_only else "Redis"
     say(
         f"chaos ({mode}): {config.workers} workers, {config.duration:g}s, ttl {config.ttl:g}s, "
         f"read-modify-write window {window:g}s, resources: file-store, sql-row-sqlite"
         + (", sql-row-postgresql" if config.postgres_url else "")
-        + ", callable-guard; issuer: Redis (restarted once)"
+        + f", callable-guard; issuer: {issuer}"
+        + (
+            " behind Sentinel (primary killed, a replica that missed writes promoted)"
+            if config.failover
+            else " (restarted once)"
+        )
     )
     started = time.monotonic()
     deadline = started + config.duration
@@ -99,18 +118,27 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         for index in range(config.workers):
             worker_config = WorkerConfig(
                 index=index,
-                redis_url=redis.url,
+                redis_url=url,
                 fence_name=fence_name,
                 ttl=config.ttl,
                 window=window,
                 deadline=deadline,
                 log_path=str(log_path(workdir, index)),
                 fenced=config.fenced,
+                incr_only=config.incr_only,
             )
             process = context.Process(target=_worker_main, args=(worker_config, spec))
             process.start()
             processes.append(process)
-        _control(processes, redis, config, rng, started, deadline, outcome)
+        failover = None
+        if isinstance(servers, SentinelGroup):
+            failover = threading.Thread(
+                target=_fail_over, args=(servers, config, started, outcome), daemon=True
+            )
+            failover.start()
+        _control(processes, servers, config, rng, started, deadline, outcome)
+        if failover is not None:
+            failover.join()
     finally:
         for process in processes:
             if process.pid is not None and process.is_alive():
@@ -120,23 +148,49 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
             if process.is_alive():
                 process.kill()
                 process.join()
-        redis.close()
+        servers.close()
     finals = {r.name: r.final() for r in _resources(spec, config.fenced)}
     records = checker.read_logs(log_path(workdir, i) for i in range(config.workers))
     outcome.report = checker.check(records, finals)
+    if config.failover:
+        event = (
+            f"primary killed at {outcome.failover_at:.1f}s, replica promoted "
+            f"{outcome.promoted_after:.1f}s later"
+            if outcome.failover_at is not None and outcome.promoted_after is not None
+            else "no failover"
+        )
+    else:
+        event = "redis restarted at " + (
+            f"{outcome.redis_restarted_at:.1f}s" if outcome.redis_restarted_at else "never"
+        )
     say(
         f"pauses: {outcome.pauses} (longest {outcome.longest_pause:.2f}s = "
-        f"{outcome.longest_pause / config.ttl:.1f} ttl); redis restarted at "
-        + (f"{outcome.redis_restarted_at:.1f}s" if outcome.redis_restarted_at else "never")
+        f"{outcome.longest_pause / config.ttl:.1f} ttl); {event}"
     )
     say(outcome.report.summary())
     say(f"logs and final states in {workdir}")
     return outcome
 
 
+def _fail_over(
+    group: SentinelGroup, config: ChaosConfig, started: float, outcome: ChaosOutcome
+) -> None:
+    """At a quarter of the run: freeze the replica and cut its link, let the workers write
+    on the primary for a while (those writes never reach the replica), kill the primary,
+    resume the replica, and wait until Sentinel has promoted it."""
+    time.sleep(max(0.0, started + config.duration / 4 - time.monotonic()))
+    group.freeze_replica()
+    time.sleep(min(0.4, max(0.1, 2 * config.ttl)))  # under down-after: still promotable
+    group.kill_primary()
+    outcome.failover_at = time.monotonic() - started
+    group.thaw_replica()
+    group.wait_for_failover()
+    outcome.promoted_after = time.monotonic() - started - outcome.failover_at
+
+
 def _control(
     processes: list[Any],
-    redis: RedisServer,
+    redis: RedisServer | SentinelGroup,
     config: ChaosConfig,
     rng: random.Random,
     started: float,
@@ -144,14 +198,18 @@ def _control(
     outcome: ChaosOutcome,
 ) -> None:
     frozen: dict[int, float] = {}  # pid -> when to resume
-    restart_at = started + config.duration / 2 if config.restart_redis else None
+    restart_at = (
+        started + config.duration / 2
+        if config.restart_redis and isinstance(redis, RedisServer)
+        else None
+    )
     limit = max(1, len(processes) // 2)
     while (now := time.monotonic()) < deadline:
         for pid, until in list(frozen.items()):
             if now >= until:
                 os.kill(pid, signal.SIGCONT)
                 del frozen[pid]
-        if restart_at is not None and now >= restart_at:
+        if restart_at is not None and now >= restart_at and isinstance(redis, RedisServer):
             redis.restart()
             outcome.redis_restarted_at = time.monotonic() - started
             restart_at = None

@@ -26,20 +26,23 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import fencing
+from fencing.redis._sentinel import is_sentinel_url, parse_sentinel_url, sentinel_client
 
+from .incr import IncrOnlyFence
 from .resources import Resource
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
     index: int
-    redis_url: str
+    redis_url: str  # redis:// or, in the failover run, redis+sentinel://
     fence_name: str
     ttl: float
     window: float
     deadline: float  # time.monotonic() after which no new cycle starts
     log_path: str
     fenced: bool
+    incr_only: bool = False  # the control issuer of the failover run (``incr``)
 
 
 class _Log:
@@ -56,8 +59,15 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
     import redis
 
     log = _Log(config.log_path)
-    client = redis.Redis.from_url(config.redis_url, socket_timeout=2, socket_connect_timeout=2)
-    fence = fencing.RedisFence(client, config.fence_name, ttl=config.ttl)
+    if is_sentinel_url(config.redis_url):  # the primary Sentinel names, followed on failover
+        client = sentinel_client(parse_sentinel_url(config.redis_url))
+    else:
+        client = redis.Redis.from_url(config.redis_url, socket_timeout=2, socket_connect_timeout=2)
+    fence: fencing.RedisFence | IncrOnlyFence = (
+        IncrOnlyFence(client, config.fence_name, config.ttl)
+        if config.incr_only
+        else fencing.RedisFence(client, config.fence_name, ttl=config.ttl)
+    )
     seq = 0
     rng = random.Random(os.getpid())
     while time.monotonic() < config.deadline:
