@@ -5,6 +5,7 @@ URL                                                    backend
 =====================================================  ==============================
 ``redis://``, ``rediss://``, ``unix://``                Redis (``RedisFence``)
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
+``etcd://host:port[,host:port...]``, ``etcds://``       etcd (``EtcdFence``)
 *none*: ``$FENCING_URL``, else the embedded default    SQLite file, see ``default_url``
 =====================================================  ==============================
 
@@ -34,6 +35,7 @@ from ._fence import Fence
 ENV_VAR = "FENCING_URL"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 _SQL_SCHEMES = ("sqlite", "postgresql", "postgres")
+_ETCD_SCHEMES = ("etcd", "etcds")
 
 
 def default_path() -> Path:
@@ -65,6 +67,7 @@ class Backend(Protocol):
 _BACKENDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(_REDIS_SCHEMES, ("fencing.redis._backend", "RedisBackend")),
     **dict.fromkeys(_SQL_SCHEMES, ("fencing.sql._backend", "SqlBackend")),
+    **dict.fromkeys(_ETCD_SCHEMES, ("fencing.etcd._backend", "EtcdBackend")),
 }
 
 
@@ -85,5 +88,5 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "sqlite:///path or postgresql://"
+        "sqlite:///path, postgresql:// or etcd://"
     )

@@ -1,4 +1,4 @@
-"""Throwaway ``redis-server`` and PostgreSQL instances on free loopback ports.
+"""Throwaway ``redis-server``, PostgreSQL and etcd (a 3-member cluster) on free loopback ports.
 
 Used by the test suite, the chaos run and the benchmarks: each server lives in its own
 temporary directory, so a test may stop, restart, flush or freeze (SIGSTOP) it without
@@ -7,6 +7,7 @@ touching anything else on the machine. Imports nothing from the package.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import TypeVar
 
@@ -248,3 +250,204 @@ class PostgresServer(_Server):
                 str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
                 "-U", "postgres", self.database,
             ])  # fmt: skip
+
+
+# -- etcd: a 3-member cluster ------------------------------------------------------------------
+
+
+def _etcd_post(client_port: int, path: str, timeout: float) -> dict[str, object]:
+    """POST ``{}`` to the etcd JSON gateway of a member (``/v3/...``); its reply, decoded."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{client_port}{path}",
+        data=b"{}",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        decoded: dict[str, object] = json.loads(reply.read())
+        return decoded
+
+
+class EtcdMember:
+    """One member of an ``EtcdCluster``: its ports, directory and process."""
+
+    def __init__(self, name: str, data: Path) -> None:
+        self.name = name
+        self.data = data
+        self.client_port = free_port()
+        self.peer_port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def signal(self, signum: signal.Signals) -> None:
+        if self.process is None:
+            raise ServerError(f"etcd member {self.name} is not running")
+        os.kill(self.process.pid, signum)
+
+    def member_id(self, timeout: float = 2.0) -> str:
+        """Its raft member id (a decimal string, as the JSON gateway spells uint64)."""
+        header = _etcd_post(self.client_port, "/v3/maintenance/status", timeout)["header"]
+        return str(header["member_id"])  # type: ignore[index]
+
+
+class EtcdCluster:
+    """A real 3-member etcd cluster (Debian's ``etcd-server``) on free loopback ports.
+
+    The members keep their data under one temporary directory (in ``/dev/shm`` when the
+    machine has it: etcd fsyncs every commit, and a tmpfs makes that cheap). Raft runs
+    with a 50 ms heartbeat and a 500 ms election timeout, so a new leader is elected
+    within about a second of a leader's death, and the smallest lease the cluster grants
+    is 1 s (etcd's floor is 1.5 election timeouts, rounded up to whole seconds).
+    ``kill_leader`` (SIGKILL), ``freeze``/``thaw`` (SIGSTOP/SIGCONT) and ``restart``
+    act on single members, so tests can take the cluster through failures.
+    """
+
+    HEARTBEAT_MS = 50
+    ELECTION_MS = 500
+
+    def __init__(self, size: int = 3, *, binary: str = "etcd") -> None:
+        found = shutil.which(binary)
+        if found is None:
+            raise ServerError(f"{binary} not found on PATH (Debian package etcd-server)")
+        self.binary = found
+        shm = Path("/dev/shm")
+        self.dir = Path(
+            tempfile.mkdtemp(prefix="fencing-etcd-", dir=shm if shm.is_dir() else None)
+        )
+        self.members = [EtcdMember(f"m{i}", self.dir / f"m{i}") for i in range(size)]
+
+    @property
+    def endpoints(self) -> list[str]:
+        return [member.endpoint for member in self.members]
+
+    @property
+    def url(self) -> str:
+        """``etcd://host:port,...``: the URL of the whole cluster for ``fencing.connect``."""
+        return "etcd://" + ",".join(self.endpoints)
+
+    def _command(self, member: EtcdMember, state: str) -> list[str]:
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        client = f"http://{member.endpoint}"
+        return [
+            self.binary,
+            "--name", member.name,
+            "--data-dir", str(member.data),
+            "--listen-client-urls", client,
+            "--advertise-client-urls", client,
+            "--listen-peer-urls", member.peer_url,
+            "--initial-advertise-peer-urls", member.peer_url,
+            "--initial-cluster", initial,
+            "--initial-cluster-state", state,
+            "--initial-cluster-token", self.dir.name,
+            "--heartbeat-interval", str(self.HEARTBEAT_MS),
+            "--election-timeout", str(self.ELECTION_MS),
+            "--logger", "zap",
+            "--log-outputs", str(self.dir / f"{member.name}.log"),
+        ]  # fmt: skip
+
+    def _launch(self, member: EtcdMember, state: str) -> None:
+        member.process = subprocess.Popen(
+            self._command(member, state), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def start(self, timeout: float = 30.0) -> EtcdCluster:
+        """Start every member and return once each one serves (has a leader)."""
+        for member in self.members:
+            self._launch(member, "new")
+        try:
+            self.wait_until_serving(timeout)
+        except ServerError:
+            self.close()
+            raise
+        return self
+
+    def wait_until_serving(self, timeout: float = 30.0) -> None:
+        """Block until every running member reports a leader (``/health``)."""
+        deadline = time.monotonic() + timeout
+        for member in self.members:
+            if not member.running:
+                continue
+            while True:
+                if member.process is not None and member.process.poll() is not None:
+                    raise ServerError(f"etcd {member.name} exited ({member.process.returncode})")
+                try:
+                    with urllib.request.urlopen(
+                        f"http://{member.endpoint}/health", timeout=1.0
+                    ) as reply:
+                        if json.loads(reply.read()).get("health") == "true":
+                            break
+                except (OSError, ValueError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServerError(f"etcd {member.name} not serving within {timeout}s")
+                time.sleep(0.05)
+
+    def leader(self, timeout: float = 30.0) -> EtcdMember:
+        """The current leader among the running, unfrozen members (waits for one)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for member in self.members:
+                if not member.running:
+                    continue
+                try:
+                    status = _etcd_post(member.client_port, "/v3/maintenance/status", 1.0)
+                    header = status["header"]
+                    if str(status.get("leader")) == str(header["member_id"]):  # type: ignore[index]
+                        return member
+                except (OSError, ValueError, KeyError):
+                    pass
+            if time.monotonic() > deadline:
+                raise ServerError(f"no etcd leader within {timeout}s")
+            time.sleep(0.05)
+
+    def kill_leader(self) -> EtcdMember:
+        """SIGKILL the current leader (no chance to hand over); the member it was."""
+        member = self.leader()
+        member.signal(signal.SIGKILL)
+        if member.process is not None:
+            member.process.wait()
+        return member
+
+    def freeze(self, member: EtcdMember) -> None:
+        """SIGSTOP ``member``: it keeps its sockets but answers nothing."""
+        member.signal(signal.SIGSTOP)
+
+    def thaw(self, member: EtcdMember) -> None:
+        member.signal(signal.SIGCONT)
+
+    def restart(self, member: EtcdMember, timeout: float = 30.0) -> None:
+        """Start a stopped (killed) ``member`` again on its data; it rejoins the cluster."""
+        self._stop(member)
+        self._launch(member, "existing")
+        self.wait_until_serving(timeout)
+
+    def _stop(self, member: EtcdMember) -> None:
+        if member.process is None:
+            return
+        if member.process.poll() is None:
+            os.kill(member.process.pid, signal.SIGCONT)
+            member.process.kill()
+        member.process.wait()
+        member.process = None
+
+    def close(self) -> None:
+        """Stop every member and delete the cluster's directory."""
+        for member in self.members:
+            self._stop(member)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> EtcdCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

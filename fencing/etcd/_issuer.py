@@ -1,0 +1,339 @@
+"""The etcd issuer, written once as flows (``EtcdFlows``) and driven blocking
+(``EtcdIssuer``, on ``Cluster``) or asyncio (``AsyncEtcdIssuer``, on ``AsyncCluster``).
+
+Each operation, as calls of the etcd v3 API (requests in ``_requests``):
+
+- acquire: ``LeaseGrant`` (the server grants the TTL), then one ``Txn`` that creates
+  the fence's key on that lease only if the key does not exist. The token is the
+  revision of that creation. When the key exists the lease just granted is revoked and
+  the reply is ``Busy``; the key's revision is kept for the wait.
+- renew: one ``Txn`` that compares the key's create revision (the token) and value (the
+  holder id) and reads the key's lease, then a ``LeaseKeepAlive`` of that lease, which
+  restarts its TTL. A renew that asks for a longer TTL than the lease has moves the key
+  to a new lease in a ``Txn`` with the same compares (a put keeps the create revision)
+  and revokes the old one. A lease is never shortened: etcd's TTL is fixed at grant.
+- release: one ``Txn`` that deletes the key under the same compares, then
+  ``LeaseRevoke`` of the lease it was attached to.
+- wait (``WakesOnRelease``): a ``Watch`` of the key's deletions from the revision at
+  which it was seen taken, so a release (or the lease's expiry, which deletes the key)
+  that happened in between is replayed at once rather than missed.
+
+Imports the core (fences, flows, errors), the requests, the cluster ports and grpcio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any, Generic, TypeVar
+
+import grpc
+
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from .._errors import FenceUnavailable
+from .._fence import Fence
+from .._flow import run_async, run_sync
+from ..issuer import Busy
+from . import _requests as req
+from ._cluster import AsyncCluster, Cluster
+from ._url import EtcdOptions, parse_etcd_url
+
+R = TypeVar("R")
+
+# -- steps: the only I/O of the etcd issuer ----------------------------------------------------
+
+
+class Unary(Generic[R]):
+    """One unary call: ``method`` of the member's ``service`` stub with ``request``.
+
+    ``result`` is the reply, or ``None`` for ``NOT_FOUND`` when ``missing_ok`` (a lease
+    that has already expired). The same call object serves both ports: a blocking stub
+    returns the reply, an asyncio stub an awaitable of it.
+    """
+
+    __slots__ = ("method", "missing_ok", "request", "result", "service")
+    result: R
+
+    def __init__(self, service: str, method: str, request: Any, missing_ok: bool = False) -> None:
+        self.service = service
+        self.method = method
+        self.request = request
+        self.missing_ok = missing_ok
+
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> Any:
+        stub = getattr(member, self.service)
+        return getattr(stub, self.method)(self.request, timeout=seconds, metadata=metadata)
+
+    def perform(self, port: Cluster) -> None:
+        self.result = port.call(self._attempt, missing_ok=self.missing_ok)  # type: ignore[assignment]
+
+    async def aperform(self, port: AsyncCluster) -> None:
+        self.result = await port.call(self._attempt, missing_ok=self.missing_ok)  # type: ignore[assignment]
+
+
+class KeepAlive:
+    """One ``LeaseKeepAlive`` round: the lease's TTL restarted; ``result`` is its TTL in
+    seconds, 0 when the lease no longer exists."""
+
+    __slots__ = ("request", "result")
+    result: int
+
+    def __init__(self, lease: int) -> None:
+        self.request = req.keepalive(lease)
+
+    def _open(self, member: Any, seconds: float, metadata: Any) -> Any:
+        return member.lease.LeaseKeepAlive(iter([self.request]), timeout=seconds, metadata=metadata)
+
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> int:
+        call = self._open(member, seconds, metadata)
+        try:
+            for reply in call:
+                return int(reply.TTL)
+            return 0
+        finally:
+            call.cancel()
+
+    async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> int:
+        call = self._open(member, seconds, metadata)
+        try:
+            async for reply in call:
+                return int(reply.TTL)
+            return 0
+        finally:
+            call.cancel()
+
+    def perform(self, port: Cluster) -> None:
+        self.result = port.call(self._attempt) or 0
+
+    async def aperform(self, port: AsyncCluster) -> None:
+        self.result = await port.call(self._aattempt) or 0
+
+
+class WatchRelease:
+    """Block up to ``seconds`` until the key is deleted after revision ``after``.
+
+    Ends quietly at its deadline (that is the wait's end, not a failure); a member that
+    goes away is replaced by the next one, like any call.
+    """
+
+    __slots__ = ("request", "seconds")
+
+    def __init__(self, key: bytes, after: int, seconds: float) -> None:
+        self.request = req.watch_release(key, after)
+        self.seconds = seconds
+
+    def _open(self, member: Any, seconds: float, metadata: Any) -> Any:
+        return member.watch.Watch(iter([self.request]), timeout=seconds, metadata=metadata)
+
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
+        call = self._open(member, seconds, metadata)
+        try:
+            for reply in call:
+                if reply.events or reply.canceled:  # deleted, or compacted past `after`
+                    return
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+        finally:
+            call.cancel()
+
+    async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> None:
+        call = self._open(member, seconds, metadata)
+        try:
+            async for reply in call:
+                if reply.events or reply.canceled:
+                    return
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise
+        finally:
+            call.cancel()
+
+    def perform(self, port: Cluster) -> None:
+        port.call(self._attempt, timeout=self.seconds)
+
+    async def aperform(self, port: AsyncCluster) -> None:
+        await port.call(self._aattempt, timeout=self.seconds)
+
+
+Step = Unary[Any] | KeepAlive | WatchRelease
+EtcdFlow = Generator[Step, None, R]
+
+# -- flows: each operation once, for both ports ------------------------------------------------
+
+
+def _revoke(lease: int) -> Unary[Any]:
+    return Unary("lease", "LeaseRevoke", req.revoke(lease), missing_ok=True)
+
+
+class EtcdFlows:
+    """The etcd issuer's operations as flows of steps (no I/O; see the module docstring).
+
+    ``seen`` keeps, per fence name, the revision at which an acquire last found the key
+    taken: the wait watches for a deletion after it.
+    """
+
+    def __init__(self, options: EtcdOptions) -> None:
+        self.options = options
+        self.keys = req.Keys(options.prefix)
+        self.seen: dict[str, int] = {}
+
+    def acquire(self, name: str, holder: str, ttl_ms: int) -> EtcdFlow[int | Busy]:
+        key = self.keys.of(name)
+        grant: Unary[Any] = Unary("lease", "LeaseGrant", req.grant(ttl_ms))
+        yield grant
+        lease = int(grant.result.ID)
+        try:
+            txn: Unary[Any] = Unary("kv", "Txn", req.acquire(key, holder, lease))
+            yield txn
+            outcome = req.parse_acquire(txn.result, holder, lease)
+        except GeneratorExit:  # closed, not driven: no more steps can run
+            raise
+        except BaseException:
+            yield from _best_effort(_revoke(lease))
+            raise
+        if isinstance(outcome, int):
+            return outcome
+        self.seen[name] = outcome.revision
+        yield from _best_effort(_revoke(lease))
+        return Busy(None)
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> EtcdFlow[bool]:
+        key = self.keys.of(name)
+        find: Unary[Any] = Unary("kv", "Txn", req.find_lease(key, token, holder))
+        yield find
+        lease = req.lease_of(find.result)
+        if lease is None:
+            return False
+        alive = KeepAlive(lease)
+        yield alive
+        if alive.result <= 0:
+            return False
+        if alive.result >= req.lease_seconds(ttl_ms):
+            return True
+        return (yield from self._move(key, token, holder, lease, ttl_ms))
+
+    def _move(self, key: bytes, token: int, holder: str, old: int, ttl_ms: int) -> EtcdFlow[bool]:
+        """Put the key on a new lease of ``ttl_ms`` (a renew that asks for more time)."""
+        grant: Unary[Any] = Unary("lease", "LeaseGrant", req.grant(ttl_ms))
+        yield grant
+        new = int(grant.result.ID)
+        try:
+            move: Unary[Any] = Unary("kv", "Txn", req.move(key, token, holder, old, new))
+            yield move
+        except GeneratorExit:
+            raise
+        except BaseException:
+            yield from _best_effort(_revoke(new))
+            raise
+        moved = bool(move.result.succeeded)
+        yield from _best_effort(_revoke(old if moved else new))
+        return moved
+
+    def release(self, name: str, token: int, holder: str) -> EtcdFlow[bool]:
+        delete: Unary[Any] = Unary("kv", "Txn", req.release(self.keys.of(name), token, holder))
+        yield delete
+        lease = req.lease_of(delete.result)
+        if lease is None:
+            return False
+        yield from _best_effort(_revoke(lease))  # else it expires with nothing attached
+        return True
+
+    def await_release(self, name: str, seconds: float) -> EtcdFlow[None]:
+        yield WatchRelease(self.keys.of(name), self.seen.get(name, 0), seconds)
+
+
+def _best_effort(step: Step) -> EtcdFlow[None]:
+    """Clean-up that may fail without harm (a lease that is not revoked expires)."""
+    try:
+        yield step
+    except FenceUnavailable:
+        pass
+
+
+# -- the issuers -------------------------------------------------------------------------------
+
+
+def _options(cluster: str | EtcdOptions) -> EtcdOptions:
+    if isinstance(cluster, EtcdOptions):
+        return cluster
+    return parse_etcd_url(cluster)
+
+
+class EtcdIssuer:
+    """Leases and tokens in an etcd cluster (``etcd://host:port,...`` or ``EtcdOptions``).
+
+    Each lease is an etcd lease; the token is the revision at which the fence's key was
+    created (see ``_requests``). Waiters watch the key instead of polling
+    (``WakesOnRelease``). Thread-safe; ``close()`` closes its channels.
+    """
+
+    def __init__(self, cluster: str | EtcdOptions) -> None:
+        self.flows = EtcdFlows(_options(cluster))
+        self.cluster = Cluster(self.flows.options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.flows.options.endpoints!r})"
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return run_sync(self.flows.acquire(name, holder, ttl_ms), self.cluster)
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return run_sync(self.flows.renew(name, token, holder, ttl_ms), self.cluster)
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        return run_sync(self.flows.release(name, token, holder), self.cluster)
+
+    def await_release(self, name: str, seconds: float) -> None:
+        run_sync(self.flows.await_release(name, seconds), self.cluster)
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+class AsyncEtcdIssuer:
+    """``EtcdIssuer`` on ``grpc.aio``: the same flows, keys, leases and tokens."""
+
+    def __init__(self, cluster: str | EtcdOptions) -> None:
+        self.flows = EtcdFlows(_options(cluster))
+        self.cluster = AsyncCluster(self.flows.options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.flows.options.endpoints!r})"
+
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return await run_async(self.flows.acquire(name, holder, ttl_ms), self.cluster)
+
+    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return await run_async(self.flows.renew(name, token, holder, ttl_ms), self.cluster)
+
+    async def release(self, name: str, token: int, holder: str) -> bool:
+        return await run_async(self.flows.release(name, token, holder), self.cluster)
+
+    async def await_release(self, name: str, seconds: float) -> None:
+        await run_async(self.flows.await_release(name, seconds), self.cluster)
+
+    async def close(self) -> None:
+        await self.cluster.close()
+
+
+class EtcdFence(Fence):
+    """A fence whose leases and tokens live in etcd: ``EtcdFence("etcd://h1:2379,h2:2379",
+    "invoice:42", ttl=10)``, or pass an ``EtcdIssuer`` to share its channels."""
+
+    def __init__(
+        self, cluster: str | EtcdOptions | EtcdIssuer, name: str, ttl: float = DEFAULT_TTL
+    ) -> None:
+        issuer = cluster if isinstance(cluster, EtcdIssuer) else EtcdIssuer(cluster)
+        super().__init__(issuer, name, ttl)
+
+
+class AsyncEtcdFence(AsyncFence):
+    """The asyncio ``EtcdFence`` (``fencing.etcd.aio.EtcdFence``); shares keys, leases and
+    tokens with blocking ``EtcdFence`` objects of the same name."""
+
+    def __init__(
+        self, cluster: str | EtcdOptions | AsyncEtcdIssuer, name: str, ttl: float = DEFAULT_TTL
+    ) -> None:
+        issuer = cluster if isinstance(cluster, AsyncEtcdIssuer) else AsyncEtcdIssuer(cluster)
+        super().__init__(issuer, name, ttl)
