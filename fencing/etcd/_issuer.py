@@ -23,6 +23,7 @@ Imports the core (fences, flows, errors), the requests, the cluster ports and gr
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator
 from typing import Any, Generic, TypeVar
 
@@ -132,7 +133,7 @@ class WatchRelease:
                 if reply.events or reply.canceled:  # deleted, or compacted past `after`
                     return
         except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            if not _ran_out(exc):
                 raise
         finally:
             call.cancel()
@@ -144,7 +145,7 @@ class WatchRelease:
                 if reply.events or reply.canceled:
                     return
         except grpc.RpcError as exc:
-            if exc.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+            if not _ran_out(exc):
                 raise
         finally:
             call.cancel()
@@ -154,6 +155,15 @@ class WatchRelease:
 
     async def aperform(self, port: AsyncCluster) -> None:
         await port.call(self._aattempt, timeout=self.seconds)
+
+
+def _ran_out(exc: grpc.RpcError) -> bool:
+    """The call's deadline passed: said by the client, or by the member (etcd's gRPC
+    server may end the stream first, with ``UNKNOWN: context deadline exceeded``)."""
+    code = exc.code()
+    return code == grpc.StatusCode.DEADLINE_EXCEEDED or (
+        code == grpc.StatusCode.UNKNOWN and "deadline exceeded" in (exc.details() or "")
+    )
 
 
 Step = Unary[Any] | KeepAlive | WatchRelease
@@ -245,10 +255,8 @@ class EtcdFlows:
 
 def _best_effort(step: Step) -> EtcdFlow[None]:
     """Clean-up that may fail without harm (a lease that is not revoked expires)."""
-    try:
+    with contextlib.suppress(FenceUnavailable):
         yield step
-    except FenceUnavailable:
-        pass
 
 
 # -- the issuers -------------------------------------------------------------------------------

@@ -49,12 +49,21 @@ class Keys:
         return (self.prefix + name).encode("utf-8")
 
 
+def _created_at(key: bytes, revision: int) -> rpc.Compare:
+    """The key was created at ``revision`` (0: the key does not exist)."""
+    return rpc.Compare(result=_EQUAL, target=rpc.Compare.CREATE, key=key, create_revision=revision)
+
+
 def _is_lease(key: bytes, token: int, holder: str) -> list[rpc.Compare]:
     """Compares that hold only while the lease ``token``/``holder`` is the key's."""
     return [
-        rpc.Compare(result=_EQUAL, target=rpc.Compare.CREATE, key=key, create_revision=token),
+        _created_at(key, token),
         rpc.Compare(result=_EQUAL, target=rpc.Compare.VALUE, key=key, value=holder.encode()),
     ]
+
+
+def _put(key: bytes, holder: str, lease: int) -> rpc.RequestOp:
+    return rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=holder.encode(), lease=lease))
 
 
 def grant(ttl_ms: int) -> rpc.LeaseGrantRequest:
@@ -68,10 +77,10 @@ def revoke(lease: int) -> rpc.LeaseRevokeRequest:
 def acquire(key: bytes, holder: str, lease: int) -> rpc.TxnRequest:
     """Create the key on ``lease`` only if it does not exist; else read who has it."""
     return rpc.TxnRequest(
-        compare=[rpc.Compare(result=_EQUAL, target=rpc.Compare.CREATE, key=key, create_revision=0)],
-        success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=holder.encode(), lease=lease))],
+        compare=[_created_at(key, 0)],
+        success=[_put(key, holder, lease)],
         failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=key))],
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -111,10 +120,12 @@ def move(key: bytes, token: int, holder: str, old: int, new: int) -> rpc.TxnRequ
     """Re-attach the key from lease ``old`` to ``new`` if ``token``/``holder`` still hold
     it on ``old`` (a renew with a longer TTL). A put keeps the key's create revision."""
     return rpc.TxnRequest(
-        compare=[*_is_lease(key, token, holder),
-                 rpc.Compare(result=_EQUAL, target=rpc.Compare.LEASE, key=key, lease=old)],
-        success=[rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=holder.encode(), lease=new))],
-    )  # fmt: skip
+        compare=[
+            *_is_lease(key, token, holder),
+            rpc.Compare(result=_EQUAL, target=rpc.Compare.LEASE, key=key, lease=old),
+        ],
+        success=[_put(key, holder, new)],
+    )
 
 
 def release(key: bytes, token: int, holder: str) -> rpc.TxnRequest:
@@ -123,7 +134,7 @@ def release(key: bytes, token: int, holder: str) -> rpc.TxnRequest:
     return rpc.TxnRequest(
         compare=_is_lease(key, token, holder),
         success=[rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key, prev_kv=True))],
-    )  # fmt: skip
+    )
 
 
 def lease_of(reply: rpc.TxnResponse) -> int | None:

@@ -1,0 +1,321 @@
+"""The etcd issuer beyond the contract, on the session's real 3-member cluster: URLs,
+an unreachable or frozen cluster, names as keys, waiters woken by the watch, a lease
+lost under ``hold()``, the leader killed while a fence is held, and a frozen holder
+(a real process, SIGSTOP) refused at a guard.
+
+The tests that kill or freeze a member give it back before they end, so the session's
+cluster stays whole for the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from aetcd import rpc
+
+import fencing
+from fencing import AcquireTimeout, FenceUnavailable, FileStore, LeaseLost, StaleTokenError
+from fencing._protocol import Waiting
+from fencing.etcd import EtcdFence, EtcdIssuer, EtcdOptions, parse_etcd_url
+from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
+from fencing.issuer import AsyncWakesOnRelease, WakesOnRelease
+from fencing.testing.servers import EtcdCluster, free_port
+
+PATIENCE = 30.0
+
+
+def fresh(what: str) -> str:
+    return f"etcd-test:{what}:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def issuer(etcd_cluster: EtcdCluster) -> Iterator[EtcdIssuer]:
+    issuer = EtcdIssuer(etcd_cluster.url)
+    yield issuer
+    issuer.close()
+
+
+def raw_kv(cluster: EtcdCluster) -> tuple[grpc.Channel, rpc.KVStub]:
+    """A plain gRPC channel to the cluster, to look at or meddle with keys directly."""
+    channel = grpc.insecure_channel(cluster.leader().endpoint)
+    return channel, rpc.KVStub(channel)
+
+
+# -- URLs --------------------------------------------------------------------------------------
+
+
+def test_url_options_are_parsed() -> None:
+    options = parse_etcd_url(
+        "etcds://alice:s%40cret@h1:2379,h2:2380?timeout=2.5&prefix=app/&ca=/ca.pem"
+        "&cert=/c.pem&key=/k.pem"
+    )
+    assert options == EtcdOptions(
+        endpoints=("h1:2379", "h2:2380"),
+        user="alice",
+        password="s@cret",
+        timeout=2.5,
+        prefix="app/",
+        tls=True,
+        ca="/ca.pem",
+        cert="/c.pem",
+        key="/k.pem",
+    )
+    assert "s@cret" not in repr(options)
+    assert parse_etcd_url("etcd://127.0.0.1:2379").tls is False
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "etcd://",
+        "etcd://,",
+        "etcd://h1",
+        "etcd://h1:0",
+        "etcd://h1:99999",
+        "etcd://h1:2379/path",
+        "etcd://h1:2379?colour=blue",
+        "etcd://h1:2379?timeout=soon",
+        "etcd://h1:2379?timeout=0",
+        "etcd://h1:2379?timeout=nan",
+        "etcd://h1:2379?tls=maybe",
+        "etcd://h1:2379?ca=/ca.pem",
+        "etcds://h1:2379?cert=/c.pem",
+        "etcd://alice@h1:2379",
+    ],
+)
+def test_bad_url_is_a_value_error_from_connect(url: str) -> None:
+    with pytest.raises(ValueError):
+        fencing.connect(url)
+
+
+def test_connect_gives_fences_on_the_cluster(etcd_cluster: EtcdCluster) -> None:
+    backend = fencing.connect(etcd_cluster.url + "?timeout=3")
+    name = fresh("connect")
+    fence = backend.fence(name, ttl=5)
+    token = fence.acquire(timeout=0)
+    with pytest.raises(AcquireTimeout):
+        backend.fence(name, ttl=5).acquire(timeout=0)
+
+    async def from_asyncio() -> int:
+        other = backend.aio_fence(name, ttl=5)
+        with pytest.raises(AcquireTimeout):
+            await other.acquire(timeout=0)
+        fence.release(token)
+        newer = await other.acquire(timeout=0)
+        await other.release(newer)
+        return int(newer)
+
+    assert asyncio.run(from_asyncio()) > token
+
+
+# -- an unreachable or frozen cluster ------------------------------------------------------------
+
+
+def _raises_unavailable_in_time(url: str) -> None:
+    """acquire on ``url`` raises FenceUnavailable, blocking and asyncio, and returns well
+    within the patience (a limit against a hang, not a timing check)."""
+    errors: list[BaseException] = []
+
+    def blocking() -> None:
+        try:
+            EtcdFence(url, fresh("down"), ttl=5).acquire(timeout=0)
+        except BaseException as exc:
+            errors.append(exc)
+
+    async def in_asyncio() -> None:
+        try:
+            await AsyncEtcdFence(url, fresh("down"), ttl=5).acquire(timeout=0)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=blocking, daemon=True)
+    thread.start()
+    thread.join(PATIENCE)
+    assert not thread.is_alive(), "acquire on an unreachable cluster hung"
+    asyncio.run(asyncio.wait_for(in_asyncio(), PATIENCE))
+    assert len(errors) == 2 and all(isinstance(e, FenceUnavailable) for e in errors), errors
+    assert all(isinstance(e.__cause__, grpc.RpcError) for e in errors), "cause not kept"
+
+
+def test_unreachable_cluster_is_unavailable_within_the_timeout() -> None:
+    _raises_unavailable_in_time(
+        f"etcd://127.0.0.1:{free_port()},127.0.0.1:{free_port()}?timeout=0.5"
+    )
+
+
+def test_frozen_member_is_unavailable_within_the_timeout(etcd_cluster: EtcdCluster) -> None:
+    """A member that answers nothing (SIGSTOP) is a timeout, not a hang."""
+    member = etcd_cluster.members[0]
+    etcd_cluster.freeze(member)
+    try:
+        _raises_unavailable_in_time(f"etcd://{member.endpoint}?timeout=0.5")
+    finally:
+        etcd_cluster.thaw(member)
+
+
+# -- names and keys ------------------------------------------------------------------------------
+
+
+def test_any_valid_name_is_its_own_key(issuer: EtcdIssuer, etcd_cluster: EtcdCluster) -> None:
+    """Names with slashes, dots, spaces or any Unicode are encoded as they are: each one is
+    its own key (no prefix matching), and ``a/..`` is not ``a``'s parent."""
+    base = fresh("names")
+    names = [base, f"{base}/", f"{base}/..", f"{base}/child", f"{base} é 鍵 ∞", f"{base}\n"]
+    fences = [EtcdFence(issuer, name, ttl=5) for name in names]
+    tokens = [fence.acquire(timeout=0) for fence in fences]  # none excludes another
+    channel, kv = raw_kv(etcd_cluster)
+    with channel:
+        for name, token in zip(names, tokens, strict=True):
+            reply = kv.Range(rpc.RangeRequest(key=f"fencing/{name}".encode()), timeout=5)
+            assert [kv.create_revision for kv in reply.kvs] == [int(token)], name
+    for fence, token in zip(fences, tokens, strict=True):
+        fence.release(token)
+
+
+# -- waiting -------------------------------------------------------------------------------------
+
+
+def test_issuers_wake_waiters_instead_of_polling() -> None:
+    assert issubclass(EtcdIssuer, WakesOnRelease)
+    assert issubclass(fencing.etcd.aio.EtcdIssuer, AsyncWakesOnRelease)
+
+
+def test_a_release_wakes_the_waiter_through_the_watch(issuer: EtcdIssuer) -> None:
+    """The waiter blocks for up to a minute between attempts here, so it can only get the
+    lease within the patience if the watch on the key wakes it at the release."""
+    name = fresh("wake")
+    holder, waiter = EtcdFence(issuer, name, ttl=30), EtcdFence(issuer, name, ttl=30)
+    waiter._waiting = Waiting(False, True, waiter.clock.monotonic, max_block=60.0)
+    token = holder.acquire(timeout=0)
+    got: list[int] = []
+    thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=120)), daemon=True)
+    thread.start()
+    time.sleep(0.5)  # the waiter is blocked in its watch by now
+    assert thread.is_alive()
+    holder.release(token)
+    thread.join(PATIENCE)
+    assert not thread.is_alive(), "the release did not wake the waiter"
+    assert got and got[0] > token
+    waiter.release(got[0])
+
+
+# -- a lease lost under hold() -------------------------------------------------------------------
+
+
+def test_a_lease_lost_during_hold_sets_the_lost_flag(
+    issuer: EtcdIssuer, etcd_cluster: EtcdCluster
+) -> None:
+    """The key is deleted behind the holder's back (as an operator or a compaction of
+    leases would): the next renewal finds the lease gone, the hold is lost, and leaving
+    it raises ``LeaseLost``."""
+    name = fresh("lost")
+    fence = EtcdFence(issuer, name, ttl=1.5)
+    hold = fence.hold()
+    with pytest.raises(LeaseLost), hold:
+        channel, kv = raw_kv(etcd_cluster)
+        with channel:
+            kv.DeleteRange(rpc.DeleteRangeRequest(key=f"fencing/{name}".encode()), timeout=5)
+        deadline = time.monotonic() + PATIENCE
+        while not hold.lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert hold.lost
+    newer = EtcdFence(issuer, name, ttl=5).acquire(timeout=0)
+    assert hold.token is not None and newer > hold.token
+
+
+# -- the leader killed while a fence is held -----------------------------------------------------
+
+
+def test_killing_the_leader_keeps_the_fence_working(etcd_cluster: EtcdCluster) -> None:
+    """SIGKILL the leader while a lease is held and renewed: the fence goes on through the
+    other two members; the lease survives or its hold says it is lost; every token after
+    that is higher than every token before."""
+    issuer = EtcdIssuer(etcd_cluster.url + "?timeout=10")
+    name = fresh("leader")
+    fence = EtcdFence(issuer, name, ttl=3)
+    before = [int(fence.acquire(timeout=0))]
+    fence.release(before[0])
+    hold = fence.hold()
+    killed = None
+    try:
+        with hold as token:
+            before.append(int(token))
+            killed = etcd_cluster.kill_leader()
+            # at once, during the election: the calls fail over to the other members
+            other = EtcdFence(issuer, fresh("elsewhere"), ttl=3)
+            other.release(other.acquire(timeout=0))
+            if not hold.lost:
+                fence.renew(token)
+        survived = True
+    except LeaseLost:
+        survived = False
+        assert hold.lost
+    finally:
+        if killed is not None:
+            etcd_cluster.restart(killed)
+    after = []
+    for _ in range(3):
+        newer = fence.acquire(timeout=PATIENCE)
+        after.append(int(newer))
+        fence.release(newer)
+    assert min(after) > max(before), f"tokens {after} after {before}"
+    assert after == sorted(after) and len(set(after)) == 3
+    print(f"lease {'survived' if survived else 'was reported lost'}; tokens {before} -> {after}")
+    issuer.close()
+
+
+# -- a frozen holder -----------------------------------------------------------------------------
+
+_HOLDER = """
+import sys, fencing
+fence = fencing.connect(sys.argv[1]).fence(sys.argv[2], ttl=1)
+token = fence.acquire(timeout=30)
+print(int(token), flush=True)
+sys.stdin.readline()  # frozen (SIGSTOP) here, past its lease
+try:
+    fencing.FileStore(sys.argv[3]).write(b"stale", token)
+    print("accepted", flush=True)
+except fencing.StaleTokenError:
+    print("rejected", flush=True)
+"""
+
+
+def test_a_frozen_holder_is_refused_at_the_guard(etcd_cluster: EtcdCluster, tmp_path: Path) -> None:
+    """Kleppmann's timeline with a real process: the holder is frozen past its 1 s lease,
+    the lease expires on the cluster, a second holder gets a higher token and writes;
+    the first wakes up, writes with its old token and is refused by the store."""
+    name, path = fresh("pause"), tmp_path / "store.json"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, etcd_cluster.url, name, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        old = int(child.stdout.readline())
+        child.send_signal(signal.SIGSTOP)
+        newer = EtcdFence(etcd_cluster.url, name, ttl=5).acquire(timeout=PATIENCE)  # past expiry
+        assert newer > old
+        FileStore(path).write(b"fresh", newer)
+        child.send_signal(signal.SIGCONT)
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "rejected"
+    finally:
+        child.send_signal(signal.SIGCONT)
+        child.kill()
+        child.communicate()  # also closes the pipes
+    assert FileStore(path).read() == b"fresh"
+    with pytest.raises(StaleTokenError):
+        FileStore(path).write(b"stale", old)
