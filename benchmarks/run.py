@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import acquire
+import etcd_family
 import guards
 import handoff
 import report
@@ -38,6 +39,7 @@ FAMILIES = {
     "handoff": handoff.run,
     "guards": guards.run,
     "throughput": throughput.run,
+    "etcd": etcd_family.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

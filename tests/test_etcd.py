@@ -27,6 +27,7 @@ import fencing
 from fencing import AcquireTimeout, FenceUnavailable, FileStore, LeaseLost, StaleTokenError
 from fencing._protocol import Waiting
 from fencing.etcd import EtcdFence, EtcdIssuer, EtcdOptions, parse_etcd_url
+from fencing.etcd._leases import Lease, LeasePool
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.issuer import AsyncWakesOnRelease, WakesOnRelease
 from fencing.testing.servers import EtcdCluster, free_port
@@ -319,3 +320,68 @@ def test_a_frozen_holder_is_refused_at_the_guard(etcd_cluster: EtcdCluster, tmp_
     assert FileStore(path).read() == b"fresh"
     with pytest.raises(StaleTokenError):
         FileStore(path).write(b"stale", old)
+
+
+# -- leases kept for the next acquire --------------------------------------------------------------
+
+
+def _lease_of(cluster: EtcdCluster, name: str) -> int:
+    channel, kv = raw_kv(cluster)
+    with channel:
+        reply = kv.Range(rpc.RangeRequest(key=f"fencing/{name}".encode()), timeout=5)
+    return int(reply.kvs[0].lease)
+
+
+def test_a_kept_lease_runs_its_full_ttl_again(
+    issuer: EtcdIssuer, etcd_cluster: EtcdCluster
+) -> None:
+    """The lease a release leaves is used by the next acquire, which restarts its TTL: the
+    next holder's lease has its whole TTL, not what was left of the old one."""
+    name = fresh("kept")
+    fence = EtcdFence(issuer, name, ttl=3)
+    token = fence.acquire(timeout=0)
+    lease = _lease_of(etcd_cluster, name)
+    fence.release(token)
+    time.sleep(1.2)  # 1.8 s of the 3 s left; under half the TTL old, so it is used again
+    newer = fence.acquire(timeout=0)
+    assert _lease_of(etcd_cluster, name) == lease
+    channel = grpc.insecure_channel(etcd_cluster.leader().endpoint)
+    with channel:
+        left = rpc.LeaseStub(channel).LeaseTimeToLive(rpc.LeaseTimeToLiveRequest(ID=lease))
+    assert left.TTL >= 2, f"the reused lease has {left.TTL}s left of 3"
+    fence.release(newer)
+
+
+def test_a_kept_lease_that_vanished_is_replaced(
+    issuer: EtcdIssuer, etcd_cluster: EtcdCluster
+) -> None:
+    """A kept lease revoked behind the issuer's back: the next acquire grants a new one."""
+    name = fresh("vanished")
+    fence = EtcdFence(issuer, name, ttl=10)
+    token = fence.acquire(timeout=0)
+    lease = _lease_of(etcd_cluster, name)
+    fence.release(token)
+    channel = grpc.insecure_channel(etcd_cluster.leader().endpoint)
+    with channel:
+        rpc.LeaseStub(channel).LeaseRevoke(rpc.LeaseRevokeRequest(ID=lease), timeout=5)
+    newer = fence.acquire(timeout=0)
+    assert newer > token and _lease_of(etcd_cluster, name) != lease
+    fence.release(newer)
+
+
+def test_the_lease_pool_keeps_one_young_lease_per_name_and_ttl() -> None:
+    now = [100.0]
+    pool = LeasePool(lambda: now[0], capacity=2)
+    assert pool.take("a", 10) == (None, None)
+    first, second = Lease(1, 10, 100.0), Lease(2, 10, 100.0)
+    assert pool.keep("a", first) and not pool.keep("a", second)  # one per name and TTL
+    assert pool.keep("b", Lease(3, 4, 100.0)) and not pool.keep("c", Lease(4, 4, 100.0))  # full
+    now[0] = 104.9
+    assert pool.take("a", 10) == (first, None)  # younger than half its TTL: used
+    assert pool.take("a", 10) == (None, None)  # and gone from the pool
+    assert pool.take("b", 4) == (None, Lease(3, 4, 100.0))  # older: to be revoked
+    pool.hold("a", 7, first)
+    pool.kept_alive("a", 7, 1, 104.9)
+    assert pool.released("a", 7, 99) is None  # not the lease the key was on
+    pool.hold("a", 7, first)
+    assert pool.released("a", 7, 1) == Lease(1, 10, 100.0)

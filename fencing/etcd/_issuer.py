@@ -24,7 +24,8 @@ Imports the core (fences, flows, errors), the requests, the cluster ports and gr
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator
+import time
+from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -37,6 +38,7 @@ from .._flow import run_async, run_sync
 from ..issuer import Busy
 from . import _requests as req
 from ._cluster import AsyncCluster, Cluster
+from ._leases import Lease, LeasePool
 from ._url import EtcdOptions, parse_etcd_url
 
 R = TypeVar("R")
@@ -113,18 +115,29 @@ class KeepAlive:
 class WatchRelease:
     """Block up to ``seconds`` until the key is deleted after revision ``after``.
 
-    Ends quietly at its deadline (that is the wait's end, not a failure); a member that
-    goes away is replaced by the next one, like any call.
+    etcd replays events since ``after`` to a watch created later, but only from a
+    background loop that runs every 100 ms: a release that came before the watch would
+    wake the waiter up to 100 ms late. So when the watch's ``created`` reply shows that
+    the store has moved past ``after``, one local (serializable) read of the key decides
+    at once: gone or changed, and the wait ends. Ends quietly at its deadline (that is
+    the wait's end, not a failure); a member that goes away is replaced by the next one,
+    like any call.
     """
 
-    __slots__ = ("request", "seconds")
+    __slots__ = ("after", "check", "request", "seconds")
 
     def __init__(self, key: bytes, after: int, seconds: float) -> None:
         self.request = req.watch_release(key, after)
+        self.check = req.peek(key)
+        self.after = after
         self.seconds = seconds
 
     def _open(self, member: Any, seconds: float, metadata: Any) -> Any:
         return member.watch.Watch(iter([self.request]), timeout=seconds, metadata=metadata)
+
+    def _moved_on(self, reply: Any) -> bool:
+        """A ``created`` reply from a store past ``after``: events may be waiting."""
+        return bool(reply.created) and 0 < self.after < int(reply.header.revision)
 
     def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
         call = self._open(member, seconds, metadata)
@@ -132,6 +145,10 @@ class WatchRelease:
             for reply in call:
                 if reply.events or reply.canceled:  # deleted, or compacted past `after`
                     return
+                if self._moved_on(reply):
+                    peek = member.kv.Range(self.check, timeout=seconds, metadata=metadata)
+                    if req.changed_since(peek, self.after):
+                        return
         except grpc.RpcError as exc:
             if not _ran_out(exc):
                 raise
@@ -144,6 +161,10 @@ class WatchRelease:
             async for reply in call:
                 if reply.events or reply.canceled:
                     return
+                if self._moved_on(reply):
+                    peek = await member.kv.Range(self.check, timeout=seconds, metadata=metadata)
+                    if req.changed_since(peek, self.after):
+                        return
         except grpc.RpcError as exc:
             if not _ran_out(exc):
                 raise
@@ -180,64 +201,96 @@ class EtcdFlows:
     """The etcd issuer's operations as flows of steps (no I/O; see the module docstring).
 
     ``seen`` keeps, per fence name, the revision at which an acquire last found the key
-    taken: the wait watches for a deletion after it.
+    taken (the wait watches for a deletion after it); ``leases`` the leases this issuer
+    holds or keeps for its next acquire (see ``_leases``).
     """
 
-    def __init__(self, options: EtcdOptions) -> None:
+    MEMORY = 1024
+
+    def __init__(self, options: EtcdOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
         self.keys = req.Keys(options.prefix)
+        self.clock = clock
         self.seen: dict[str, int] = {}
+        self.leases = LeasePool(clock, self.MEMORY)
 
     def acquire(self, name: str, holder: str, ttl_ms: int) -> EtcdFlow[int | Busy]:
-        key = self.keys.of(name)
-        grant: Unary[Any] = Unary("lease", "LeaseGrant", req.grant(ttl_ms))
-        yield grant
-        lease = int(grant.result.ID)
+        key, seconds = self.keys.of(name), req.lease_seconds(ttl_ms)
+        lease, stale = self.leases.take(name, seconds)
+        if stale is not None:
+            yield from _best_effort(_revoke(stale.id))
+        reused = lease is not None
+        if lease is None:
+            lease = yield from self._grant(seconds)
         try:
-            txn: Unary[Any] = Unary("kv", "Txn", req.acquire(key, holder, lease))
+            txn: Unary[Any] = Unary("kv", "Txn", req.acquire(key, holder, lease.id), reused)
             yield txn
-            outcome = req.parse_acquire(txn.result, holder, lease)
+            if txn.result is None:  # the kept lease expired meanwhile: a fresh one
+                reused, lease = False, (yield from self._grant(seconds))
+                txn = Unary("kv", "Txn", req.acquire(key, holder, lease.id))
+                yield txn
+            outcome = req.parse_acquire(txn.result, holder, lease.id)
+            if isinstance(outcome, int) and reused:
+                lease = Lease(lease.id, seconds, self.clock())
+                alive = KeepAlive(lease.id)  # its full TTL from now, not from earlier
+                yield alive
+                if alive.result <= 0:  # it expired between the two calls, the key with it
+                    return Busy(None)
         except GeneratorExit:  # closed, not driven: no more steps can run
             raise
         except BaseException:
-            yield from _best_effort(_revoke(lease))
+            yield from _best_effort(_revoke(lease.id))
             raise
         if isinstance(outcome, int):
+            self.leases.hold(name, outcome, lease)
             return outcome
+        if len(self.seen) >= self.MEMORY and name not in self.seen:
+            self.seen.clear()  # forgetting costs a replayed watch event, never safety
         self.seen[name] = outcome.revision
-        yield from _best_effort(_revoke(lease))
+        if not self.leases.keep(name, lease):
+            yield from _best_effort(_revoke(lease.id))
         return Busy(None)
 
+    def _grant(self, seconds: int) -> EtcdFlow[Lease]:
+        since = self.clock()
+        grant: Unary[Any] = Unary("lease", "LeaseGrant", req.grant(seconds))
+        yield grant
+        return Lease(int(grant.result.ID), seconds, since)
+
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> EtcdFlow[bool]:
-        key = self.keys.of(name)
+        key, seconds = self.keys.of(name), req.lease_seconds(ttl_ms)
         find: Unary[Any] = Unary("kv", "Txn", req.find_lease(key, token, holder))
         yield find
         lease = req.lease_of(find.result)
         if lease is None:
             return False
+        since = self.clock()
         alive = KeepAlive(lease)
         yield alive
         if alive.result <= 0:
             return False
-        if alive.result >= req.lease_seconds(ttl_ms):
+        self.leases.kept_alive(name, token, lease, since)
+        if alive.result >= seconds:
             return True
-        return (yield from self._move(key, token, holder, lease, ttl_ms))
+        return (yield from self._move(name, token, holder, lease, seconds))
 
-    def _move(self, key: bytes, token: int, holder: str, old: int, ttl_ms: int) -> EtcdFlow[bool]:
-        """Put the key on a new lease of ``ttl_ms`` (a renew that asks for more time)."""
-        grant: Unary[Any] = Unary("lease", "LeaseGrant", req.grant(ttl_ms))
-        yield grant
-        new = int(grant.result.ID)
+    def _move(self, name: str, token: int, holder: str, old: int, seconds: int) -> EtcdFlow[bool]:
+        """Put the key on a new lease of ``seconds`` (a renew that asks for more time)."""
+        new = yield from self._grant(seconds)
         try:
-            move: Unary[Any] = Unary("kv", "Txn", req.move(key, token, holder, old, new))
+            move: Unary[Any] = Unary(
+                "kv", "Txn", req.move(self.keys.of(name), token, holder, old, new.id)
+            )
             yield move
         except GeneratorExit:
             raise
         except BaseException:
-            yield from _best_effort(_revoke(new))
+            yield from _best_effort(_revoke(new.id))
             raise
         moved = bool(move.result.succeeded)
-        yield from _best_effort(_revoke(old if moved else new))
+        if moved:
+            self.leases.hold(name, token, new)
+        yield from _best_effort(_revoke(old if moved else new.id))
         return moved
 
     def release(self, name: str, token: int, holder: str) -> EtcdFlow[bool]:
@@ -246,7 +299,9 @@ class EtcdFlows:
         lease = req.lease_of(delete.result)
         if lease is None:
             return False
-        yield from _best_effort(_revoke(lease))  # else it expires with nothing attached
+        known = self.leases.released(name, token, lease)
+        if known is None or not self.leases.keep(name, known):
+            yield from _best_effort(_revoke(lease))  # else kept for the next acquire
         return True
 
     def await_release(self, name: str, seconds: float) -> EtcdFlow[None]:

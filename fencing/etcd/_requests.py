@@ -66,8 +66,8 @@ def _put(key: bytes, holder: str, lease: int) -> rpc.RequestOp:
     return rpc.RequestOp(request_put=rpc.PutRequest(key=key, value=holder.encode(), lease=lease))
 
 
-def grant(ttl_ms: int) -> rpc.LeaseGrantRequest:
-    return rpc.LeaseGrantRequest(TTL=lease_seconds(ttl_ms))
+def grant(seconds: int) -> rpc.LeaseGrantRequest:
+    return rpc.LeaseGrantRequest(TTL=seconds)
 
 
 def revoke(lease: int) -> rpc.LeaseRevokeRequest:
@@ -152,6 +152,16 @@ def lease_of(reply: rpc.TxnResponse) -> int | None:
 
 def keepalive(lease: int) -> rpc.LeaseKeepAliveRequest:
     return rpc.LeaseKeepAliveRequest(ID=lease)
+
+
+def peek(key: bytes) -> rpc.RangeRequest:
+    """A local read of the key on the member asked (serializable: no consensus round)."""
+    return rpc.RangeRequest(key=key, serializable=True, keys_only=True)
+
+
+def changed_since(reply: rpc.RangeResponse, revision: int) -> bool:
+    """The key is gone, or was written after ``revision`` (a new holder, a moved lease)."""
+    return not reply.kvs or int(reply.kvs[0].mod_revision) > revision
 
 
 def watch_release(key: bytes, after: int) -> rpc.WatchRequest:

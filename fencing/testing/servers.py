@@ -321,9 +321,7 @@ class EtcdCluster:
             raise ServerError(f"{binary} not found on PATH (Debian package etcd-server)")
         self.binary = found
         shm = Path("/dev/shm")
-        self.dir = Path(
-            tempfile.mkdtemp(prefix="fencing-etcd-", dir=shm if shm.is_dir() else None)
-        )
+        self.dir = Path(tempfile.mkdtemp(prefix="fencing-etcd-", dir=shm if shm.is_dir() else None))
         self.members = [EtcdMember(f"m{i}", self.dir / f"m{i}") for i in range(size)]
 
     @property
