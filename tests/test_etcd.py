@@ -385,3 +385,28 @@ def test_the_lease_pool_keeps_one_young_lease_per_name_and_ttl() -> None:
     assert pool.released("a", 7, 99) is None  # not the lease the key was on
     pool.hold("a", 7, first)
     assert pool.released("a", 7, 1) == Lease(1, 10, 100.0)
+
+
+# -- auth ------------------------------------------------------------------------------------------
+
+
+def test_auth_from_the_url_and_a_new_token_when_it_expires() -> None:
+    """A cluster with auth on (its tokens last 1 s): the URL's user and password get a
+    token; once it expired, the issuer asks for a new one and goes on. No or wrong
+    credentials are ``FenceUnavailable`` with etcd's reason."""
+    with EtcdCluster(1, extra_args=("--auth-token-ttl", "1")) as cluster:
+        cluster.etcdctl("user", "add", "root:s3cret")
+        cluster.etcdctl("auth", "enable")
+        url = cluster.url.replace("etcd://", "etcd://root:s3cret@")
+        issuer = EtcdIssuer(url)
+        fence = EtcdFence(issuer, fresh("auth"), ttl=10)
+        token = fence.acquire(timeout=0)
+        first = issuer.cluster.metadata
+        time.sleep(2.2)  # the token expires (etcd checks every second)
+        fence.renew(token)
+        fence.release(token)
+        assert first is not None and issuer.cluster.metadata not in (None, first)
+        issuer.close()
+        for bad in (cluster.url, cluster.url.replace("etcd://", "etcd://root:wrong@")):
+            with pytest.raises(FenceUnavailable, match="etcd failed: INVALID_ARGUMENT"):
+                EtcdFence(bad, fresh("auth"), ttl=10).acquire(timeout=0)

@@ -32,7 +32,7 @@ import grpc
 import grpc.aio
 from aetcd import rpc
 
-from .._errors import FenceUnavailable, issuer_error
+from .._errors import FenceUnavailable
 from ._url import EtcdOptions
 
 R = TypeVar("R")
@@ -121,7 +121,9 @@ class _Failover:
 
 
 def _failed(exc: grpc.RpcError) -> FenceUnavailable:
-    return issuer_error("etcd", exc)
+    """The ``FenceUnavailable`` for a gRPC error, in one line: its code and etcd's words."""
+    code = exc.code()
+    return FenceUnavailable(f"etcd failed: {getattr(code, 'name', code)}: {exc.details()}")
 
 
 class Cluster(_Failover):

@@ -309,13 +309,17 @@ class EtcdCluster:
     within about a second of a leader's death, and the smallest lease the cluster grants
     is 1 s (etcd's floor is 1.5 election timeouts, rounded up to whole seconds).
     ``kill_leader`` (SIGKILL), ``freeze``/``thaw`` (SIGSTOP/SIGCONT) and ``restart``
-    act on single members, so tests can take the cluster through failures.
+    act on single members, so tests can take the cluster through failures;
+    ``extra_args`` go to every member's command line, ``etcdctl`` runs Debian's
+    ``etcdctl`` (package etcd-client) against the cluster.
     """
 
     HEARTBEAT_MS = 50
     ELECTION_MS = 500
 
-    def __init__(self, size: int = 3, *, binary: str = "etcd") -> None:
+    def __init__(
+        self, size: int = 3, *, binary: str = "etcd", extra_args: tuple[str, ...] = ()
+    ) -> None:
         found = shutil.which(binary)
         if found is None:
             raise ServerError(f"{binary} not found on PATH (Debian package etcd-server)")
@@ -323,6 +327,7 @@ class EtcdCluster:
         shm = Path("/dev/shm")
         self.dir = Path(tempfile.mkdtemp(prefix="fencing-etcd-", dir=shm if shm.is_dir() else None))
         self.members = [EtcdMember(f"m{i}", self.dir / f"m{i}") for i in range(size)]
+        self.extra_args = extra_args
 
     @property
     def endpoints(self) -> list[str]:
@@ -351,6 +356,7 @@ class EtcdCluster:
             "--election-timeout", str(self.ELECTION_MS),
             "--logger", "zap",
             "--log-outputs", str(self.dir / f"{member.name}.log"),
+            *self.extra_args,
         ]  # fmt: skip
 
     def _launch(self, member: EtcdMember, state: str) -> None:
@@ -389,6 +395,23 @@ class EtcdCluster:
                 if time.monotonic() > deadline:
                     raise ServerError(f"etcd {member.name} not serving within {timeout}s")
                 time.sleep(0.05)
+
+    def etcdctl(self, *args: str) -> str:
+        """Run ``etcdctl`` (API v3) against the cluster; its output, or ``ServerError``."""
+        found = shutil.which("etcdctl")
+        if found is None:
+            raise ServerError("etcdctl not found on PATH (Debian package etcd-client)")
+        result = subprocess.run(
+            [found, "--endpoints", ",".join(self.endpoints), *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "ETCDCTL_API": "3"},
+            timeout=30,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise ServerError(f"etcdctl {' '.join(args)}: {result.stderr.strip()}")
+        return result.stdout
 
     def leader(self, timeout: float = 30.0) -> EtcdMember:
         """The current leader among the running, unfrozen members (waits for one)."""
