@@ -410,3 +410,55 @@ def test_auth_from_the_url_and_a_new_token_when_it_expires() -> None:
         for bad in (cluster.url, cluster.url.replace("etcd://", "etcd://root:wrong@")):
             with pytest.raises(FenceUnavailable, match="etcd failed: INVALID_ARGUMENT"):
                 EtcdFence(bad, fresh("auth"), ttl=10).acquire(timeout=0)
+
+
+# -- TLS -------------------------------------------------------------------------------------------
+
+
+def test_tls_with_a_client_certificate() -> None:
+    """A member that serves only TLS and wants client certificates: ``etcds://`` with the
+    URL's ``ca``/``cert``/``key`` works, blocking and asyncio; plaintext, or TLS without
+    the client certificate, is ``FenceUnavailable`` within the timeout."""
+    with EtcdCluster(1, tls=True) as cluster:
+        backend = fencing.connect(cluster.url)
+        name = fresh("tls")
+        fence = backend.fence(name, ttl=5)
+        token = fence.acquire(timeout=0)
+
+        async def from_asyncio() -> None:
+            with pytest.raises(AcquireTimeout):
+                await backend.aio_fence(name, ttl=5).acquire(timeout=0)
+
+        asyncio.run(from_asyncio())
+        fence.release(token)
+        hosts, _, query = cluster.url.removeprefix("etcds://").partition("?")
+        without_cert = query.partition("&cert=")[0]
+        for url in (f"etcd://{hosts}?timeout=1", f"etcds://{hosts}?{without_cert}&timeout=1"):
+            with pytest.raises(FenceUnavailable):
+                EtcdFence(url, fresh("tls"), ttl=5).acquire(timeout=0)
+
+
+# -- the extra -------------------------------------------------------------------------------------
+
+_WITHOUT_GRPC = """
+import sys
+sys.modules["grpc"] = None  # as if fencing[etcd] were not installed
+import fencing
+fencing.connect("sqlite:///" + sys.argv[1])
+try:
+    fencing.connect("etcd://127.0.0.1:2379")
+except ModuleNotFoundError as exc:
+    print(exc)
+"""
+
+
+def test_import_fencing_needs_no_etcd_client(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_GRPC, str(tmp_path / "f.db")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "pip install 'fencing[etcd]'" in result.stdout

@@ -12,10 +12,12 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -255,14 +257,60 @@ class PostgresServer(_Server):
 # -- etcd: a 3-member cluster ------------------------------------------------------------------
 
 
-def _etcd_post(client_port: int, path: str, timeout: float) -> dict[str, object]:
+@dataclass(frozen=True)
+class Certificates:
+    """PEM files of a throwaway CA, a server certificate for 127.0.0.1 and a client one."""
+
+    ca: Path
+    server: Path
+    server_key: Path
+    client: Path
+    client_key: Path
+
+    @classmethod
+    def make(cls, directory: Path) -> Certificates:
+        """Create them in ``directory`` with the ``openssl`` command (EC P-256, 1 day)."""
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            raise ServerError("openssl not found on PATH")
+
+        def run(*args: str) -> None:
+            result = subprocess.run([openssl, *args], capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                raise ServerError(f"openssl {args[0]}: {result.stderr.strip()}")
+
+        d = directory
+        key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+        run("req", "-x509", *key, "-keyout", str(d / "ca-key.pem"), "-out", str(d / "ca.pem"),
+            "-days", "1", "-subj", "/CN=fencing test CA")  # fmt: skip
+        for name, usage in (("server", "serverAuth"), ("client", "clientAuth")):
+            ext = d / f"{name}.ext"
+            ext.write_text(f"subjectAltName=IP:127.0.0.1\nextendedKeyUsage={usage}\n")
+            run("req", *key, "-keyout", str(d / f"{name}-key.pem"), "-out",
+                str(d / f"{name}.csr"), "-subj", f"/CN=fencing test {name}")  # fmt: skip
+            run("x509", "-req", "-in", str(d / f"{name}.csr"), "-CA", str(d / "ca.pem"),
+                "-CAkey", str(d / "ca-key.pem"), "-CAcreateserial", "-days", "1",
+                "-extfile", str(ext), "-out", str(d / f"{name}.pem"))  # fmt: skip
+        return cls(
+            d / "ca.pem", d / "server.pem", d / "server-key.pem", d / "client.pem",
+            d / "client-key.pem",
+        )  # fmt: skip
+
+    def context(self) -> ssl.SSLContext:
+        """An SSL context that trusts the CA and presents the client certificate."""
+        context = ssl.create_default_context(cafile=str(self.ca))
+        context.load_cert_chain(str(self.client), str(self.client_key))
+        return context
+
+
+def _etcd_post(
+    base: str, path: str, timeout: float, context: ssl.SSLContext | None = None
+) -> dict[str, object]:
     """POST ``{}`` to the etcd JSON gateway of a member (``/v3/...``); its reply, decoded."""
     request = urllib.request.Request(
-        f"http://127.0.0.1:{client_port}{path}",
-        data=b"{}",
-        headers={"Content-Type": "application/json"},
+        f"{base}{path}", data=b"{}", headers={"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=timeout) as reply:
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as reply:
         decoded: dict[str, object] = json.loads(reply.read())
         return decoded
 
@@ -294,11 +342,6 @@ class EtcdMember:
             raise ServerError(f"etcd member {self.name} is not running")
         os.kill(self.process.pid, signum)
 
-    def member_id(self, timeout: float = 2.0) -> str:
-        """Its raft member id (a decimal string, as the JSON gateway spells uint64)."""
-        header = _etcd_post(self.client_port, "/v3/maintenance/status", timeout)["header"]
-        return str(header["member_id"])  # type: ignore[index]
-
 
 class EtcdCluster:
     """A real 3-member etcd cluster (Debian's ``etcd-server``) on free loopback ports.
@@ -318,7 +361,12 @@ class EtcdCluster:
     ELECTION_MS = 500
 
     def __init__(
-        self, size: int = 3, *, binary: str = "etcd", extra_args: tuple[str, ...] = ()
+        self,
+        size: int = 3,
+        *,
+        binary: str = "etcd",
+        extra_args: tuple[str, ...] = (),
+        tls: bool = False,
     ) -> None:
         found = shutil.which(binary)
         if found is None:
@@ -328,6 +376,9 @@ class EtcdCluster:
         self.dir = Path(tempfile.mkdtemp(prefix="fencing-etcd-", dir=shm if shm.is_dir() else None))
         self.members = [EtcdMember(f"m{i}", self.dir / f"m{i}") for i in range(size)]
         self.extra_args = extra_args
+        self.certificates = Certificates.make(self.dir) if tls else None
+        self._context = None if self.certificates is None else self.certificates.context()
+        self._scheme = "http" if self.certificates is None else "https"
 
     @property
     def endpoints(self) -> list[str]:
@@ -335,12 +386,22 @@ class EtcdCluster:
 
     @property
     def url(self) -> str:
-        """``etcd://host:port,...``: the URL of the whole cluster for ``fencing.connect``."""
-        return "etcd://" + ",".join(self.endpoints)
+        """``etcd://host:port,...`` (``etcds://...?ca=...&cert=...&key=...`` with TLS): the
+        URL of the whole cluster for ``fencing.connect``."""
+        hosts = ",".join(self.endpoints)
+        certs = self.certificates
+        if certs is None:
+            return f"etcd://{hosts}"
+        return f"etcds://{hosts}?ca={certs.ca}&cert={certs.client}&key={certs.client_key}"
 
     def _command(self, member: EtcdMember, state: str) -> list[str]:
         initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
-        client = f"http://{member.endpoint}"
+        client = f"{self._scheme}://{member.endpoint}"
+        certs = self.certificates
+        tls = () if certs is None else (
+            "--cert-file", str(certs.server), "--key-file", str(certs.server_key),
+            "--trusted-ca-file", str(certs.ca), "--client-cert-auth",
+        )  # fmt: skip
         return [
             self.binary,
             "--name", member.name,
@@ -356,6 +417,7 @@ class EtcdCluster:
             "--election-timeout", str(self.ELECTION_MS),
             "--logger", "zap",
             "--log-outputs", str(self.dir / f"{member.name}.log"),
+            *tls,
             *self.extra_args,
         ]  # fmt: skip
 
@@ -386,7 +448,9 @@ class EtcdCluster:
                     raise ServerError(f"etcd {member.name} exited ({member.process.returncode})")
                 try:
                     with urllib.request.urlopen(
-                        f"http://{member.endpoint}/health", timeout=1.0
+                        f"{self._scheme}://{member.endpoint}/health",
+                        timeout=1.0,
+                        context=self._context,
                     ) as reply:
                         if json.loads(reply.read()).get("health") == "true":
                             break
@@ -401,8 +465,13 @@ class EtcdCluster:
         found = shutil.which("etcdctl")
         if found is None:
             raise ServerError("etcdctl not found on PATH (Debian package etcd-client)")
+        certs = self.certificates
+        tls = [] if certs is None else [
+            f"--cacert={certs.ca}", f"--cert={certs.client}", f"--key={certs.client_key}",
+        ]  # fmt: skip
+        endpoints = ",".join(f"{self._scheme}://{e}" for e in self.endpoints)
         result = subprocess.run(
-            [found, "--endpoints", ",".join(self.endpoints), *args],
+            [found, "--endpoints", endpoints, *tls, *args],
             capture_output=True,
             text=True,
             env={**os.environ, "ETCDCTL_API": "3"},
@@ -421,7 +490,12 @@ class EtcdCluster:
                 if not member.running:
                     continue
                 try:
-                    status = _etcd_post(member.client_port, "/v3/maintenance/status", 1.0)
+                    status = _etcd_post(
+                        f"{self._scheme}://{member.endpoint}",
+                        "/v3/maintenance/status",
+                        1.0,
+                        self._context,
+                    )
                     header = status["header"]
                     if str(status.get("leader")) == str(header["member_id"]):  # type: ignore[index]
                         return member
