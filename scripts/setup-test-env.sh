@@ -17,6 +17,7 @@ if [ "$mode" = test ]; then
     command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
     command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
     command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the etcd TLS test's CA
 fi
 if ((${#missing[@]})); then
     echo "installing system packages: ${missing[*]}"
