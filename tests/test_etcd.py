@@ -462,3 +462,24 @@ def test_import_fencing_needs_no_etcd_client(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "pip install 'fencing[etcd]'" in result.stdout
+
+
+def test_a_frozen_member_is_passed_over(etcd_cluster: EtcdCluster) -> None:
+    """The first member of the URL answers nothing (SIGSTOP, as a partition would look):
+    each call gives it its share of the timeout, then goes on to the next member, so
+    the fence keeps working, and once the member is back nothing is amiss."""
+    member = etcd_cluster.members[0]
+    issuer = EtcdIssuer(etcd_cluster.url + "?timeout=3")
+    fence = EtcdFence(issuer, fresh("frozen"), ttl=5)
+    etcd_cluster.freeze(member)
+    try:
+        token = fence.acquire(timeout=0)
+        fence.renew(token)
+        fence.release(token)
+    finally:
+        etcd_cluster.thaw(member)
+    etcd_cluster.wait_until_serving()
+    newer = fence.acquire(timeout=0)
+    assert newer > token
+    fence.release(newer)
+    issuer.close()

@@ -6,16 +6,17 @@ two ports the issuer's steps are carried out on (see ``_flow``): the steps (``Un
 of the etcd v3 API carries it; a port sends it to one member and
 decides, in one place for both (``_next_move``), what a failure means:
 
-- ``UNAVAILABLE`` (the member is down, or has no leader during an election): try the
-  next member, with a short back-off, until the port's ``timeout`` has passed;
-- ``DEADLINE_EXCEEDED``: the member did not answer in time (frozen, partitioned): the
-  call fails, and the next call starts at the next member;
+- ``UNAVAILABLE`` (the member is down, or has no leader during an election) or
+  ``DEADLINE_EXCEEDED`` (it did not answer in its share of the time: frozen,
+  partitioned): try the next member, with a short back-off, until the port's
+  ``timeout`` has passed. With several members, one attempt gets at most ``timeout``
+  divided by their number, so a member that answers nothing leaves time for the others;
 - ``UNAUTHENTICATED`` with a user and password (the auth token expired): authenticate
   again, once, and retry;
 - anything else, or the timeout spent: ``FenceUnavailable`` from the gRPC error.
 
 So no call blocks longer than ``timeout`` (a ``Watch`` longer than that is asked for
-explicitly, and ends quietly at its own deadline).
+explicitly, gets its whole time on one member, and ends quietly at its deadline).
 
 Imports the core's errors, the URL options and grpcio.
 """
@@ -112,12 +113,19 @@ class _Failover:
             return _MISSING, 0.0
         if code == grpc.StatusCode.UNAUTHENTICATED and self.options.user and not reauthed:
             return _AUTH, 0.0
-        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            self.skip(index)
-        left = deadline - time.monotonic()
-        if code != grpc.StatusCode.UNAVAILABLE or left <= 0:
+        if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return _FAIL, 0.0
-        return _RETRY, left
+        self.skip(index)
+        left = deadline - time.monotonic()
+        return (_RETRY, left) if left > 0.001 else (_FAIL, 0.0)
+
+    def share(self, deadline: float, whole: bool) -> float:
+        """Seconds for one attempt: what is left, at most ``timeout`` / members unless
+        ``whole`` (a watch, whose deadline is the end of the wait)."""
+        left = deadline - time.monotonic()
+        if not whole:
+            left = min(left, self.timeout / len(self.options.endpoints))
+        return max(left, 0.001)
 
 
 def _failed(exc: grpc.RpcError) -> FenceUnavailable:
@@ -141,15 +149,19 @@ class Cluster(_Failover):
         missing_ok: bool = False,
     ) -> R | None:
         """``attempt(member, seconds, metadata)`` on the current member, failing over
-        (see the module docstring); ``None`` for ``NOT_FOUND`` when ``missing_ok``."""
+        (see the module docstring); ``None`` for ``NOT_FOUND`` when ``missing_ok``.
+
+        ``timeout`` (default: the port's, shared among the members) is this call's own
+        time, given whole to each attempt: a watch's wait.
+        """
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         backoff, reauthed = FIRST_BACKOFF, False
         while True:
             index, member = self.member()
-            if self.options.user and self.metadata is None:
-                self._authenticate(member, deadline)
             try:
-                return attempt(member, max(deadline - time.monotonic(), 0.001), self.metadata)
+                if self.options.user and self.metadata is None:
+                    self._authenticate(member, deadline)
+                return attempt(member, self.share(deadline, timeout is not None), self.metadata)
             except grpc.RpcError as exc:
                 move, left = self._next_move(exc, index, deadline, reauthed, missing_ok)
                 if move == _MISSING:
@@ -163,12 +175,7 @@ class Cluster(_Failover):
                 backoff = min(2 * backoff, MAX_BACKOFF)
 
     def _authenticate(self, member: _Member, deadline: float) -> None:
-        try:
-            reply = member.auth.Authenticate(
-                self.auth_request(), timeout=max(deadline - time.monotonic(), 0.001)
-            )
-        except grpc.RpcError as exc:
-            raise _failed(exc) from exc
+        reply = member.auth.Authenticate(self.auth_request(), timeout=self.share(deadline, False))
         self.metadata = (("token", reply.token),)
 
     def close(self) -> None:
@@ -212,10 +219,12 @@ class AsyncCluster(_Failover):
         backoff, reauthed = FIRST_BACKOFF, False
         while True:
             index, member = self.member()
-            if self.options.user and self.metadata is None:
-                await self._authenticate(member, deadline)
             try:
-                return await attempt(member, max(deadline - time.monotonic(), 0.001), self.metadata)
+                if self.options.user and self.metadata is None:
+                    await self._authenticate(member, deadline)
+                return await attempt(
+                    member, self.share(deadline, timeout is not None), self.metadata
+                )
             except grpc.RpcError as exc:
                 move, left = self._next_move(exc, index, deadline, reauthed, missing_ok)
                 if move == _MISSING:
@@ -229,12 +238,8 @@ class AsyncCluster(_Failover):
                 backoff = min(2 * backoff, MAX_BACKOFF)
 
     async def _authenticate(self, member: _Member, deadline: float) -> None:
-        try:
-            reply = await member.auth.Authenticate(
-                self.auth_request(), timeout=max(deadline - time.monotonic(), 0.001)
-            )
-        except grpc.RpcError as exc:
-            raise _failed(exc) from exc
+        request = self.auth_request()
+        reply = await member.auth.Authenticate(request, timeout=self.share(deadline, False))
         self.metadata = (("token", reply.token),)
 
     async def close(self) -> None:

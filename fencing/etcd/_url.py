@@ -9,7 +9,8 @@
 option             meaning
 =================  =========================================================================
 ``timeout``        seconds one request may take, retries on other members included
-                   (default 5); past it the call raises ``FenceUnavailable``
+                   (default 5; one member gets at most its share); past it the call
+                   raises ``FenceUnavailable``
 ``prefix``         key prefix of the fences (default ``fencing/``): the fence ``<name>`` is
                    the key ``<prefix><name>``
 ``tls``            ``true``: TLS (what ``etcds://`` means); ``false``: plain (the default)
