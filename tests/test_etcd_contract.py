@@ -23,7 +23,7 @@ class EtcdTerms:
     """etcd's lease terms: TTLs in whole seconds (see the module docstring)."""
 
     short_ttl = 1.0
-    renewal_ttl = 1.5
+    renewal_ttl = 1.2  # a 2 s etcd lease (whole seconds), renewed every 0.4 s
 
 
 class TestEtcdFence(EtcdTerms, FenceContract):
