@@ -3,20 +3,22 @@
 
 Each operation, as calls of the etcd v3 API (requests in ``_requests``):
 
-- acquire: ``LeaseGrant`` (the server grants the TTL), then one ``Txn`` that creates
-  the fence's key on that lease only if the key does not exist. The token is the
-  revision of that creation. When the key exists the lease just granted is revoked and
-  the reply is ``Busy``; the key's revision is kept for the wait.
+- acquire: a lease (``LeaseGrant``, the server grants the TTL; or one the issuer kept,
+  see ``_leases``), then one ``Txn`` that creates the fence's key on that lease only if
+  the key does not exist. The token is the revision of that creation. A kept lease is
+  then kept alive (``LeaseKeepAlive``), so it runs its full TTL from the acquire. When
+  the key exists the reply is ``Busy``, the lease is kept for the next attempt, and the
+  key's revision is remembered for the wait.
 - renew: one ``Txn`` that compares the key's create revision (the token) and value (the
   holder id) and reads the key's lease, then a ``LeaseKeepAlive`` of that lease, which
   restarts its TTL. A renew that asks for a longer TTL than the lease has moves the key
   to a new lease in a ``Txn`` with the same compares (a put keeps the create revision)
   and revokes the old one. A lease is never shortened: etcd's TTL is fixed at grant.
-- release: one ``Txn`` that deletes the key under the same compares, then
-  ``LeaseRevoke`` of the lease it was attached to.
+- release: one ``Txn`` that deletes the key under the same compares; the lease it was
+  on, with no key left, is kept for the next acquire of the name (or revoked).
 - wait (``WakesOnRelease``): a ``Watch`` of the key's deletions from the revision at
   which it was seen taken, so a release (or the lease's expiry, which deletes the key)
-  that happened in between is replayed at once rather than missed.
+  that happened in between is replayed rather than missed (see ``WatchRelease``).
 
 Imports the core (fences, flows, errors), the requests, the cluster ports and grpcio.
 """
