@@ -338,17 +338,17 @@ def test_a_kept_lease_runs_its_full_ttl_again(
     """The lease a release leaves is used by the next acquire, which restarts its TTL: the
     next holder's lease has its whole TTL, not what was left of the old one."""
     name = fresh("kept")
-    fence = EtcdFence(issuer, name, ttl=3)
+    fence = EtcdFence(issuer, name, ttl=5)
     token = fence.acquire(timeout=0)
     lease = _lease_of(etcd_cluster, name)
     fence.release(token)
-    time.sleep(1.2)  # 1.8 s of the 3 s left; under half the TTL old, so it is used again
+    time.sleep(1.2)  # 3.8 s of the 5 s left; under half the TTL old, so it is used again
     newer = fence.acquire(timeout=0)
     assert _lease_of(etcd_cluster, name) == lease
     channel = grpc.insecure_channel(etcd_cluster.leader().endpoint)
     with channel:
         left = rpc.LeaseStub(channel).LeaseTimeToLive(rpc.LeaseTimeToLiveRequest(ID=lease))
-    assert left.TTL >= 2, f"the reused lease has {left.TTL}s left of 3"
+    assert left.TTL >= 4, f"the reused lease has {left.TTL}s left of 5"
     fence.release(newer)
 
 
