@@ -315,6 +315,16 @@ def _etcd_post(
         return decoded
 
 
+def _memory_dir(needed: int = 1 << 30) -> str | None:
+    """``/dev/shm`` when it has ``needed`` bytes free (each etcd member preallocates a
+    64 MiB write-ahead log), else ``None``: the system's temporary directory."""
+    try:
+        stats = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return "/dev/shm" if stats.f_bavail * stats.f_frsize >= needed else None
+
+
 class EtcdMember:
     """One member of an ``EtcdCluster``: its ports, directory and process."""
 
@@ -347,7 +357,7 @@ class EtcdCluster:
     """A real 3-member etcd cluster (Debian's ``etcd-server``) on free loopback ports.
 
     The members keep their data under one temporary directory (in ``/dev/shm`` when the
-    machine has it: etcd fsyncs every commit, and a tmpfs makes that cheap). Raft runs
+    machine has room there: etcd fsyncs every commit, and a tmpfs makes that cheap). Raft runs
     with a 50 ms heartbeat and a 500 ms election timeout, so a new leader is elected
     within about a second of a leader's death, and the smallest lease the cluster grants
     is 1 s (etcd's floor is 1.5 election timeouts, rounded up to whole seconds).
@@ -372,8 +382,7 @@ class EtcdCluster:
         if found is None:
             raise ServerError(f"{binary} not found on PATH (Debian package etcd-server)")
         self.binary = found
-        shm = Path("/dev/shm")
-        self.dir = Path(tempfile.mkdtemp(prefix="fencing-etcd-", dir=shm if shm.is_dir() else None))
+        self.dir = Path(tempfile.mkdtemp(prefix="fencing-etcd-", dir=_memory_dir()))
         self.members = [EtcdMember(f"m{i}", self.dir / f"m{i}") for i in range(size)]
         self.extra_args = extra_args
         self.certificates = Certificates.make(self.dir) if tls else None
