@@ -529,11 +529,13 @@ class EtcdCluster:
     def thaw(self, member: EtcdMember) -> None:
         member.signal(signal.SIGCONT)
 
-    def restart(self, member: EtcdMember, timeout: float = 30.0) -> None:
-        """Start a stopped (killed) ``member`` again on its data; it rejoins the cluster."""
+    def restart(self, member: EtcdMember, timeout: float | None = 30.0) -> None:
+        """Start a stopped (killed) ``member`` again on its data; it rejoins the cluster.
+        Waits until every member serves, at most ``timeout`` seconds (``None``: no wait)."""
         self._stop(member)
         self._launch(member, "existing")
-        self.wait_until_serving(timeout)
+        if timeout is not None:
+            self.wait_until_serving(timeout)
 
     def _stop(self, member: EtcdMember) -> None:
         if member.process is None:
