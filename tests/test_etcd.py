@@ -24,7 +24,14 @@ import pytest
 from aetcd import rpc
 
 import fencing
-from fencing import AcquireTimeout, FenceUnavailable, FileStore, LeaseLost, StaleTokenError
+from fencing import (
+    AcquireTimeout,
+    FenceSetupError,
+    FenceUnavailable,
+    FileStore,
+    LeaseLost,
+    StaleTokenError,
+)
 from fencing._protocol import Waiting
 from fencing.etcd import EtcdFence, EtcdIssuer, EtcdOptions, parse_etcd_url
 from fencing.etcd._leases import Lease, LeasePool
@@ -393,7 +400,8 @@ def test_the_lease_pool_keeps_one_young_lease_per_name_and_ttl() -> None:
 def test_auth_from_the_url_and_a_new_token_when_it_expires() -> None:
     """A cluster with auth on (its tokens last 1 s): the URL's user and password get a
     token; once it expired, the issuer asks for a new one and goes on. No or wrong
-    credentials are ``FenceUnavailable`` with etcd's reason."""
+    credentials are ``FenceUnavailable`` with etcd's reason; a user without a role on the
+    prefix gets ``FenceSetupError`` saying what to grant, and once granted, it works."""
     with EtcdCluster(1, extra_args=("--auth-token-ttl", "1")) as cluster:
         cluster.etcdctl("user", "add", "root:s3cret")
         cluster.etcdctl("auth", "enable")
@@ -410,6 +418,17 @@ def test_auth_from_the_url_and_a_new_token_when_it_expires() -> None:
         for bad in (cluster.url, cluster.url.replace("etcd://", "etcd://root:wrong@")):
             with pytest.raises(FenceUnavailable, match="etcd failed: INVALID_ARGUMENT"):
                 EtcdFence(bad, fresh("auth"), ttl=10).acquire(timeout=0)
+        cluster.etcdctl("--user", "root:s3cret", "user", "add", "app:pw")  # no role yet
+        app = EtcdFence(cluster.url.replace("etcd://", "etcd://app:pw@"), fresh("app"), ttl=10)
+        with pytest.raises(FenceSetupError, match="grant-permission"):
+            app.acquire(timeout=0)
+        for command in (
+            ("role", "add", "fences"),
+            ("role", "grant-permission", "fences", "--prefix=true", "readwrite", "fencing/"),
+            ("user", "grant-role", "app", "fences"),
+        ):
+            cluster.etcdctl("--user", "root:s3cret", *command)
+        app.release(app.acquire(timeout=0))
 
 
 # -- TLS -------------------------------------------------------------------------------------------
@@ -483,3 +502,33 @@ def test_a_frozen_member_is_passed_over(etcd_cluster: EtcdCluster) -> None:
     assert newer > token
     fence.release(newer)
     issuer.close()
+
+
+# -- the operators' commands -----------------------------------------------------------------------
+
+
+def fencing_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fencing.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_status_list_and_force_release_from_the_command_line(etcd_cluster: EtcdCluster) -> None:
+    name = fresh("cli")
+    fence = EtcdFence(etcd_cluster.url, name, ttl=30)
+    token = fence.acquire(timeout=0)
+    status = fencing_cli("status", "--url", etcd_cluster.url, name)
+    assert status.returncode == 0, status.stderr
+    assert "held by" in status.stdout and f"with token {int(token)}" in status.stdout
+    listed = fencing_cli("list", "--url", etcd_cluster.url, "--prefix", name)
+    assert listed.returncode == 0 and name in listed.stdout, listed.stdout + listed.stderr
+    ended = fencing_cli("release", "--force", "--url", etcd_cluster.url, name)
+    assert ended.returncode == 0, ended.stderr
+    with pytest.raises(LeaseLost):
+        fence.renew(token)
+    newer = EtcdFence(etcd_cluster.url, name, ttl=5).acquire(timeout=0)
+    assert newer > token

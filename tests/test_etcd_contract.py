@@ -15,7 +15,13 @@ import fencing
 from fencing.etcd import EtcdFence, EtcdIssuer
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
-from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
+from fencing.testing.contract import (
+    AsyncFenceContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeFence,
+    OperationsContract,
+)
 from fencing.testing.servers import EtcdCluster
 
 
@@ -48,3 +54,9 @@ class TestAsyncEtcdFence(EtcdTerms, AsyncFenceContract):
 
         yield make
         await issuer.close()
+
+
+class TestEtcdOperations(EtcdTerms, OperationsContract):
+    """``fencing status``/``list``/``release --force`` on etcd (a fence exists while held)."""
+
+    make_fence = TestEtcdFence.make_fence

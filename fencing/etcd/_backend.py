@@ -25,10 +25,15 @@ class EtcdBackend:
     def __repr__(self) -> str:
         return f"EtcdBackend({self.options.endpoints!r})"
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+    @property
+    def issuer(self) -> EtcdIssuer:
+        """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
         if self._issuer is None:
             self._issuer = EtcdIssuer(self.options)
-        return EtcdFence(self._issuer, name, ttl)
+        return self._issuer
+
+    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+        return EtcdFence(self.issuer, name, ttl)
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         if self._aio_issuer is None:

@@ -13,6 +13,7 @@ decides, in one place for both (``_next_move``), what a failure means:
   divided by their number, so a member that answers nothing leaves time for the others;
 - ``UNAUTHENTICATED`` with a user and password (the auth token expired): authenticate
   again, once, and retry;
+- ``PERMISSION_DENIED``: ``FenceSetupError`` (the etcd user lacks a role);
 - anything else, or the timeout spent: ``FenceUnavailable`` from the gRPC error.
 
 So no call blocks longer than ``timeout`` (a ``Watch`` longer than that is asked for
@@ -33,7 +34,7 @@ import grpc
 import grpc.aio
 from aetcd import rpc
 
-from .._errors import FenceUnavailable
+from .._errors import FenceSetupError, FenceUnavailable, FencingError
 from ._url import EtcdOptions
 
 R = TypeVar("R")
@@ -128,10 +129,21 @@ class _Failover:
         return max(left, 0.001)
 
 
-def _failed(exc: grpc.RpcError) -> FenceUnavailable:
-    """The ``FenceUnavailable`` for a gRPC error, in one line: its code and etcd's words."""
+def _failed(exc: grpc.RpcError) -> FencingError:
+    """The error for a gRPC error, in one line: its code and etcd's words.
+
+    ``PERMISSION_DENIED`` is a ``FenceSetupError`` (retrying does not help: the etcd user
+    needs a role); everything else ``FenceUnavailable``.
+    """
     code = exc.code()
-    return FenceUnavailable(f"etcd failed: {getattr(code, 'name', code)}: {exc.details()}")
+    said = f"{getattr(code, 'name', code)}: {exc.details()}"
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return FenceSetupError(
+            f"etcd refused: {said}; grant the user a role with readwrite permission on the "
+            "fences' key prefix (etcdctl role grant-permission ROLE --prefix=true readwrite "
+            "fencing/)"
+        )
+    return FenceUnavailable(f"etcd failed: {said}")
 
 
 class Cluster(_Failover):

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -37,7 +37,7 @@ from .._core import DEFAULT_TTL
 from .._errors import FenceUnavailable
 from .._fence import Fence
 from .._flow import run_async, run_sync
-from ..issuer import Busy
+from ..issuer import Busy, FenceStatus
 from . import _requests as req
 from ._cluster import AsyncCluster, Cluster
 from ._leases import Lease, LeasePool
@@ -309,6 +309,51 @@ class EtcdFlows:
     def await_release(self, name: str, seconds: float) -> EtcdFlow[None]:
         yield WatchRelease(self.keys.of(name), self.seen.get(name, 0), seconds)
 
+    # -- operations (``Inspects``, ``ForceReleases``) ------------------------------------
+
+    def status(self, name: str) -> EtcdFlow[FenceStatus]:
+        """The key, and the time its lease has left. A fence is known only while held: a
+        free one reports no last token (etcd keeps no record of a deleted key's
+        creation once its history is compacted)."""
+        read: Unary[Any] = Unary("kv", "Range", req.read(self.keys.of(name)))
+        yield read
+        if not read.result.kvs:
+            return FenceStatus(name, held=False)
+        kv = read.result.kvs[0]
+        token = int(kv.create_revision)
+        left: Unary[Any] = Unary("lease", "LeaseTimeToLive", req.time_to_live(int(kv.lease)))
+        yield left
+        if int(left.result.TTL) < 0:  # the lease ended since the read, and the key with it
+            return FenceStatus(name, held=False, last_token=token)
+        return FenceStatus(
+            name,
+            held=True,
+            holder=bytes(kv.value).decode("utf-8", "replace"),
+            token=token,
+            expires_in=float(left.result.TTL),
+            last_token=token,
+        )
+
+    def page(self, start: bytes, end: bytes, limit: int) -> EtcdFlow[tuple[list[bytes], bool]]:
+        """Keys from ``start`` up to ``end``, at most ``limit``; and whether there are more."""
+        read: Unary[Any] = Unary("kv", "Range", req.page(start, end, limit))
+        yield read
+        return [bytes(kv.key) for kv in read.result.kvs], bool(read.result.more)
+
+    def force_release(self, name: str) -> EtcdFlow[FenceStatus]:
+        """Delete the key whoever holds it (one ``Txn``), then revoke the lease it was on,
+        so its holder's keep-alives fail too. The next creation of the key has a higher
+        revision, as every one does."""
+        delete: Unary[Any] = Unary("kv", "Txn", req.force_release(self.keys.of(name)))
+        yield delete
+        if not delete.result.succeeded:
+            return FenceStatus(name, held=False)
+        kv = delete.result.responses[0].response_delete_range.prev_kvs[0]
+        yield from _best_effort(_revoke(int(kv.lease)))
+        token = int(kv.create_revision)
+        holder = bytes(kv.value).decode("utf-8", "replace")
+        return FenceStatus(name, held=True, holder=holder, token=token, last_token=token)
+
 
 def _best_effort(step: Step) -> EtcdFlow[None]:
     """Clean-up that may fail without harm (a lease that is not revoked expires)."""
@@ -330,8 +375,12 @@ class EtcdIssuer:
 
     Each lease is an etcd lease; the token is the revision at which the fence's key was
     created (see ``_requests``). Waiters watch the key instead of polling
-    (``WakesOnRelease``). Thread-safe; ``close()`` closes its channels.
+    (``WakesOnRelease``); operators can inspect and force-release (``Inspects``,
+    ``ForceReleases``). Thread-safe; ``close()`` closes its channels.
     """
+
+    #: Keys read per request by ``names``.
+    PAGE = 500
 
     def __init__(self, cluster: str | EtcdOptions) -> None:
         self.flows = EtcdFlows(_options(cluster))
@@ -351,6 +400,29 @@ class EtcdIssuer:
 
     def await_release(self, name: str, seconds: float) -> None:
         run_sync(self.flows.await_release(name, seconds), self.cluster)
+
+    def status(self, name: str) -> FenceStatus:
+        """``Inspects``: the lease of ``name`` as etcd has it now (see ``EtcdFlows.status``)."""
+        return run_sync(self.flows.status(name), self.cluster)
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """``Inspects``: the fences held now whose names start with ``prefix`` (a free
+        fence has no key in etcd), in key order, read a page at a time."""
+        keys = self.flows.keys
+        start, skip = keys.of(prefix), len(keys.of(""))
+        end = req.prefix_end(start)
+        while True:
+            page, more = run_sync(self.flows.page(start, end, self.PAGE), self.cluster)
+            for key in page:
+                with contextlib.suppress(UnicodeDecodeError):
+                    yield key[skip:].decode("utf-8")
+            if not more or not page:
+                return
+            start = page[-1] + b"\x00"
+
+    def force_release(self, name: str) -> FenceStatus:
+        """``ForceReleases``: end the lease of ``name`` whoever holds it."""
+        return run_sync(self.flows.force_release(name), self.cluster)
 
     def close(self) -> None:
         self.cluster.close()

@@ -150,6 +150,40 @@ def lease_of(reply: rpc.TxnResponse) -> int | None:
     return int(kvs[0].lease) if kvs else None
 
 
+def read(key: bytes) -> rpc.RangeRequest:
+    """A linearizable read of the key (``status``)."""
+    return rpc.RangeRequest(key=key)
+
+
+def time_to_live(lease: int) -> rpc.LeaseTimeToLiveRequest:
+    return rpc.LeaseTimeToLiveRequest(ID=lease)
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The first key after every key that starts with ``prefix`` (etcd's range end)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return b"\x00"  # every key
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def page(start: bytes, end: bytes, limit: int) -> rpc.RangeRequest:
+    """Up to ``limit`` keys (no values) from ``start`` up to ``end``, in key order."""
+    return rpc.RangeRequest(key=start, range_end=end, keys_only=True, limit=limit)
+
+
+def force_release(key: bytes) -> rpc.TxnRequest:
+    """Delete the key whoever holds it, if it exists; the deleted pair says who held it."""
+    return rpc.TxnRequest(
+        compare=[
+            rpc.Compare(
+                result=rpc.Compare.GREATER, target=rpc.Compare.CREATE, key=key, create_revision=0
+            )
+        ],
+        success=[rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=key, prev_kv=True))],
+    )
+
+
 def keepalive(lease: int) -> rpc.LeaseKeepAliveRequest:
     return rpc.LeaseKeepAliveRequest(ID=lease)
 
