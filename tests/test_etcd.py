@@ -35,6 +35,7 @@ from fencing import (
 from fencing._protocol import Waiting
 from fencing.etcd import EtcdFence, EtcdIssuer, EtcdOptions, parse_etcd_url
 from fencing.etcd._leases import Lease, LeasePool
+from fencing.etcd._requests import MAX_LEASE_SECONDS
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.issuer import AsyncWakesOnRelease, WakesOnRelease
 from fencing.testing.servers import EtcdCluster, free_port
@@ -532,3 +533,17 @@ def test_status_list_and_force_release_from_the_command_line(etcd_cluster: EtcdC
         fence.renew(token)
     newer = EtcdFence(etcd_cluster.url, name, ttl=5).acquire(timeout=0)
     assert newer > token
+
+
+def test_a_ttl_etcd_cannot_grant_is_refused_before_any_request(issuer: EtcdIssuer) -> None:
+    """etcd's longest lease is 9e9 s; longer (up to fencing's own limit) is a ``ValueError``
+    from the fence, and from ``renew``, with the lease as it was."""
+    too_long = MAX_LEASE_SECONDS + 1
+    with pytest.raises(ValueError, match="at most"):
+        EtcdFence(issuer, fresh("long"), ttl=too_long)
+    fence = EtcdFence(issuer, fresh("long"), ttl=MAX_LEASE_SECONDS)
+    token = fence.acquire(timeout=0)
+    with pytest.raises(ValueError, match="at most"):
+        fence.renew(token, ttl=too_long)
+    fence.renew(token)
+    fence.release(token)

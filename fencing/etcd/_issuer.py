@@ -463,6 +463,7 @@ class EtcdFence(Fence):
     ) -> None:
         issuer = cluster if isinstance(cluster, EtcdIssuer) else EtcdIssuer(cluster)
         super().__init__(issuer, name, ttl)
+        req.lease_seconds(self._ttl_ms)  # a ttl etcd cannot grant: ValueError now
 
 
 class AsyncEtcdFence(AsyncFence):
@@ -474,3 +475,4 @@ class AsyncEtcdFence(AsyncFence):
     ) -> None:
         issuer = cluster if isinstance(cluster, AsyncEtcdIssuer) else AsyncEtcdIssuer(cluster)
         super().__init__(issuer, name, ttl)
+        req.lease_seconds(self._ttl_ms)

@@ -30,13 +30,21 @@ from .._errors import FenceUnavailable
 _EQUAL = rpc.Compare.EQUAL
 
 
+#: The longest lease etcd grants (its ``MaxLeaseTTL``), in seconds: about 285 years.
+MAX_LEASE_SECONDS = 9_000_000_000
+
+
 def lease_seconds(ttl_ms: int) -> int:
     """An etcd lease TTL for ``ttl_ms``: whole seconds, rounded up (never shorter).
 
     etcd grants leases in whole seconds and raises a TTL below its own floor (1.5
-    election timeouts, 2 s with the default settings) to that floor.
+    election timeouts, 2 s with the default settings) to that floor. A TTL above
+    ``MAX_LEASE_SECONDS`` is a ``ValueError`` here, before any request.
     """
-    return max(1, math.ceil(ttl_ms / 1000))
+    seconds = max(1, math.ceil(ttl_ms / 1000))
+    if seconds > MAX_LEASE_SECONDS:
+        raise ValueError(f"ttl must be at most {MAX_LEASE_SECONDS} seconds on etcd")
+    return seconds
 
 
 @dataclass(frozen=True)
