@@ -108,6 +108,28 @@ def targets(tables: list[Table]) -> list[dict[str, Any]]:
         out.append(
             _verdict("FileStore.write / plain write+fsync+rename (medians)", r50, 1.2, False)
         )
+    out.extend(_etcd_verdicts(tables))
+    return out
+
+
+ETCD_FENCES = ("fencing.etcd.EtcdFence", "fencing.etcd.aio.EtcdFence")
+ETCD_PEER = "aetcd Lock (asyncio)"
+
+
+def _etcd_verdicts(tables: list[Table]) -> list[dict[str, Any]]:
+    """Issue 11: the etcd fences within 1.2x of the bare etcd calls, and ahead of aetcd's
+    Lock on hand-off (medians)."""
+    out = []
+    for name in ETCD_FENCES:
+        for family, what in (("etcd-acquire", "acquire+release"), ("etcd-handoff", "hand-off")):
+            row = _row(tables, family, name)
+            if row is not None:
+                ratio = row[0].ratios(row[1])[0]
+                out.append(_verdict(f"etcd {what}: {name} / bare floor", ratio, 1.2, False))
+        row, peer = _row(tables, "etcd-handoff", name), _row(tables, "etcd-handoff", ETCD_PEER)
+        if row is not None and peer is not None:
+            ratio = row[1].median / peer[1].median
+            out.append(_verdict(f"etcd hand-off: {name} / aetcd Lock", ratio, 1.0, False))
     return out
 
 

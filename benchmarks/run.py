@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import acquire
+import etcd_family
 import guards
 import handoff
 import replicas
@@ -41,6 +42,7 @@ FAMILIES = {
     "guards": guards.run,
     "throughput": throughput.run,
     "replicas": replicas.run,
+    "etcd": etcd_family.run,
     "http": web.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -1,4 +1,5 @@
-"""Session-wide real servers: a ``redis-server`` and a PostgreSQL cluster on free ports.
+"""Session-wide real servers: a ``redis-server``, a PostgreSQL cluster and a 3-member etcd
+cluster on free ports.
 
 A test that needs a server fails (never skips) when the server cannot be started.
 Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
@@ -18,7 +19,13 @@ import redis
 from sqlalchemy import create_engine
 
 from fencing.sql import create_tables
-from fencing.testing.servers import PostgresServer, RedisServer, SentinelGroup, ServerError
+from fencing.testing.servers import (
+    EtcdCluster,
+    PostgresServer,
+    RedisServer,
+    SentinelGroup,
+    ServerError,
+)
 
 T = TypeVar("T")
 
@@ -76,6 +83,15 @@ def postgres_server() -> Iterator[PostgresServer]:
     server = _start(lambda: PostgresServer().start())
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def etcd_cluster() -> Iterator[EtcdCluster]:
+    """One 3-member etcd cluster for the session (about 2 s to start). Tests that kill or
+    freeze a member restore it before they end (``restart``/``thaw``)."""
+    cluster = _start(lambda: EtcdCluster().start())
+    yield cluster
+    cluster.close()
 
 
 @pytest.fixture

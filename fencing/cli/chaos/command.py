@@ -1,7 +1,8 @@
 """``fencing chaos``: the real-process chaos run (see ``fencing.cli.chaos``).
 
-Needs ``redis-server`` on PATH (and PostgreSQL binaries for the PostgreSQL row, else
-that resource is left out). Imports the chaos runner and the throwaway servers.
+Needs ``redis-server`` on PATH (``--issuer etcd``: Debian's ``etcd-server``; ``--url``:
+neither), and PostgreSQL binaries for the PostgreSQL row, else that resource is left
+out. Imports the chaos runner and the throwaway servers.
 """
 
 from __future__ import annotations
@@ -31,6 +32,16 @@ def register(subparsers: Any) -> None:
         default="auto",
         metavar="URL|auto|none",
         help="PostgreSQL for the SQL row: a URL, 'auto' (a throwaway server), or 'none'",
+    )
+    parser.add_argument(
+        "--issuer",
+        choices=["redis", "etcd"],
+        default="redis",
+        help="throwaway issuer: redis (restarted once, the default) or etcd (3 members, the "
+        "leader killed, later restarted; use --ttl 1 or more: etcd leases are whole seconds)",
+    )
+    parser.add_argument(
+        "--url", help="run on an issuer already running (e.g. etcd://h1:2379,h2:2379) instead"
     )
     parser.add_argument("--unfenced", action="store_true", help="switch the guards off")
     parser.add_argument(
@@ -75,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
             fenced=not args.unfenced,
             postgres_url=url,
             seed=args.seed,
+            issuer=args.issuer,
+            url=args.url,
         )
         if args.failover:
             return 0 if run_failover_proof(config).ok else 1
