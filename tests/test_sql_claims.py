@@ -67,12 +67,27 @@ def test_claim_raises_the_token_in_one_statement_and_keeps_the_data(db: DB) -> N
         invoice = s.get_one(db.Invoice, 1)
         db.sent()
         claim(s, invoice, 5)
-        [sent] = db.sent()
-        assert sent.startswith("UPDATE") and "SET fence_token=" in sent
-        assert "fence_token <=" in sent and "total" not in sent
+        [sent] = db.sent()  # RETURNING: the claim refreshes the row in the same statement
+        assert sent.startswith("UPDATE") and "RETURNING" in sent and "fence_token <=" in sent
+        assert "total" not in sent.split(" WHERE ")[0], "a claim must set the token only"
         assert invoice.fence_token == 5 and not s.dirty
         s.commit()
     assert db.row(1) == (10, 5)
+
+
+def test_claim_refreshes_a_row_loaded_before_it(db: DB) -> None:
+    """What the holder computes from after the claim is the row as it is now, not as it
+    was loaded: an older holder's write that landed in between is seen, not dropped."""
+    db.add(1, token=3, total=10)
+    with Session(db.engine) as s:
+        invoice = s.get_one(db.Invoice, 1)
+        with db.engine.begin() as conn:  # an older holder (token 4) writes meanwhile
+            conn.execute(fencing.sql.guarded_update(db.table, 4, values={"total": 11}))
+        claim(s, invoice, 5)
+        assert (invoice.total, invoice.fence_token) == (11, 5)
+        invoice.total += 10
+        s.commit()
+    assert db.row(1) == (21, 5)
 
 
 def test_claimed_row_flushes_guarded_by_the_claim(db: DB) -> None:
@@ -256,9 +271,13 @@ def test_fenced_get_without_update_returning_claims_then_selects(db: DB) -> None
         assert fenced_get(s, db.Invoice, 2, 5) is None
         with pytest.raises(StaleRowError):
             fenced_get(s, db.Invoice, 1, 4)
+        with pytest.raises(StaleRowError):
+            claim(s, found, 4)
+        claim(s, found, 6)
+        assert found.fence_token == 6
         found.total = 12
         s.commit()
-    assert db.row(1) == (12, 5)
+    assert db.row(1) == (12, 6)
 
 
 # -- asyncio ---------------------------------------------------------------------------------
