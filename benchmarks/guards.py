@@ -361,8 +361,8 @@ def _callable(ctx: Context) -> Table:
 # -- claims ------------------------------------------------------------------------------
 
 LOAD_FLUSH = "get + fenced flush (SELECT, UPDATE)"
-LOAD_CLAIM_FLUSH = "get + claim + fenced flush (SELECT, UPDATE, UPDATE)"
-FENCED_GET_FLUSH = "fenced_get + fenced flush (UPDATE ... RETURNING, UPDATE)"
+LOAD_CLAIM_FLUSH = "get + claim + fenced flush (SELECT, UPDATE RETURNING, UPDATE)"
+FENCED_GET_FLUSH = "fenced_get + fenced flush (UPDATE RETURNING, UPDATE)"
 CORE_WRITE = "guarded_update (Core)"
 CORE_CLAIM_WRITE = "claim_rows + guarded_update (Core)"
 STORE_WRITE = "FileStore.write"
