@@ -264,6 +264,34 @@ def test_unguarded_core_writes_to_a_fenced_table_are_refused(db: DB) -> None:
     assert db.row(1) == (2, 1)
 
 
+def test_unguarded_writes_inside_other_statements_are_refused(db: DB) -> None:
+    """An UPDATE wrapped in an ORM ``select(...).from_statement()`` or in a CTE is a write
+    too: refused unless guarded (``guarded_update`` inside) or unfenced on purpose."""
+    db.add(1, token=5)
+    table = db.Invoice.__table__
+    stale = update(table).where(table.c.id == 1).values(total=9, fence_token=1)
+    wrapped = select(db.Invoice).from_statement(stale.returning(*table.c))
+    in_cte = stale.returning(table.c.id).cte("claimed")
+    with Session(db.engine) as s:
+        with pytest.raises(fencing.UnfencedWriteError):
+            s.scalars(wrapped).all()
+        with pytest.raises(fencing.UnfencedWriteError):
+            s.execute(select(in_cte.c.id)).all()
+        with pytest.raises(fencing.UnfencedWriteError):  # a CTE beside a guarded statement
+            s.execute(guarded_update(table, 6, table.c.id == 1).add_cte(in_cte))
+    assert db.row(1) == (0, 5)
+    guarded = guarded_update(table, 6, table.c.id == 1, values={"total": 6}, expect_rows=None)
+    with Session(db.engine) as s:
+        [row] = s.scalars(select(db.Invoice).from_statement(guarded.returning(*table.c))).all()
+        assert (row.total, row.fence_token) == (6, 6)
+        s.commit()
+    on_purpose = wrapped.execution_options(fencing_unfenced=True)
+    with Session(db.engine) as s:
+        [row] = s.scalars(on_purpose).all()
+        s.commit()
+    assert db.row(1) == (9, 1)
+
+
 def test_orm_bulk_update_by_primary_key_is_guarded(db: DB) -> None:
     db.add(1, 2, token=5)
     with Session(db.engine) as s:

@@ -52,9 +52,13 @@ fenced statements themselves, and nothing is attached to ``Engine``:
   (ORM bulk UPDATE by primary key, ``session.execute(update(Model), rows)``, whose
   comparison already binds the new token), runs it with ``<=`` and checks its row
   count; that is the one statement whose SQL changes after SQLAlchemy logged it (its
-  echo log and ``before_cursor_execute`` listeners show ``fence_token = ?``). Every
-  other statement costs the check a few attribute reads and an ``isinstance``; an
-  UPDATE/DELETE of an unfenced table one ``Table.info`` lookup more.
+  echo log and ``before_cursor_execute`` listeners show ``fence_token = ?``). An
+  UPDATE/DELETE of a fenced table inside another statement (an ORM
+  ``select(Model).from_statement(...)``, a data-modifying CTE) is refused unless it is a
+  ``guarded_update``/``guarded_delete`` (``fenced_get`` runs one that way) or the
+  statement is unfenced on purpose. Every other statement costs the check a few
+  attribute reads and an ``isinstance``; an UPDATE/DELETE of an unfenced table one
+  ``Table.info`` lookup more.
 
 Installed when: importing this package installs nothing; ``install()`` adds the cursor
 check once per process, when the first ``FencedMixin`` model is mapped (``_mixin``);
@@ -75,6 +79,7 @@ from typing import Any, NamedTuple, NoReturn, cast
 
 from sqlalchemy import Column, Delete, Engine, Table, Update, and_, event, func, select
 from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm.context import FromStatement
 from sqlalchemy.sql import ClauseElement, operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
@@ -298,12 +303,34 @@ def fence_table(table: Table, column: str) -> None:
 # -- the cursor check ----------------------------------------------------------------------
 
 
+def _check_wrapped(compiled: Any, context: Any) -> None:
+    """Refuse an UPDATE/DELETE of a fenced table that runs inside another statement (an
+    ORM ``select(Model).from_statement(update(...).returning(...))``, a data-modifying
+    CTE) unless it is a guarded one (``guarded_update``/``guarded_delete``: the guard is
+    in its WHERE clause) or the whole statement is unfenced on purpose."""
+    statement = compiled.statement
+    inner = [statement.element] if type(statement) is FromStatement else []
+    inner += [cte.element for cte in compiled.ctes or ()]
+    for write in inner:
+        column = fence_column(write.table) if isinstance(write, _DML) else None
+        if column is None:
+            continue
+        COUNTS.examined += 1
+        if not (
+            write._execution_options.get(GUARD_OPTION)
+            or context.execution_options.get(UNFENCED_OPTION)
+        ):
+            _refuse(write, column)
+
+
 def _check_cursor(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
     """``do_execute``/``do_executemany``: True if the check ran the statement itself."""
     compiled = context.compiled
     if compiled is None:
         return False
     element = compiled.statement  # the first statement compiled to this SQL: same shape
+    if type(element) is FromStatement or getattr(compiled, "ctes", None):
+        _check_wrapped(compiled, context)
     if not isinstance(element, _DML):
         return False
     column = fence_column(element.table)
@@ -347,6 +374,8 @@ def _check_cursor_no_params(cursor: Any, statement: str, context: Any) -> bool:
     if compiled is None:
         return False
     element = compiled.statement
+    if type(element) is FromStatement or getattr(compiled, "ctes", None):
+        _check_wrapped(compiled, context)
     if not isinstance(element, _DML):
         return False
     column = fence_column(element.table)
