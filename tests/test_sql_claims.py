@@ -15,11 +15,11 @@ import pytest
 from sql_models import make_models
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import fencing
 import fencing.sql.aio
-from fencing.sql import StaleRowError, claim, claim_rows, fenced_get
+from fencing.sql import FencedMixin, StaleRowError, claim, claim_rows, fenced_get
 
 
 class DB:
@@ -254,6 +254,36 @@ def test_fenced_get_of_a_missing_row_is_none_and_stale_is_refused(db: DB) -> Non
         assert (info.value.token, info.value.current) == (5, 6)
         s.commit()
     assert db.row(1) == (10, 6) and db.row(2) is None
+
+
+def test_fenced_get_with_a_composite_primary_key(sql_url: str) -> None:
+    class Base(DeclarativeBase):
+        pass
+
+    class Line(FencedMixin, Base):
+        __tablename__ = f"lines_{uuid.uuid4().hex[:10]}"
+        invoice: Mapped[int] = mapped_column(primary_key=True)
+        number: Mapped[int] = mapped_column(primary_key=True)
+        amount: Mapped[int]
+
+    engine = create_engine(sql_url)
+    Base.metadata.create_all(engine)
+    try:
+        with Session(engine) as s:
+            s.add_all([Line(invoice=1, number=1, amount=5), Line(invoice=1, number=2, amount=7)])
+            s.commit()
+        with Session(engine) as s:
+            line = fenced_get(s, Line, (1, 2), 4)
+            assert line is not None and (line.amount, line.fence_token) == (7, 4)
+            line.amount = 8
+            s.commit()
+            other = s.get_one(Line, (1, 1))
+            assert other.fence_token == 0  # only the row with that key was claimed
+            with pytest.raises(ValueError, match="primary key of 2"):
+                fenced_get(s, Line, 1, 4)
+    finally:
+        Base.metadata.drop_all(engine)
+        engine.dispose()
 
 
 def test_fenced_get_without_update_returning_claims_then_selects(db: DB) -> None:
