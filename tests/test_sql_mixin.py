@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sql_models import make_models
 from sqlalchemy import BigInteger, Engine, create_engine, event, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -290,6 +291,23 @@ def test_unguarded_writes_inside_other_statements_are_refused(db: DB) -> None:
         [row] = s.scalars(on_purpose).all()
         s.commit()
     assert db.row(1) == (9, 1)
+
+
+def test_an_upsert_of_a_fenced_table_is_refused_unless_unfenced_on_purpose(db: DB) -> None:
+    """``INSERT ... ON CONFLICT DO UPDATE`` rewrites an existing row with no guard: it could
+    lower the row's token. Refused; ``DO NOTHING`` and the opt-out pass."""
+    db.add(1, token=5)
+    table = db.Invoice.__table__
+    dialect_insert = postgresql.insert if db.engine.dialect.name == "postgresql" else sqlite.insert
+    row = dialect_insert(table).values(id=1, total=7, fence_token=1)
+    upsert = row.on_conflict_do_update(index_elements=["id"], set_={"total": 7, "fence_token": 1})
+    with db.engine.begin() as conn, pytest.raises(fencing.UnfencedWriteError, match="ON CONFLICT"):
+        conn.execute(upsert)
+    assert db.row(1) == (0, 5)
+    with db.engine.begin() as conn:
+        conn.execute(row.on_conflict_do_nothing(index_elements=["id"]))
+        conn.execute(upsert.execution_options(fencing_unfenced=True))
+    assert db.row(1) == (7, 1)
 
 
 def test_orm_bulk_update_by_primary_key_is_guarded(db: DB) -> None:
