@@ -200,7 +200,7 @@ class FileStore:
             try:
                 current = read_token(self.path)
                 if current is not None and token < current:
-                    raise rejected(token, current, f"FileStore({str(self.path)!r})")
+                    raise rejected(token, current, f"FileStore({str(self.path)!r})", "file")
                 if produce is not None:
                     replace_record(self.path, token, produce())
                 elif current != token:

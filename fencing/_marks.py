@@ -93,7 +93,7 @@ class MemoryMark(Mark):
     def admit(self, token: int, resource: str) -> Iterator[None]:
         with self._lock:
             if self._mark is not None and token < self._mark:
-                raise rejected(token, self._mark, resource)
+                raise rejected(token, self._mark, resource, "callable", "memory")
             self._mark = token
             yield
 
@@ -123,7 +123,7 @@ class FileMark(Mark):
         with locked(self.path):
             current = read_token(self.path)
             if current is not None and token < current:
-                raise rejected(token, current, resource)
+                raise rejected(token, current, resource, "callable", "file")
             if current != token:
                 replace_record(self.path, token, memoryview(b""))
             yield

@@ -116,5 +116,5 @@ class RedisMark(Mark):
             reply = self._raise(keys=[self.key], args=[str(token)])
         admitted, mark = parse_reply(reply, self.key)
         if not admitted:
-            raise rejected(token, mark, resource)
+            raise rejected(token, mark, resource, "callable", "redis")
         yield
