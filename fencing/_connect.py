@@ -5,6 +5,7 @@ URL                                                    backend
 =====================================================  ==============================
 ``redis://``, ``rediss://``, ``unix://``                Redis (``RedisFence``)
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
+``zookeeper://host:port[,host:port...][/chroot]``       ZooKeeper (``ZooKeeperFence``)
 *none*: ``$FENCING_URL``, else the embedded default    SQLite file, see ``default_url``
 =====================================================  ==============================
 
@@ -65,6 +66,7 @@ class Backend(Protocol):
 _BACKENDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(_REDIS_SCHEMES, ("fencing.redis._backend", "RedisBackend")),
     **dict.fromkeys(_SQL_SCHEMES, ("fencing.sql._backend", "SqlBackend")),
+    "zookeeper": ("fencing.zookeeper._backend", "ZooKeeperBackend"),
 }
 
 
@@ -85,5 +87,5 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "sqlite:///path or postgresql://"
+        "sqlite:///path, postgresql:// or zookeeper://"
     )

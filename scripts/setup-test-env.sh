@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Prepare this machine: system packages when missing, then a virtual environment (.venv)
 # with the package and its extras. Safe to run again; installs only what is missing.
-#   scripts/setup-test-env.sh        everything the test suite needs: redis-server and
-#                                    PostgreSQL (the tests start their own throwaway
-#                                    servers), and the development extras
+#   scripts/setup-test-env.sh        everything the test suite needs: redis-server,
+#                                    PostgreSQL and ZooKeeper (it brings a Java runtime; the
+#                                    tests start their own throwaway servers), and the
+#                                    development extras
 #   scripts/setup-test-env.sh demo   only what `fencing demo` needs (no server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,7 @@ if [ "$mode" = test ]; then
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
     compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
     command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
+    [ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 fi
 if ((${#missing[@]})); then
     echo "installing system packages: ${missing[*]}"

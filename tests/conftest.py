@@ -1,4 +1,5 @@
-"""Session-wide real servers: a ``redis-server`` and a PostgreSQL cluster on free ports.
+"""Session-wide real servers: a ``redis-server``, a PostgreSQL cluster and ZooKeeper (a
+standalone server, and a 3-server ensemble for failover tests) on free ports.
 
 A test that needs a server fails (never skips) when the server cannot be started.
 Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
@@ -16,7 +17,13 @@ import redis
 from sqlalchemy import create_engine
 
 from fencing.sql import create_tables
-from fencing.testing.servers import PostgresServer, RedisServer, ServerError
+from fencing.testing.servers import (
+    PostgresServer,
+    RedisServer,
+    ServerError,
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+)
 
 T = TypeVar("T")
 
@@ -65,6 +72,22 @@ def postgres_server() -> Iterator[PostgresServer]:
     server = _start(lambda: PostgresServer().start())
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    server = _start(lambda: ZooKeeperServer().start())
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_ensemble() -> Iterator[ZooKeeperEnsemble]:
+    """Three ZooKeeper servers; tests kill and freeze members, so each test that does
+    brings the killed ones back (``ZooKeeperEnsemble.heal``) before it ends."""
+    ensemble = _start(lambda: ZooKeeperEnsemble().start())
+    yield ensemble
+    ensemble.close()
 
 
 @pytest.fixture
