@@ -56,6 +56,8 @@ class ZooKeeperTerms:
     """What both contract classes declare for ZooKeeper."""
 
     expires_while_held = False
+    #: A lease's life is its session's, so hold() may confirm it often: shorter checks.
+    renewal_ttl = 0.5
 
     def end_session(self, fence: Any) -> None:
         expire_session(fence.issuer.client)

@@ -437,6 +437,15 @@ class ZooKeeperEnsemble:
         self.wait_serving(self.running())
         return leader
 
+    def heal(self) -> None:
+        """Thaw every member and start those that were killed; wait until all serve."""
+        for member in self.members:
+            if member.process is None:
+                member.start()
+            else:
+                member.thaw()
+        self.wait_serving(self.members)
+
     def close(self) -> None:
         for member in self.members:
             member.close()
