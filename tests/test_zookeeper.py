@@ -259,7 +259,7 @@ def test_leader_loss_while_a_fence_is_held(
     """Kill (SIGKILL) or freeze (SIGSTOP) the leader while a fence is held: the fence
     keeps working through the other members, its lease either survives or is reported
     lost, and every later token is higher."""
-    url = f"{zookeeper_ensemble.url}?timeout=2&session_timeout=6"
+    url = f"{zookeeper_ensemble.url}?timeout=2&session_timeout=4"
     holder, rival = connect(url, backends), connect(url, backends)
     name = fresh(f"leader-{how}")
     fence = holder.fence(name)

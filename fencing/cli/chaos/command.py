@@ -1,7 +1,8 @@
 """``fencing chaos``: the real-process chaos run (see ``fencing.cli.chaos``).
 
-Needs ``redis-server`` on PATH (and PostgreSQL binaries for the PostgreSQL row, else
-that resource is left out). Imports the chaos runner and the throwaway servers.
+Needs ``redis-server`` on PATH unless ``--url`` names an issuer already running (and
+PostgreSQL binaries for the PostgreSQL row, else that resource is left out). Imports the
+chaos runner and the throwaway servers.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ def register(subparsers: Any) -> None:
         default="auto",
         metavar="URL|auto|none",
         help="PostgreSQL for the SQL row: a URL, 'auto' (a throwaway server), or 'none'",
+    )
+    parser.add_argument(
+        "--url",
+        help="run on an issuer already running, any URL fencing.connect takes (e.g. "
+        "zookeeper://h1:2181,h2:2181?session_timeout=1), instead of a throwaway Redis",
     )
     parser.add_argument("--unfenced", action="store_true", help="switch the guards off")
     parser.add_argument("--seed", type=int, help="seed of the pause schedule")
@@ -63,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             fenced=not args.unfenced,
             postgres_url=url,
             seed=args.seed,
+            url=args.url,
         )
         outcome = run_chaos(config)
     finally:

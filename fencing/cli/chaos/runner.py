@@ -3,7 +3,8 @@
 ``run_chaos(ChaosConfig(...))`` starts a throwaway ``redis-server`` (the issuer), sets up
 the resources, forks the workers, and until the end of the run freezes a random worker
 with SIGSTOP for 0 to 3x the TTL (at most half of them at once) and restarts Redis once,
-half-way (without persistence: tokens must still increase, from the server clock). Then
+half-way (without persistence: tokens must still increase, from the server clock); with
+``ChaosConfig.url`` the workers use that issuer instead, and nothing is restarted. Then
 it resumes everyone, waits for the workers, reads every resource's final state and hands
 logs and states to the independent ``checker``.
 
@@ -40,6 +41,7 @@ class ChaosConfig:
     restart_redis: bool = True
     seed: int | None = None
     workdir: Path | None = None
+    url: str | None = None  # an issuer already running, instead of a throwaway Redis
 
 
 @dataclass
@@ -81,14 +83,15 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
     for url in (spec["sqlite"], spec["postgres"]):
         if url:
             SqlRowResource.setup(url, [1])
-    redis = RedisServer().start()
+    redis = RedisServer().start() if config.url is None else None
+    issuer = f"Redis ({'restarted once' if config.restart_redis else 'never restarted'})"
     outcome = ChaosOutcome(report=checker.Report())
     mode = "fenced" if config.fenced else "UNFENCED"
     say(
         f"chaos ({mode}): {config.workers} workers, {config.duration:g}s, ttl {config.ttl:g}s, "
         f"read-modify-write window {window:g}s, resources: file-store, sql-row-sqlite"
         + (", sql-row-postgresql" if config.postgres_url else "")
-        + ", callable-guard; issuer: Redis (restarted once)"
+        + f", callable-guard; issuer: {issuer if redis else config.url}"
     )
     started = time.monotonic()
     deadline = started + config.duration
@@ -99,7 +102,7 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         for index in range(config.workers):
             worker_config = WorkerConfig(
                 index=index,
-                redis_url=redis.url,
+                redis_url=redis.url if redis else str(config.url),
                 fence_name=fence_name,
                 ttl=config.ttl,
                 window=window,
@@ -120,7 +123,8 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
             if process.is_alive():
                 process.kill()
                 process.join()
-        redis.close()
+        if redis is not None:
+            redis.close()
     finals = {r.name: r.final() for r in _resources(spec, config.fenced)}
     records = checker.read_logs(log_path(workdir, i) for i in range(config.workers))
     outcome.report = checker.check(records, finals)
@@ -136,7 +140,7 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
 
 def _control(
     processes: list[Any],
-    redis: RedisServer,
+    redis: RedisServer | None,
     config: ChaosConfig,
     rng: random.Random,
     started: float,
@@ -144,14 +148,15 @@ def _control(
     outcome: ChaosOutcome,
 ) -> None:
     frozen: dict[int, float] = {}  # pid -> when to resume
-    restart_at = started + config.duration / 2 if config.restart_redis else None
+    restart = redis is not None and config.restart_redis
+    restart_at = started + config.duration / 2 if restart else None
     limit = max(1, len(processes) // 2)
     while (now := time.monotonic()) < deadline:
         for pid, until in list(frozen.items()):
             if now >= until:
                 os.kill(pid, signal.SIGCONT)
                 del frozen[pid]
-        if restart_at is not None and now >= restart_at:
+        if redis is not None and restart_at is not None and now >= restart_at:
             redis.restart()
             outcome.redis_restarted_at = time.monotonic() - started
             restart_at = None

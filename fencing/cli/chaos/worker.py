@@ -33,7 +33,7 @@ from .resources import Resource
 @dataclass(frozen=True)
 class WorkerConfig:
     index: int
-    redis_url: str
+    redis_url: str  # the issuer's URL: redis://, or any other that fencing.connect takes
     fence_name: str
     ttl: float
     window: float
@@ -53,11 +53,8 @@ class _Log:
 def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
     """The loop; returns at the deadline. Never raises for expected failures."""
     logging.getLogger("fencing").setLevel(logging.CRITICAL)
-    import redis
-
     log = _Log(config.log_path)
-    client = redis.Redis.from_url(config.redis_url, socket_timeout=2, socket_connect_timeout=2)
-    fence = fencing.RedisFence(client, config.fence_name, ttl=config.ttl)
+    fence = _fence(config)
     seq = 0
     rng = random.Random(os.getpid())
     while time.monotonic() < config.deadline:
@@ -97,6 +94,17 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
             fence.release(token)
         time.sleep(rng.uniform(0, config.window))
     log.file.close()
+
+
+def _fence(config: WorkerConfig) -> fencing.Fence:
+    """The worker's fence: on Redis with short socket timeouts (a restart must not stall
+    a worker), on any other issuer as ``fencing.connect`` makes it."""
+    if not config.redis_url.startswith("redis://"):
+        return fencing.connect(config.redis_url).fence(config.fence_name, ttl=config.ttl)
+    import redis
+
+    client = redis.Redis.from_url(config.redis_url, socket_timeout=2, socket_connect_timeout=2)
+    return fencing.RedisFence(client, config.fence_name, ttl=config.ttl)
 
 
 def log_path(directory: Path, index: int) -> Path:
