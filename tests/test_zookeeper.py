@@ -214,6 +214,27 @@ def test_unreachable_ensemble_is_unavailable_not_a_hang(backends: list[ZooKeeper
     assert isinstance(outcome, fencing.FenceUnavailable), outcome
 
 
+def test_asyncio_first_use_starts_the_session_or_is_unavailable(
+    zookeeper_server: ZooKeeperServer, backends: list[ZooKeeperBackend]
+) -> None:
+    """An asyncio fence may be the first to use a backend: it starts the session off the
+    event loop; an unreachable ensemble is ``FenceUnavailable`` there too."""
+    import asyncio
+
+    from fencing.testing.servers import free_port
+
+    up = connect(zookeeper_server.url, backends).aio_fence(fresh("aio-first"))
+    down = connect(f"zookeeper://127.0.0.1:{free_port()}?timeout=0.5", backends)
+
+    async def run() -> None:
+        token = await up.acquire(timeout=0)
+        await up.release(token)
+        with pytest.raises(fencing.FenceUnavailable):
+            await asyncio.wait_for(down.aio_fence(fresh("aio-down")).acquire(), PATIENCE)
+
+    asyncio.run(run())
+
+
 def test_frozen_server_is_unavailable_and_the_late_lease_is_given_back(
     private_server: ZooKeeperServer, backends: list[ZooKeeperBackend]
 ) -> None:

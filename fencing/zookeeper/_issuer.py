@@ -80,7 +80,7 @@ class _Base:
         client: KazooClient,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        start: Callable[[], None] | None = None,
+        start: Starter | None = None,
     ) -> None:
         if not isinstance(client, KazooClient):
             raise TypeError(f"client must be a kazoo KazooClient, not {type(client).__name__}")
@@ -135,7 +135,7 @@ class AsyncZooKeeperIssuer(_Base):
     """
 
     async def _run(self, flow: Flow[T]) -> T:
-        if self._start is not None:
+        if self._start is not None and not self._start.started:
             await asyncio.to_thread(self._start)
         return await run_async(flow, self)
 
@@ -177,28 +177,28 @@ class Starter:
     def __init__(self, client: KazooClient, timeout: float) -> None:
         self._client = client
         self._timeout = timeout
-        self._started = False
+        self.started = False
         self._lock = threading.Lock()
 
     def __call__(self) -> None:
-        if self._started:
+        if self.started:
             return
         with self._lock:
-            if self._started:
+            if self.started:
                 return
             try:
                 self._client.start(timeout=self._timeout)
             except Exception as exc:
                 raise issuer_error("zookeeper", exc) from exc
-            self._started = True
+            self.started = True
 
     def stop(self) -> None:
         """Stop and close the client (its session ends: its leases are released)."""
         with self._lock:
-            if self._started:
+            if self.started:
                 self._client.stop()
                 self._client.close()
-                self._started = False
+                self.started = False
 
 
 _issuers: weakref.WeakKeyDictionary[KazooClient, ZooKeeperIssuer] = weakref.WeakKeyDictionary()
