@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -201,37 +200,12 @@ class Starter:
                 self.started = False
 
 
-_issuers: weakref.WeakKeyDictionary[KazooClient, ZooKeeperIssuer] = weakref.WeakKeyDictionary()
-_async_issuers: weakref.WeakKeyDictionary[KazooClient, AsyncZooKeeperIssuer] = (
-    weakref.WeakKeyDictionary()
-)
-_lock = threading.Lock()
-
-
-def shared_issuer(client: KazooClient, timeout: float) -> ZooKeeperIssuer:
-    """One blocking issuer per client (and timeout), so its waiters share one watch."""
-    with _lock:
-        issuer = _issuers.get(client)
-        if issuer is None or issuer.timeout != timeout:
-            issuer = _issuers[client] = ZooKeeperIssuer(client, timeout=timeout)
-        return issuer
-
-
-def shared_async_issuer(client: KazooClient, timeout: float) -> AsyncZooKeeperIssuer:
-    """One asyncio issuer per client (and timeout)."""
-    with _lock:
-        issuer = _async_issuers.get(client)
-        if issuer is None or issuer.timeout != timeout:
-            issuer = _async_issuers[client] = AsyncZooKeeperIssuer(client, timeout=timeout)
-        return issuer
-
-
 class ZooKeeperFence(Fence):
     """A fence whose leases are ephemeral znodes and whose tokens are their ``czxid``.
 
     ``ZooKeeperFence(client, "invoice:42")`` on a started ``KazooClient``. The lease
     lasts as long as the client's session (see the module docstring); ``ttl`` sets how
-    often ``hold()`` confirms it (every ttl/3). Fences of one client share an issuer.
+    often ``hold()`` confirms it (every ttl/3).
     """
 
     def __init__(
@@ -243,7 +217,7 @@ class ZooKeeperFence(Fence):
         timeout: float = DEFAULT_TIMEOUT,
         issuer: ZooKeeperIssuer | None = None,
     ) -> None:
-        super().__init__(issuer or shared_issuer(client, timeout), name, ttl)
+        super().__init__(issuer or ZooKeeperIssuer(client, timeout=timeout), name, ttl)
 
 
 class AsyncZooKeeperFence(AsyncFence):
@@ -261,4 +235,4 @@ class AsyncZooKeeperFence(AsyncFence):
         timeout: float = DEFAULT_TIMEOUT,
         issuer: AsyncZooKeeperIssuer | None = None,
     ) -> None:
-        super().__init__(issuer or shared_async_issuer(client, timeout), name, ttl)
+        super().__init__(issuer or AsyncZooKeeperIssuer(client, timeout=timeout), name, ttl)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Generator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -38,10 +39,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionClosedError,
     KazooException,
     NodeExistsError,
     NoNodeError,
     RolledBackError,
+    SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -54,6 +57,9 @@ log = logging.getLogger("fencing.zookeeper")
 
 #: Replies of a failed multi that mean "the condition did not hold", not "unavailable".
 _REFUSALS = (BadVersionError, NoNodeError, NodeExistsError, RolledBackError)
+#: Replies that mean "this client's session ended": every lease it created is gone with
+#: it, so renew and release can answer False at once (a closed client is one too).
+_SESSION_ENDED = (SessionExpiredError,)
 
 
 class Pending(Protocol):
@@ -120,25 +126,37 @@ class Request(Generic[R]):
         self.unsettled = unsettled
 
     def perform(self, port: Port) -> None:
-        pending = self.start(port.client)
-        try:
-            reply = pending.get(timeout=port.timeout)
-        except self.answers as exc:
-            reply = exc
-        except BaseException as exc:
-            raise self._failed(port, pending, exc) from exc
-        self.result = self.parse(reply)
+        deadline = time.monotonic() + port.timeout
+        while True:
+            pending = self.start(port.client)
+            try:
+                reply = pending.get(timeout=port.timeout)
+            except self.answers as exc:
+                reply = exc
+            except BaseException as exc:
+                if _between_sessions(exc) and time.monotonic() < deadline:
+                    time.sleep(RECONNECT_POLL)
+                    continue
+                raise self._failed(port, pending, exc) from exc
+            self.result = self.parse(reply)
+            return
 
     async def aperform(self, port: Port) -> None:
-        pending = self.start(port.client)
-        future = future_of(pending, asyncio.get_running_loop())
-        try:
-            reply = await asyncio.wait_for(future, port.timeout)
-        except self.answers as exc:
-            reply = exc
-        except BaseException as exc:
-            raise self._failed(port, pending, exc) from exc
-        self.result = self.parse(reply)
+        deadline = time.monotonic() + port.timeout
+        while True:
+            pending = self.start(port.client)
+            future = future_of(pending, asyncio.get_running_loop())
+            try:
+                reply = await asyncio.wait_for(future, port.timeout)
+            except self.answers as exc:
+                reply = exc
+            except BaseException as exc:
+                if _between_sessions(exc) and time.monotonic() < deadline:
+                    await asyncio.sleep(RECONNECT_POLL)
+                    continue
+                raise self._failed(port, pending, exc) from exc
+            self.result = self.parse(reply)
+            return
 
     def _failed(self, port: Port, pending: Pending, exc: BaseException) -> BaseException:
         if self.unsettled is not None:
@@ -146,6 +164,17 @@ class Request(Generic[R]):
         if isinstance(exc, (KazooException, KazooTimeoutError, asyncio.TimeoutError)):
             return issuer_error("zookeeper", exc)
         return exc  # an interrupt or a cancellation goes on as it is
+
+
+#: Seconds between two looks at a client that is setting up its next session.
+RECONNECT_POLL = 0.01
+
+
+def _between_sessions(exc: BaseException) -> bool:
+    """The request was refused because the client's session had ended, and the client is
+    setting up the next one by itself: nothing was applied, so the request may be sent
+    again (until ``timeout``) once it is connected. A closed client never will be."""
+    return isinstance(exc, SessionExpiredError) and not isinstance(exc, ConnectionClosedError)
 
 
 class Versions:
@@ -211,8 +240,11 @@ def parse_take(reply: list[Any]) -> Granted | Busy | object:
     return Granted(first.mzxid, first.version)
 
 
-def parse_done(reply: list[Any]) -> bool:
-    """A renew or release multi's reply: True if every condition held."""
+def parse_done(reply: list[Any] | SessionExpiredError) -> bool:
+    """A renew or release multi's reply: True if every condition held; False if one did
+    not, or if the session ended."""
+    if isinstance(reply, _SESSION_ENDED):
+        return False
     failed = [result for result in reply if isinstance(result, Exception)]
     if not failed:
         return True
@@ -225,8 +257,8 @@ def unexpected(reply: object) -> KazooException:
     return KazooException(f"unexpected reply {reply!r}")
 
 
-def parse_owner(reply: tuple[bytes, Any] | NoNodeError) -> Owner | None:
-    if isinstance(reply, NoNodeError):
+def parse_owner(reply: tuple[bytes, Any] | NoNodeError | SessionExpiredError) -> Owner | None:
+    if isinstance(reply, (NoNodeError, *_SESSION_ENDED)):
         return None
     data, stat = reply
     return Owner(data.decode("utf-8", "replace"), stat.mzxid, stat.version)
@@ -269,7 +301,9 @@ class Requests:
         version = yield from self._version_of(paths, token, holder)
         if version is None:
             return False
-        check = Request(lambda client: _check(client, paths, version), parse_done)
+        check = Request(
+            lambda client: _check(client, paths, version), parse_done, answers=_SESSION_ENDED
+        )
         yield check
         if not check.result:
             self.versions.forget(paths.fence, token, holder)
@@ -281,7 +315,9 @@ class Requests:
         self.versions.forget(paths.fence, token, holder)
         if version is None:
             return False
-        end = Request(lambda client: _end(client, paths, version), parse_done)
+        end = Request(
+            lambda client: _end(client, paths, version), parse_done, answers=_SESSION_ENDED
+        )
         yield end
         return end.result
 
@@ -291,7 +327,9 @@ class Requests:
         if known is not None:
             return known
         read = Request(
-            lambda client: client.get_async(paths.fence), parse_owner, answers=(NoNodeError,)
+            lambda client: client.get_async(paths.fence),
+            parse_owner,
+            answers=(NoNodeError, *_SESSION_ENDED),
         )
         yield read
         owner = read.result
