@@ -132,6 +132,36 @@ def test_bad_names_are_refused_before_any_request(name: str) -> None:
         encode_name(name)
 
 
+WITHOUT_KAZOO = textwrap.dedent(
+    """
+    import sys
+
+    class NoKazoo:
+        def find_spec(self, name, path=None, target=None):
+            if name == "kazoo" or name.startswith("kazoo."):
+                raise ImportError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, NoKazoo())
+    import fencing
+    import fencing.aio
+
+    try:
+        fencing.connect("zookeeper://127.0.0.1:2181")
+    except ImportError as exc:
+        print(exc)
+    """
+)
+
+
+def test_import_fencing_needs_no_kazoo() -> None:
+    """Without kazoo, ``import fencing`` works, and a zookeeper:// URL says what to install."""
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_KAZOO], capture_output=True, text=True, check=True
+    )
+    assert "pip install 'fencing[zookeeper]'" in done.stdout, done.stdout + done.stderr
+
+
 @pytest.mark.parametrize(
     "url",
     [

@@ -16,6 +16,13 @@ Imports the core and kazoo; never another backend.
 
 from __future__ import annotations
 
+try:
+    import kazoo  # noqa: F401
+except ImportError as exc:  # say which extra brings it
+    raise ImportError(
+        "fencing.zookeeper needs kazoo: pip install 'fencing[zookeeper]'", name=exc.name
+    ) from exc
+
 from ._issuer import ZooKeeperFence, ZooKeeperIssuer
 from ._layout import encode_name
 
