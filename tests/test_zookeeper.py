@@ -22,8 +22,9 @@ import pytest
 from kazoo.client import KazooClient
 
 import fencing
+from fencing.issuer import Busy, WakesOnRelease
 from fencing.testing.servers import ZooKeeperEnsemble, ZooKeeperServer
-from fencing.zookeeper import encode_name
+from fencing.zookeeper import ZooKeeperIssuer, encode_name
 from fencing.zookeeper._backend import ZooKeeperBackend
 
 #: Seconds: a limit against hangs, never a timing assertion.
@@ -214,6 +215,45 @@ def test_chroot_keeps_the_fences_below_it(
     finally:
         admin.stop()
         admin.close()
+
+
+# -- waiting ---------------------------------------------------------------------------------
+
+
+class CountingIssuer(ZooKeeperIssuer):
+    """A ``ZooKeeperIssuer`` that counts the attempts to take a lease."""
+
+    attempts = 0
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        self.attempts += 1
+        return super().try_acquire(name, holder, ttl_ms)
+
+
+def test_waiters_watch_the_lease_instead_of_polling(
+    zookeeper_server: ZooKeeperServer, backends: list[ZooKeeperBackend]
+) -> None:
+    """A waiter tries once, sleeps on the lease znode's watch, and tries again when the
+    release deletes it: two attempts for a 0.5 s wait (polling with back-off would make
+    about six, a watch that never fired one every second)."""
+    backend = connect(zookeeper_server.url, backends)
+    warm = backend.fence(fresh("warm-up"))  # the session is up before the count starts
+    warm.release(warm.acquire(timeout=0))
+    name = fresh("watch")
+    holder = backend.fence(name)
+    token = holder.acquire(timeout=0)
+    issuer = CountingIssuer(backend.client)
+    assert isinstance(issuer, WakesOnRelease)
+    waiter = fencing.Fence(issuer, name)
+    got: list[fencing.FenceToken] = []
+    thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=PATIENCE)))
+    thread.start()
+    threading.Event().wait(0.5)
+    holder.release(token)
+    thread.join(PATIENCE)
+    assert got and got[0] > token
+    assert issuer.attempts <= 2, f"{issuer.attempts} attempts: the waiter polled"
+    waiter.release(got[0])
 
 
 # -- unavailable ---------------------------------------------------------------------------

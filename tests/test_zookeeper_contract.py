@@ -83,3 +83,37 @@ class TestAsyncZooKeeperFence(ZooKeeperTerms, AsyncFenceContract):
             return AsyncZooKeeperFence(new_client(zookeeper_server, kazoo_clients), name, ttl)
 
         return make
+
+
+# -- the session capability can fail ------------------------------------------------------
+
+
+class LeaseOutlivesSession(ZooKeeperTerms, FenceContract):
+    """A broken promise: the lease survives the end of its session (here ``end_session``
+    ends nothing). Short patience: the checks must fail, and fail fast."""
+
+    patience = 1.0
+
+    def end_session(self, fence: Any) -> None:
+        pass
+
+
+class NoSessionHook(FenceContract):
+    """Declares session-bound leases but gives the contract no way to end a session."""
+
+    expires_while_held = False
+
+
+def test_contract_fails_a_lease_that_outlives_its_session(
+    zookeeper_server: ZooKeeperServer, kazoo_clients: list[KazooClient]
+) -> None:
+    def make(name: str, ttl: float) -> fencing.Fence:
+        return ZooKeeperFence(new_client(zookeeper_server, kazoo_clients), name, ttl)
+
+    broken = LeaseOutlivesSession()
+    with pytest.raises(fencing.AcquireTimeout):
+        broken.test_crashed_holder_is_followed_by_a_higher_token(make)
+    with pytest.raises(fencing.AcquireTimeout):  # the next holder never gets in
+        broken.test_hold_surfaces_a_lost_lease(make)
+    with pytest.raises(NotImplementedError, match="must provide end_session"):
+        NoSessionHook().test_crashed_holder_is_followed_by_a_higher_token(make)
