@@ -11,7 +11,7 @@ import redis.asyncio
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
-from ._issuer import AsyncRedisFence, RedisFence
+from ._issuer import AsyncRedisFence, RedisFence, RedisIssuer
 
 
 class RedisBackend:
@@ -24,10 +24,18 @@ class RedisBackend:
     def __repr__(self) -> str:
         return f"RedisBackend({self.url!r})"
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+    def _sync_client(self) -> redis.Redis:
         if self._client is None:
             self._client = redis.Redis.from_url(self.url)
-        return RedisFence(self._client, name, ttl)
+        return self._client
+
+    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+        return RedisFence(self._sync_client(), name, ttl)
+
+    @property
+    def issuer(self) -> RedisIssuer:
+        """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
+        return RedisIssuer(self._sync_client())
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         return AsyncRedisFence(redis.asyncio.Redis.from_url(self.url), name, ttl)
