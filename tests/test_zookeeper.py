@@ -446,3 +446,40 @@ def test_holder_frozen_past_its_session_is_refused_at_the_guard(
         holder.wait()
         holder.stdin.close()
         holder.stdout.close()
+
+
+# -- the operators' commands ---------------------------------------------------------------
+
+
+def test_status_list_and_force_release_commands(
+    zookeeper_server: ZooKeeperServer,
+    backends: list[ZooKeeperBackend],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """``fencing status``, ``list`` and ``release --force`` on a zookeeper:// URL: the
+    lease has no expiry (it lives with its session), and the evicted holder is refused at
+    a guard once the next holder wrote."""
+    from fencing import cli
+
+    url, tag = zookeeper_server.url, uuid.uuid4().hex[:8]
+    backend = connect(url, backends)
+    held, free = backend.fence(f"ops{tag}:held"), backend.fence(f"ops{tag}:free")
+    token = held.acquire(timeout=0)
+    free.release(last := free.acquire(timeout=0))
+    capsys.readouterr()
+    assert cli.main(["status", "--url", url, f"ops{tag}:held", f"ops{tag}:free"]) == 0
+    first, second = capsys.readouterr().out.splitlines()
+    assert f"with token {int(token)}, no expiry" in first
+    assert second == f"ops{tag}:free: free; last token {int(last)}"
+    assert cli.main(["list", "--url", url, "--prefix", f"ops{tag}:"]) == 0
+    assert capsys.readouterr().out.split() == [f"ops{tag}:free", f"ops{tag}:held"]
+    store = fencing.FileStore(tmp_path / "resource")
+    store.write(b"evicted holder", token)
+    assert cli.main(["release", f"ops{tag}:held", "--force", "--url", url]) == 0
+    newer = backend.fence(f"ops{tag}:held").acquire(timeout=0)
+    store.write(b"next holder", newer)
+    with pytest.raises(fencing.StaleTokenError):
+        store.write(b"late", token)
+    with pytest.raises(fencing.LeaseLost):
+        held.release(token)

@@ -17,7 +17,13 @@ import pytest
 from kazoo.client import KazooClient
 
 import fencing
-from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
+from fencing.testing.contract import (
+    AsyncFenceContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeFence,
+    OperationsContract,
+)
 from fencing.testing.servers import ZooKeeperServer
 from fencing.zookeeper import ZooKeeperFence
 from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
@@ -117,3 +123,9 @@ def test_contract_fails_a_lease_that_outlives_its_session(
         broken.test_hold_surfaces_a_lost_lease(make)
     with pytest.raises(NotImplementedError, match="must provide end_session"):
         NoSessionHook().test_crashed_holder_is_followed_by_a_higher_token(make)
+
+
+class TestZooKeeperOperations(OperationsContract):
+    """``fencing status``/``list``/``release --force`` on ZooKeeper."""
+
+    make_fence = TestZooKeeperFence.make_fence

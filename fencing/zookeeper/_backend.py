@@ -39,6 +39,11 @@ class ZooKeeperBackend:
     def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
         return Fence(self._issuer, name, ttl)
 
+    @property
+    def issuer(self) -> ZooKeeperIssuer:
+        """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
+        return self._issuer
+
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         return AsyncFence(self._async_issuer, name, ttl)
 

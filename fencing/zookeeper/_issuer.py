@@ -32,7 +32,8 @@ from .._core import DEFAULT_TTL
 from .._errors import issuer_error
 from .._fence import Fence
 from .._flow import run_async, run_sync
-from ..issuer import Busy
+from .._validate import check_name
+from ..issuer import Busy, FenceStatus
 from ._layout import DEFAULT_TIMEOUT, FencePaths
 from ._requests import Flow, Request, Requests, Versions
 
@@ -98,7 +99,8 @@ class _Base:
 
 class ZooKeeperIssuer(_Base):
     """Leases and tokens in ZooKeeper, on a ``kazoo.client.KazooClient`` (see the module
-    docstring).
+    docstring). It can be inspected and force-released (``fencing.issuer.Inspects``,
+    ``ForceReleases``: ``fencing status``, ``list``, ``release --force``).
 
     ``timeout`` (seconds) bounds every request: past it the call raises
     ``FenceUnavailable``. Start the client yourself (``client.start()``); a client made
@@ -118,6 +120,21 @@ class ZooKeeperIssuer(_Base):
 
     def release(self, name: str, token: int, holder: str) -> bool:
         return self._run(self.requests.release(name, token, holder))
+
+    def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.Inspects``: the fence znode, read once (leases have no expiry
+        here: ``expires_in`` is ``None``)."""
+        check_name(name)
+        return self._run(self.requests.status(name))
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """``fencing.issuer.Inspects``: the fences under ``/fencing`` (below the chroot)."""
+        return iter(self._run(self.requests.names(prefix)))
+
+    def force_release(self, name: str) -> FenceStatus:
+        """``fencing.issuer.ForceReleases``: delete the lease znode, whoever holds it."""
+        check_name(name)
+        return self._run(self.requests.force_release(name))
 
     def await_release(self, name: str, seconds: float) -> None:
         released = threading.Event()

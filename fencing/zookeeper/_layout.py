@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import string
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .._validate import check_name
 
@@ -41,6 +41,11 @@ def encode_name(name: str) -> str:
         char if char in _PLAIN else "".join(f"%{byte:02X}" for byte in char.encode())
         for char in name
     )
+
+
+def decode_name(segment: str) -> str:
+    """The fence name of a path segment made by ``encode_name``."""
+    return unquote(segment, errors="strict")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Generator
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from kazoo.exceptions import (
@@ -44,19 +45,21 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .._errors import issuer_error
-from ..issuer import Busy
-from ._layout import FencePaths
+from ..issuer import Busy, FenceStatus
+from ._layout import ROOT, FencePaths, decode_name
 
 R = TypeVar("R")
 log = logging.getLogger("fencing.zookeeper")
 
-#: Replies of a failed multi that mean "the condition did not hold", not "unavailable".
-_REFUSALS = (BadVersionError, NoNodeError, NodeExistsError, RolledBackError)
+#: Replies of a failed multi that mean "the condition did not hold", not "unavailable"
+#: (the operations after the failed one are reported as RuntimeInconsistency).
+_REFUSALS = (BadVersionError, NoNodeError, NodeExistsError, RolledBackError, RuntimeInconsistency)
 #: Replies that mean "this client's session ended": every lease it created is gone with
 #: it, so renew and release can answer False at once (a closed client is one too).
 _SESSION_ENDED = (SessionExpiredError,)
@@ -217,11 +220,21 @@ class Granted:
 
 @dataclass(frozen=True)
 class Owner:
-    """What the fence znode says: the last acquirer, its token (mzxid) and ``V``."""
+    """What the fence znode says: the last acquirer, its token (mzxid), ``V``, and
+    whether its lease znode exists (the fence znode's one possible child)."""
 
     holder: str
     token: int
     version: int
+    held: bool
+
+    def status(self, name: str) -> FenceStatus:
+        """As ``fencing status`` reports it; the token is the last acquire's while the
+        lease is held (nothing else changes the fence znode meanwhile)."""
+        last = self.token if self.version > 0 else None  # version 0: never acquired
+        if not self.held:
+            return FenceStatus(name, held=False, last_token=last)
+        return FenceStatus(name, True, self.holder, self.token, None, last)
 
 
 #: ``parse_take``'s reply when the fence znode does not exist yet.
@@ -261,7 +274,7 @@ def parse_owner(reply: tuple[bytes, Any] | NoNodeError | SessionExpiredError) ->
     if isinstance(reply, (NoNodeError, *_SESSION_ENDED)):
         return None
     data, stat = reply
-    return Owner(data.decode("utf-8", "replace"), stat.mzxid, stat.version)
+    return Owner(data.decode("utf-8", "replace"), stat.mzxid, stat.version, stat.numChildren > 0)
 
 
 class Requests:
@@ -326,22 +339,59 @@ class Requests:
         known = self.versions.get(paths.fence, token, holder)
         if known is not None:
             return known
-        read = Request(
-            lambda client: client.get_async(paths.fence),
-            parse_owner,
-            answers=(NoNodeError, *_SESSION_ENDED),
-        )
-        yield read
-        owner = read.result
+        owner = yield from _owner(paths, answers=(NoNodeError, *_SESSION_ENDED))
         if owner is None or owner.holder != holder or owner.token != token:
             return None
         return owner.version
+
+    # -- operations (fencing.issuer.Inspects, ForceReleases) ------------------------------
+
+    def status(self, name: str) -> Flow[FenceStatus]:
+        """One read of the fence znode: its data, version and number of children."""
+        owner = yield from _owner(FencePaths.of(name))
+        return FenceStatus(name, held=False) if owner is None else owner.status(name)
+
+    def names(self, prefix: str) -> Flow[list[str]]:
+        listing = Request(
+            lambda client: client.get_children_async(ROOT), _children, answers=(NoNodeError,)
+        )
+        yield listing
+        names = (decode_name(segment) for segment in listing.result)
+        return sorted(name for name in names if name.startswith(prefix))
+
+    def force_release(self, name: str) -> Flow[FenceStatus]:
+        """Delete the lease znode if the fence znode still has the version read with it:
+        the lease ended is exactly the one reported. The next acquire's zxid, so its
+        token, is higher, as always."""
+        paths = FencePaths.of(name)
+        while True:
+            owner = yield from _owner(paths)
+            if owner is None or not owner.held:
+                return FenceStatus(name, held=False) if owner is None else owner.status(name)
+            end = Request(partial(_end, paths=paths, version=owner.version), parse_done)
+            yield end
+            if end.result:
+                return owner.status(name)  # else it changed meanwhile: look again
 
     @staticmethod
     def lease_exists(name: str, watch: Callable[[Any], None]) -> Request[bool]:
         """Whether the lease znode of ``name`` exists, leaving ``watch`` on it."""
         path = FencePaths.of(name).lease
         return Request(lambda client: client.exists_async(path, watch=watch), _is_not_none)
+
+
+def _owner(
+    paths: FencePaths, answers: tuple[type[Exception], ...] = (NoNodeError,)
+) -> Flow[Owner | None]:
+    """Read the fence znode; ``None`` if it does not exist (or, per ``answers``, if the
+    session ended)."""
+    read = Request(lambda client: client.get_async(paths.fence), parse_owner, answers=answers)
+    yield read
+    return read.result
+
+
+def _children(reply: list[str] | NoNodeError) -> list[str]:
+    return [] if isinstance(reply, NoNodeError) else list(reply)
 
 
 def _is_not_none(reply: object) -> bool:
