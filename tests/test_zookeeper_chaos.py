@@ -1,7 +1,8 @@
 """``fencing chaos --url zookeeper://...``, as a user runs it: worker processes frozen at
-random (SIGSTOP, up to 3x the ttl) past their ZooKeeper sessions. Fenced, no stale write
-is accepted and the frozen holders' late writes are refused; the unfenced control, on
-the same server, loses updates.
+random (SIGSTOP, up to 3x the ttl) past their ZooKeeper sessions, on the 3-server
+ensemble whose leader is killed (SIGKILL) during the run. Fenced, no stale write is
+accepted, tokens keep increasing across the new leader, and frozen holders' late writes
+are refused; the unfenced control, on the standalone server, loses updates.
 
 Both runs go at once, in processes of their own (the chaos run forks its workers, which
 must not inherit this process's kazoo threads), to keep the suite short.
@@ -12,14 +13,18 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 
-from fencing.testing.servers import ZooKeeperServer
+from fencing.testing.servers import ZooKeeperEnsemble, ZooKeeperServer
+
+#: Sessions of 0.6 s: pauses of up to 1.5 s (3x the 0.5 s ttl) outlive many of them.
+OPTIONS = "?session_timeout=0.6&timeout=2"
 
 
 def chaos(url: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "fencing.cli", "chaos", "--url", url, "--workers", "4",
-         "--duration", "5", "--ttl", "0.5", "--postgres", "none", *args],
+        [sys.executable, "-m", "fencing.cli", "chaos", "--url", url + OPTIONS, "--workers", "4",
+         "--duration", "6", "--ttl", "0.5", "--postgres", "none", *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 
@@ -31,19 +36,22 @@ def count(label: str, output: str) -> int:
 
 
 def test_chaos_on_zookeeper_accepts_no_stale_write_and_the_control_loses_updates(
-    zookeeper_server: ZooKeeperServer,
+    zookeeper_ensemble: ZooKeeperEnsemble, zookeeper_server: ZooKeeperServer
 ) -> None:
-    # sessions of 0.6 s: pauses of up to 1.5 s outlive many of them
-    url = f"{zookeeper_server.url}?session_timeout=0.6&timeout=2"
-    fenced = chaos(url, "--seed", "3")
-    controls = [chaos(url, "--unfenced", "--seed", "5")]
-    out, _ = fenced.communicate(timeout=180)
-    print(out)
+    fenced = chaos(zookeeper_ensemble.url, "--seed", "3")
+    controls = [chaos(zookeeper_server.url, "--unfenced", "--seed", "5")]
+    try:
+        time.sleep(3)  # half-way through the run
+        killed = zookeeper_ensemble.kill_leader()
+        out, _ = fenced.communicate(timeout=180)
+    finally:
+        zookeeper_ensemble.heal()
+    print(f"leader {killed.myid} killed half-way\n{out}")
     for attempt in range(3):  # pauses are random: a control run may lose nothing
         control, _ = controls[-1].communicate(timeout=180)
         if count("lost updates", control) > 0 or attempt == 2:
             break
-        controls.append(chaos(url, "--unfenced", "--seed", str(6 + attempt)))
+        controls.append(chaos(zookeeper_server.url, "--unfenced", "--seed", str(6 + attempt)))
     print(control)
     assert fenced.returncode == 0, out
     assert count("stale writes accepted", out) == 0 and count("violations", out) == 0, out
