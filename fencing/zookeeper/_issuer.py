@@ -123,7 +123,7 @@ class ZooKeeperIssuer(_Base):
 
     def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.Inspects``: the fence znode, read once (leases have no expiry
-        here: ``expires_in`` is ``None``)."""
+        here: ``expires_in`` is ``None``). A bad name is refused before the session starts."""
         check_name(name)
         return self._run(self.requests.status(name))
 
