@@ -30,6 +30,7 @@ import guards
 import handoff
 import report
 import throughput
+import web
 import zookeeper_family
 from fencing.testing.servers import PostgresServer, RedisServer
 from harness import Context, Table, pin
@@ -39,6 +40,7 @@ FAMILIES = {
     "handoff": handoff.run,
     "guards": guards.run,
     "throughput": throughput.run,
+    "http": web.run,
     "zookeeper": zookeeper_family.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
