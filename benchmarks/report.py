@@ -109,6 +109,7 @@ def targets(tables: list[Table]) -> list[dict[str, Any]]:
             _verdict("FileStore.write / plain write+fsync+rename (medians)", r50, 1.2, False)
         )
     out.extend(_etcd_verdicts(tables))
+    out.extend(_zookeeper_verdicts(tables))
     return out
 
 
@@ -130,6 +131,31 @@ def _etcd_verdicts(tables: list[Table]) -> list[dict[str, Any]]:
         if row is not None and peer is not None:
             ratio = row[1].median / peer[1].median
             out.append(_verdict(f"etcd hand-off: {name} / aetcd Lock", ratio, 1.0, False))
+    return out
+
+
+ZOOKEEPER_FENCES = ("fencing.zookeeper.ZooKeeperFence", "fencing.zookeeper.aio.ZooKeeperFence")
+ZOOKEEPER_PEER = "kazoo Lock"
+
+
+def _zookeeper_verdicts(tables: list[Table]) -> list[dict[str, Any]]:
+    """Issue 11: the ZooKeeper fences within 1.2x of bare create/delete of an ephemeral
+    znode, and ahead of kazoo's Lock on hand-off (medians)."""
+    out = []
+    for name in ZOOKEEPER_FENCES:
+        for family, what in (
+            ("zookeeper-acquire", "acquire+release"),
+            ("zookeeper-handoff", "hand-off"),
+        ):
+            row = _row(tables, family, name)
+            if row is not None:
+                ratio = row[0].ratios(row[1])[0]
+                out.append(_verdict(f"zookeeper {what}: {name} / bare floor", ratio, 1.2, False))
+        row = _row(tables, "zookeeper-handoff", name)
+        peer = _row(tables, "zookeeper-handoff", ZOOKEEPER_PEER)
+        if row is not None and peer is not None:
+            ratio = row[1].median / peer[1].median
+            out.append(_verdict(f"zookeeper hand-off: {name} / kazoo Lock", ratio, 1.0, False))
     return out
 
 

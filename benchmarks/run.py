@@ -33,6 +33,7 @@ import replicas
 import report
 import throughput
 import web
+import zookeeper_family
 from fencing.testing.servers import PostgresServer, RedisServer
 from harness import Context, Table, pin
 
@@ -44,6 +45,7 @@ FAMILIES = {
     "replicas": replicas.run,
     "etcd": etcd_family.run,
     "http": web.run,
+    "zookeeper": zookeeper_family.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -7,6 +7,7 @@ URL                                                    backend
 ``redis+sentinel://``, ``rediss+sentinel://``          Redis behind Sentinel
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
 ``etcd://host:port[,host:port...]``, ``etcds://``       etcd (``EtcdFence``)
+``zookeeper://host:port[,host:port...][/chroot]``       ZooKeeper (``ZooKeeperFence``)
 *none*: ``$FENCING_URL``, else the embedded default    SQLite file, see ``default_url``
 =====================================================  ==============================
 
@@ -70,6 +71,7 @@ _BACKENDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(_REDIS_SCHEMES, ("fencing.redis._backend", "RedisBackend")),
     **dict.fromkeys(_SQL_SCHEMES, ("fencing.sql._backend", "SqlBackend")),
     **dict.fromkeys(_ETCD_SCHEMES, ("fencing.etcd._backend", "EtcdBackend")),
+    "zookeeper": ("fencing.zookeeper._backend", "ZooKeeperBackend"),
 }
 
 
@@ -90,5 +92,5 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "redis+sentinel://, sqlite:///path, postgresql:// or etcd://"
+        "redis+sentinel://, sqlite:///path, postgresql://, etcd:// or zookeeper://"
     )

@@ -2,8 +2,9 @@
 # Prepare this machine: system packages when missing, then a virtual environment (.venv)
 # with the package and its extras. Safe to run again; installs only what is missing.
 #   scripts/setup-test-env.sh        everything the test suite needs: redis-server and
-#                                    PostgreSQL, etcd (the tests start their own throwaway
-#                                    servers), and the development extras
+#                                    PostgreSQL, etcd, ZooKeeper (it brings a Java runtime;
+#                                    the tests start their own throwaway servers), and the
+#                                    development extras
 #   scripts/setup-test-env.sh demo   only what `fencing demo` needs (no server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,7 @@ if [ "$mode" = test ]; then
     command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
     command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the etcd TLS test's CA
+    [ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 fi
 if ((${#missing[@]})); then
     echo "installing system packages: ${missing[*]}"

@@ -1,5 +1,6 @@
-"""Session-wide real servers: a ``redis-server``, a PostgreSQL cluster and a 3-member etcd
-cluster on free ports.
+"""Session-wide real servers: a ``redis-server``, a PostgreSQL cluster, a 3-member etcd
+cluster and ZooKeeper (a standalone server, and a 3-server ensemble for failover tests)
+on free ports.
 
 A test that needs a server fails (never skips) when the server cannot be started.
 Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
@@ -25,6 +26,8 @@ from fencing.testing.servers import (
     RedisServer,
     SentinelGroup,
     ServerError,
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
 )
 
 T = TypeVar("T")
@@ -92,6 +95,22 @@ def etcd_cluster() -> Iterator[EtcdCluster]:
     cluster = _start(lambda: EtcdCluster().start())
     yield cluster
     cluster.close()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    server = _start(lambda: ZooKeeperServer().start())
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_ensemble() -> Iterator[ZooKeeperEnsemble]:
+    """Three ZooKeeper servers; tests kill and freeze members, so each test that does
+    brings the killed ones back (``ZooKeeperEnsemble.heal``) before it ends."""
+    ensemble = _start(lambda: ZooKeeperEnsemble().start())
+    yield ensemble
+    ensemble.close()
 
 
 @pytest.fixture

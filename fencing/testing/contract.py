@@ -38,8 +38,9 @@ input is refused with ``TypeError``/``ValueError`` and nothing taken; racing thr
 tasks) are never two holders at once.
 
 Where an engine's lease model genuinely differs, a subclass declares it with a capability
-attribute (see ``LeaseTerms``) and the contract checks the behaviour the engine does
-promise instead: no check is skipped silently. The timings are class attributes too;
+attribute (see ``LeaseTerms``; leases that live as long as a session come with an
+``end_session`` hook) and the contract checks the behaviour the engine does promise
+instead: no check is skipped silently. The timings are class attributes too;
 they are only ever lower bounds or limits against hangs, never "fast enough" checks.
 
 Names are unique per test (a uuid), so backends whose state outlives a test (a database,
@@ -230,7 +231,9 @@ class LeaseTerms:
     #: session (ZooKeeper's ephemeral nodes, whose sessions the client keeps alive by
     #: itself). The checks that wait for an expiry then assert the promise of that model
     #: instead: the unrenewed lease is still held well past its ttl, renew and release
-    #: still work on it, and the next holder gets a higher token after the release.
+    #: still work on it, and the next holder gets a higher token after the release; and
+    #: where a holder's crash or a lost lease is checked, the subclass's ``end_session``
+    #: ends the holder's session, and the lease must end with it.
     expires_while_held: ClassVar[bool] = True
 
     #: Seconds: the ttl of a lease that a test lets expire (and the wait of the
@@ -247,6 +250,25 @@ class LeaseTerms:
     #: The racing check: this many threads (or tasks) each take the lease this many times.
     racers: ClassVar[int] = 8
     rounds: ClassVar[int] = 20
+
+    def end_session(self, fence: Fence | AsyncFence) -> None:
+        """Capability hook for ``expires_while_held = False``: end the session behind
+        ``fence`` the way its holder's crash (or a pause past the session timeout) would,
+        without releasing anything; e.g. expire a ZooKeeper session. The contract then
+        checks that the lease ended with it: the next holder gets in with a higher token,
+        and a ``hold()`` on it is marked lost. Engines whose leases expire by their ttl
+        never need it."""
+        raise NotImplementedError(
+            f"{type(self).__name__} declares expires_while_held = False, so it must "
+            "provide end_session(fence)"
+        )
+
+    def wait_until(self, condition: Callable[[], bool], what: str) -> None:
+        """Poll ``condition`` until it holds; fail after ``patience`` (a limit, not a timing)."""
+        deadline = time.monotonic() + self.patience
+        while not condition():
+            assert time.monotonic() < deadline, f"still waiting for {what} after {self.patience}s"
+            time.sleep(0.01)
 
     @staticmethod
     def fresh_name(what: str) -> str:
@@ -326,8 +348,8 @@ class FenceContract(LeaseTerms):
             newer = successor.acquire(timeout=self.patience)
         else:
             self._assert_still_held_past_ttl(make_fence, name)
-            ghost.release(token)  # what the end of the dead holder's session does
-            newer = successor.acquire(timeout=0)
+            self.end_session(ghost)  # what the dead holder's end does on this engine
+            newer = successor.acquire(timeout=self.patience)
         assert newer > token, f"token {newer} after the crashed holder's {token}"
         successor.release(newer)
 
@@ -496,17 +518,21 @@ class FenceContract(LeaseTerms):
 
     def test_hold_surfaces_a_lost_lease(self, make_fence: MakeFence) -> None:
         """A hold whose lease expired and went to another holder raises ``LeaseLost`` on
-        leaving, and leaves the new holder's lease alone; a later hold starts afresh."""
+        leaving, and leaves the new holder's lease alone; a later hold starts afresh.
+        Where leases live as long as sessions, the hold's session ends instead, and its
+        renewals must mark it ``lost`` while it is still inside the block."""
         name = self.fresh_name("lost")
         fence, other = make_fence(name, self.short_ttl), make_fence(name, self.long_ttl)
-        hold = fence.hold(auto_renew=False)
-        if not self.expires_while_held:
-            with hold:
-                self._assert_still_held_past_ttl(make_fence, name)
-            assert not hold.lost
-            return
-        with pytest.raises(LeaseLost) as info, hold as token:
-            newer = other.acquire(timeout=self.patience)  # after the expiry
+        if self.expires_while_held:
+            hold = fence.hold(auto_renew=False)
+            with pytest.raises(LeaseLost) as info, hold as token:
+                newer = other.acquire(timeout=self.patience)  # after the expiry
+        else:
+            hold = fence.hold()
+            with pytest.raises(LeaseLost) as info, hold as token:
+                self.end_session(fence)
+                newer = other.acquire(timeout=self.patience)
+                self.wait_until(lambda: hold.lost, "the hold's renewal to find the lease lost")
         assert info.value.token == token
         assert newer > token, f"token {newer} after {token}"
         with pytest.raises(AcquireTimeout):  # leaving did not touch the new lease
@@ -675,10 +701,17 @@ class AsyncFenceContract(LeaseTerms):
             newer = await successor.acquire(timeout=self.patience)
         else:
             await self._assert_still_held_past_ttl(make_fence, name)
-            await ghost.release(token)  # what the end of the dead holder's session does
-            newer = await successor.acquire(timeout=0)
+            self.end_session(ghost)  # what the dead holder's end does on this engine
+            newer = await successor.acquire(timeout=self.patience)
         assert newer > token, f"token {newer} after the crashed holder's {token}"
         await successor.release(newer)
+
+    async def await_until(self, condition: Callable[[], bool], what: str) -> None:
+        """``wait_until`` without blocking the event loop."""
+        deadline = time.monotonic() + self.patience
+        while not condition():
+            assert time.monotonic() < deadline, f"still waiting for {what} after {self.patience}s"
+            await asyncio.sleep(0.01)
 
     async def _assert_still_held_past_ttl(self, make_fence: MakeAsyncFence, name: str) -> None:
         await asyncio.sleep(2 * self.short_ttl)
@@ -843,15 +876,18 @@ class AsyncFenceContract(LeaseTerms):
         """See ``FenceContract.test_hold_surfaces_a_lost_lease``."""
         name = self.fresh_name("lost")
         fence, other = make_fence(name, self.short_ttl), make_fence(name, self.long_ttl)
-        hold = fence.hold(auto_renew=False)
-        if not self.expires_while_held:
-            async with hold:
-                await self._assert_still_held_past_ttl(make_fence, name)
-            assert not hold.lost
-            return
-        with pytest.raises(LeaseLost) as info:
-            async with hold as token:
-                newer = await other.acquire(timeout=self.patience)
+        if self.expires_while_held:
+            hold = fence.hold(auto_renew=False)
+            with pytest.raises(LeaseLost) as info:
+                async with hold as token:
+                    newer = await other.acquire(timeout=self.patience)
+        else:
+            hold = fence.hold()
+            with pytest.raises(LeaseLost) as info:
+                async with hold as token:
+                    self.end_session(fence)
+                    newer = await other.acquire(timeout=self.patience)
+                    await self.await_until(lambda: hold.lost, "the renewal to find it lost")
         assert info.value.token == token
         assert newer > token, f"token {newer} after {token}"
         with pytest.raises(AcquireTimeout):

@@ -1,0 +1,243 @@
+"""Family ``zookeeper``: the ZooKeeper issuer next to the bare kazoo calls it cannot do
+without, and next to kazoo's own ``Lock``, on a 3-server loopback ensemble this family
+starts (every client talks to the leader, so no row pays a forwarding hop the others do
+not).
+
+Two tables:
+
+- acquire+release, uncontended. The floor is the least a lease takes in ZooKeeper:
+  ``create`` of an ephemeral znode and its ``delete``, through the same kazoo client
+  with nothing around them. ``ZooKeeperFence`` makes two requests too (a multi that sets
+  the fence znode and creates the lease, a multi that checks and deletes); kazoo's
+  ``Lock`` creates a sequential znode, lists the lock's children, and deletes. The
+  asyncio fence is compared with the same bare calls awaited through the same bridge
+  from kazoo's threads to the event loop.
+- hand-off: this process releases, a waiter in another process holds (the protocol of
+  the ``handoff`` family). The floor's waiter, bare: a failed ``create``, an ``exists``
+  watch, and on the deletion event ``create`` again; the release is one ``delete``.
+
+Imports kazoo, fencing.zookeeper, the harness and the throwaway ensemble.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import random
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError
+
+from fencing.testing.servers import ZooKeeperEnsemble
+from fencing.zookeeper import ZooKeeperFence
+from fencing.zookeeper._requests import future_of
+from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
+from harness import Context, Table, Variant, now_ns, run_rounds, timed
+
+TTL = 10.0  # seconds: hold()'s period only; ZooKeeper leases live with the session
+FLOOR = "zookeeper floor: create + delete ephemeral (kazoo, bare)"
+AA = "A/A: zookeeper floor, 2nd copy"
+AFLOOR = "zookeeper floor, asyncio (kazoo async, awaited)"
+FENCE = "fencing.zookeeper.ZooKeeperFence"
+AFENCE = "fencing.zookeeper.aio.ZooKeeperFence"
+PEER = "kazoo Lock"
+ACQUIRE_ORDER = [FLOOR, AA, FENCE, AFLOOR, AFENCE, PEER]
+HANDOFF_ORDER = [FLOOR, FENCE, AFENCE, PEER]
+MIN_HOLD = 0.005  # time for the waiter to reach its watch before the release
+
+Holder = tuple[Callable[[], Any], Callable[[], Any]]
+
+
+class BareFloor:
+    """An ephemeral znode created and deleted with nothing around it; a waiter watches."""
+
+    def __init__(self, client: KazooClient, path: str) -> None:
+        self.client = client
+        self.path = path
+        client.ensure_path(path.rpartition("/")[0])
+
+    def acquire(self) -> None:
+        while True:
+            try:
+                self.client.create(self.path, ephemeral=True)
+                return
+            except NodeExistsError:
+                deleted = threading.Event()
+                if self.client.exists(self.path, watch=_setter(deleted)) is not None:
+                    deleted.wait()
+
+    def release(self) -> None:
+        self.client.delete(self.path)
+
+
+def _setter(event: threading.Event) -> Callable[[Any], None]:
+    return lambda _: event.set()
+
+
+class AsyncBareFloor:
+    """``BareFloor``'s two calls awaited (uncontended only)."""
+
+    def __init__(self, client: KazooClient, path: str) -> None:
+        self.client = client
+        self.path = path
+        client.ensure_path(path.rpartition("/")[0])
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        await future_of(self.client.create_async(self.path, ephemeral=True), loop)
+
+    async def release(self) -> None:
+        await future_of(self.client.delete_async(self.path), asyncio.get_running_loop())
+
+
+class Clients:
+    """One process's kazoo client (on the leader) and an event loop for the asyncio rows."""
+
+    def __init__(self, hosts: str) -> None:
+        self.client = KazooClient(hosts=hosts, timeout=30)
+        self.client.start(timeout=30)
+        self.loop = asyncio.new_event_loop()
+
+    def holder(self, kind: str, name: str) -> Holder:
+        """(acquire, release) of a fresh holder of ``kind`` on fence ``name``, blocking."""
+        run = self.loop.run_until_complete
+        path = f"/bench/{name}/lease"
+        if kind in (FLOOR, AA):
+            floor = BareFloor(self.client, path)
+            return floor.acquire, floor.release
+        if kind == AFLOOR:
+            afloor = AsyncBareFloor(self.client, path)
+            return lambda: run(afloor.acquire()), lambda: run(afloor.release())
+        if kind == FENCE:
+            return _tokens(ZooKeeperFence(self.client, name, TTL), lambda x: x)
+        if kind == AFENCE:
+            return _tokens(AsyncZooKeeperFence(self.client, name, TTL), run)
+        lock = self.client.Lock(f"/bench-locks/{name}")
+        return lock.acquire, lock.release
+
+    def close(self) -> None:
+        self.loop.close()
+        self.client.stop()
+        self.client.close()
+
+
+def _tokens(fence: Any, run: Callable[[Any], Any]) -> Holder:
+    tokens: list[int] = []
+
+    def acquire() -> None:
+        tokens.append(run(fence.acquire()))
+
+    def release() -> None:
+        run(fence.release(tokens.pop()))
+
+    return acquire, release
+
+
+def run(ctx: Context) -> list[Table]:
+    with ZooKeeperEnsemble() as ensemble:  # inherits the run's CPU pinning
+        hosts = ensemble.leader().hosts
+        clients = Clients(hosts)
+        try:
+            return [_acquire(ctx, clients), _handoff(ctx, clients, hosts)]
+        finally:
+            clients.close()
+
+
+def _acquire(ctx: Context, clients: Clients) -> Table:
+    variants = []
+    for kind in ACQUIRE_ORDER:
+        acquire, release = clients.holder(kind, f"acquire-{ACQUIRE_ORDER.index(kind)}")
+
+        def op(acquire: Callable[[], Any] = acquire, release: Callable[[], Any] = release) -> None:
+            acquire()
+            release()
+
+        variants.append(Variant(kind, timed(op)))
+    stats = run_rounds(variants, rounds=ctx.scale(5, 20), per_round=ctx.scale(10, 25), warmup=5)
+    return Table(
+        "zookeeper-acquire",
+        "ZooKeeper: uncontended acquire + release (3 servers, loopback, on the leader)",
+        [stats[kind] for kind in ACQUIRE_ORDER],
+        floor=FLOOR,
+        floor_of={AFENCE: AFLOOR},
+        notes=[
+            "floor: create + delete of an ephemeral znode, bare; the asyncio fence is compared"
+            " with the same calls awaited",
+            "ZooKeeperFence: multi[setData, create] + multi[check, delete]; kazoo Lock: create"
+            " (sequential), getChildren, delete",
+        ],
+    )
+
+
+def _handoff(ctx: Context, clients: Clients, hosts: str) -> Table:
+    spawn = multiprocessing.get_context("spawn")
+    ours, theirs = spawn.Pipe()
+    waiter = spawn.Process(target=waiter_main, args=(theirs, hosts), daemon=True)
+    waiter.start()
+    variants = [Variant(kind, _handoff_batch(clients, kind, ours)) for kind in HANDOFF_ORDER]
+    try:
+        stats = run_rounds(variants, rounds=ctx.scale(3, 10), per_round=ctx.scale(5, 10), warmup=2)
+    finally:
+        ours.send(("stop",))
+        waiter.join(10)
+    return Table(
+        "zookeeper-handoff",
+        "ZooKeeper: hand-off latency (release -> waiter in another process holds)",
+        [stats[kind] for kind in HANDOFF_ORDER],
+        floor=FLOOR,
+        notes=[
+            "floor, bare: the waiter's failed create, an exists watch, create again on the"
+            " deletion event; the release: one delete",
+            f"hold {MIN_HOLD * 1e3:.0f} ms + U(0, 2 ms) after the waiter says it is about to wait",
+        ],
+    )
+
+
+def _handoff_batch(clients: Clients, kind: str, waiter: Connection) -> Callable[[int], list[int]]:
+    name = f"handoff-{HANDOFF_ORDER.index(kind)}"
+    acquire, release = clients.holder(kind, name)
+
+    def batch(n: int) -> list[int]:
+        out = []
+        for _ in range(n):
+            acquire()
+            waiter.send(("go", kind, name))
+            _receive(waiter, kind)
+            time.sleep(MIN_HOLD + random.uniform(0, 0.002))
+            start = now_ns()
+            release()
+            out.append(_receive(waiter, kind) - start)
+        return out
+
+    return batch
+
+
+def _receive(waiter: Connection, kind: str, timeout: float = 30.0) -> Any:
+    if not waiter.poll(timeout):
+        raise TimeoutError(f"{kind}: the waiter process did not answer within {timeout} s")
+    return waiter.recv()
+
+
+def waiter_main(conn: Connection, hosts: str) -> None:
+    """The waiter process: on ("go", kind, name) acquire, note the time, release, report."""
+    clients = Clients(hosts)
+    holders: dict[str, Holder] = {}
+    while True:
+        message = conn.recv()
+        if message[0] == "stop":
+            break
+        _, kind, name = message
+        if kind not in holders:
+            holders[kind] = clients.holder(kind, name)
+        acquire, release = holders[kind]
+        conn.send("ready")
+        acquire()
+        held_at = now_ns()
+        release()
+        conn.send(held_at)
+    clients.close()

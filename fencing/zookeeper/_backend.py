@@ -1,0 +1,52 @@
+"""``fencing.connect("zookeeper://...")``: fences on the ZooKeeper ensemble of a URL.
+
+One kazoo client (one session) per backend, shared by its blocking and asyncio fences
+and started on first use, not by ``connect``. Imports the issuers, the URL parser and
+kazoo.
+"""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from .._fence import Fence
+from ._issuer import AsyncZooKeeperIssuer, Starter, ZooKeeperIssuer
+from ._layout import ZooKeeperUrl
+
+
+class ZooKeeperBackend:
+    """Fences on the ensemble of ``url`` (see ``ZooKeeperUrl`` for its options)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.config = ZooKeeperUrl.parse(url)  # a bad URL fails here, before any I/O
+        self.client = KazooClient(
+            hosts=self.config.connect_string, timeout=self.config.session_timeout
+        )
+        self._starter = Starter(self.client, self.config.timeout)
+        self._issuer = ZooKeeperIssuer(
+            self.client, timeout=self.config.timeout, start=self._starter
+        )
+        self._async_issuer = AsyncZooKeeperIssuer(
+            self.client, timeout=self.config.timeout, start=self._starter
+        )
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperBackend({self.url!r})"
+
+    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+        return Fence(self._issuer, name, ttl)
+
+    @property
+    def issuer(self) -> ZooKeeperIssuer:
+        """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
+        return self._issuer
+
+    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+        return AsyncFence(self._async_issuer, name, ttl)
+
+    def close(self) -> None:
+        """End the session: every lease of this backend's fences is released with it."""
+        self._starter.stop()

@@ -1,0 +1,255 @@
+"""The ZooKeeper issuers: ``ZooKeeperIssuer`` (blocking) and ``AsyncZooKeeperIssuer``
+(asyncio) drive the same flows (``_requests``) on one kazoo client.
+
+A lease is an ephemeral znode, so it lives as long as the session of the client that
+created it: kazoo keeps the session alive by itself (heartbeats every third of the
+session timeout), and the servers end it, deleting the lease, once they have heard
+nothing from the client for the session timeout, by the servers' clock. ``ttl_ms`` is
+therefore not a lifetime here: renew confirms, in one transaction through the quorum,
+that the exact lease is still there (that is what makes ``hold()`` notice a lost
+session), and changes nothing. The token is the lease znode's ``czxid``.
+
+Waiters do not poll (``WakesOnRelease``): ``await_release`` leaves a kazoo watch on the
+lease znode and sleeps until it fires (the znode was deleted: released, or its session
+ended) or the wait is over. One watch callback per issuer serves all its waiters
+(``Releases``), so waiting longer than a lease lasts does not pile up callbacks in kazoo.
+
+Imports the core (fences, flows, errors), the layout and requests, and kazoo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient
+
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from .._errors import issuer_error
+from .._fence import Fence
+from .._flow import run_async, run_sync
+from .._validate import check_name
+from ..issuer import Busy, FenceStatus
+from ._layout import DEFAULT_TIMEOUT, FencePaths
+from ._requests import Flow, Request, Requests, Versions
+
+T = TypeVar("T")
+
+
+class Releases:
+    """Waiters for releases, by lease path; ``fire`` is the one kazoo watch callback.
+
+    A waiter adds its wake-up before it sets the watch, so a release between the two
+    still wakes it (at worst a wake-up is spurious: the waiter just tries again).
+    """
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, list[Callable[[], None]]] = {}
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def waiting(self, path: str, wake: Callable[[], None]) -> Iterator[None]:
+        with self._lock:
+            self._waiting.setdefault(path, []).append(wake)
+        try:
+            yield
+        finally:
+            with self._lock:
+                wakes = self._waiting[path]
+                wakes.remove(wake)
+                if not wakes:
+                    del self._waiting[path]
+
+    def fire(self, event: Any) -> None:
+        """kazoo's watch callback (in its event thread): wake the waiters of the path."""
+        with self._lock:
+            wakes = list(self._waiting.get(event.path, ()))
+        for wake in wakes:
+            wake()
+
+
+class _Base:
+    """What both issuers share: the client, the timeout, the flows and the waiters."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        start: Starter | None = None,
+    ) -> None:
+        if not isinstance(client, KazooClient):
+            raise TypeError(f"client must be a kazoo KazooClient, not {type(client).__name__}")
+        self.client = client
+        self.timeout = timeout
+        self.requests = Requests(Versions())
+        self.releases = Releases()
+        self._start = start
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client.hosts!r})"
+
+    def lease_path(self, name: str) -> str:
+        return FencePaths.of(name).lease
+
+
+class ZooKeeperIssuer(_Base):
+    """Leases and tokens in ZooKeeper, on a ``kazoo.client.KazooClient`` (see the module
+    docstring). It can be inspected and force-released (``fencing.issuer.Inspects``,
+    ``ForceReleases``: ``fencing status``, ``list``, ``release --force``).
+
+    ``timeout`` (seconds) bounds every request: past it the call raises
+    ``FenceUnavailable``. Start the client yourself (``client.start()``); a client made
+    by ``fencing.connect`` is started on first use.
+    """
+
+    def _run(self, flow: Flow[T]) -> T:
+        if self._start is not None:
+            self._start()
+        return run_sync(flow, self)
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return self._run(self.requests.acquire(name, holder))
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return self._run(self.requests.renew(name, token, holder))
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        return self._run(self.requests.release(name, token, holder))
+
+    def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.Inspects``: the fence znode, read once (leases have no expiry
+        here: ``expires_in`` is ``None``). A bad name is refused before the session starts."""
+        check_name(name)
+        return self._run(self.requests.status(name))
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """``fencing.issuer.Inspects``: the fences under ``/fencing`` (below the chroot)."""
+        return iter(self._run(self.requests.names(prefix)))
+
+    def force_release(self, name: str) -> FenceStatus:
+        """``fencing.issuer.ForceReleases``: delete the lease znode, whoever holds it."""
+        check_name(name)
+        return self._run(self.requests.force_release(name))
+
+    def await_release(self, name: str, seconds: float) -> None:
+        released = threading.Event()
+        with self.releases.waiting(self.lease_path(name), released.set):
+            if self._run(_one(self.requests.lease_exists(name, self.releases.fire))):
+                released.wait(seconds)
+
+
+class AsyncZooKeeperIssuer(_Base):
+    """``ZooKeeperIssuer`` for asyncio: the same flows, each kazoo call awaited.
+
+    kazoo does its I/O in its own threads; their results reach the event loop through
+    ``call_soon_threadsafe``, so the loop never blocks on ZooKeeper.
+    """
+
+    async def _run(self, flow: Flow[T]) -> T:
+        if self._start is not None and not self._start.started:
+            await asyncio.to_thread(self._start)
+        return await run_async(flow, self)
+
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return await self._run(self.requests.acquire(name, holder))
+
+    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return await self._run(self.requests.renew(name, token, holder))
+
+    async def release(self, name: str, token: int, holder: str) -> bool:
+        return await self._run(self.requests.release(name, token, holder))
+
+    async def await_release(self, name: str, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        released = asyncio.Event()
+
+        def wake() -> None:  # in kazoo's event thread
+            with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(released.set)
+
+        with self.releases.waiting(self.lease_path(name), wake):
+            if await self._run(_one(self.requests.lease_exists(name, self.releases.fire))):
+                with suppress(asyncio.TimeoutError):  # TimeoutError since Python 3.11
+                    await asyncio.wait_for(released.wait(), seconds)
+
+
+def _one(request: Request[T]) -> Flow[T]:
+    yield request
+    return request.result
+
+
+class Starter:
+    """Starts a kazoo client made by ``fencing.connect`` on first use, once.
+
+    A failed start (no server answered within ``timeout``) raises ``FenceUnavailable``;
+    the next call tries again.
+    """
+
+    def __init__(self, client: KazooClient, timeout: float) -> None:
+        self._client = client
+        self._timeout = timeout
+        self.started = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        if self.started:
+            return
+        with self._lock:
+            if self.started:
+                return
+            try:
+                self._client.start(timeout=self._timeout)
+            except Exception as exc:
+                raise issuer_error("zookeeper", exc) from exc
+            self.started = True
+
+    def stop(self) -> None:
+        """Stop and close the client (its session ends: its leases are released)."""
+        with self._lock:
+            if self.started:
+                self._client.stop()
+                self._client.close()
+                self.started = False
+
+
+class ZooKeeperFence(Fence):
+    """A fence whose leases are ephemeral znodes and whose tokens are their ``czxid``.
+
+    ``ZooKeeperFence(client, "invoice:42")`` on a started ``KazooClient``. The lease
+    lasts as long as the client's session (see the module docstring); ``ttl`` sets how
+    often ``hold()`` confirms it (every ttl/3).
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        issuer: ZooKeeperIssuer | None = None,
+    ) -> None:
+        super().__init__(issuer or ZooKeeperIssuer(client, timeout=timeout), name, ttl)
+
+
+class AsyncZooKeeperFence(AsyncFence):
+    """The asyncio ``ZooKeeperFence`` (``fencing.zookeeper.aio.ZooKeeperFence``).
+
+    Shares leases and tokens with blocking fences of the same name, on any client.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        issuer: AsyncZooKeeperIssuer | None = None,
+    ) -> None:
+        super().__init__(issuer or AsyncZooKeeperIssuer(client, timeout=timeout), name, ttl)

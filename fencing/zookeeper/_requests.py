@@ -1,0 +1,448 @@
+"""The ZooKeeper issuer's operations as flows of kazoo requests, and the one step they yield.
+
+Every operation is written once, as a flow (see ``_flow``) of ``Request`` steps. A step
+starts one asynchronous kazoo call (every kazoo call has an ``..._async`` form returning
+an ``IAsyncResult``); the blocking driver waits for that result, the asyncio driver
+awaits it through ``future_of`` (kazoo's completion thread hands the outcome to the
+event loop with ``call_soon_threadsafe``). Nothing else differs between the two.
+
+The operations (znodes as in ``_layout``; ``V`` is the fence znode's data version)::
+
+    acquire  multi[setData(fence, holder), create(lease, holder, EPHEMERAL)]
+             -> token = the setData's mzxid = the lease's czxid (one transaction, one
+                zxid); V after it names this lease. NodeExists: ``Busy``. NoNode: the
+                fence znode is missing; create it, try once more.
+    renew    multi[check(fence, V), check(lease)]   (both unchanged: still ours)
+    release  multi[check(fence, V), delete(lease)]
+
+Renew and release compare the holder atomically through ``V``: every acquire of the
+name changes the fence znode's version in the same transaction that creates the lease,
+so ``check(fence, V)`` fails as soon as anyone else took the lease since. (A znode's
+own version cannot do this: a lease znode created again starts at version 0 again.) The
+issuer remembers ``V`` of the leases it granted; for any other (token, holder) it reads
+the fence znode first and goes on only if its data is ``holder`` and its mzxid is
+``token``, which is also how a wrong holder or token is refused.
+
+Imports the core (errors, flows, ``Busy``), the layout and kazoo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Generator
+from contextlib import suppress
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Generic, Protocol, TypeVar
+
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from .._errors import issuer_error
+from ..issuer import Busy, FenceStatus
+from ._layout import ROOT, FencePaths, decode_name
+
+R = TypeVar("R")
+log = logging.getLogger("fencing.zookeeper")
+
+#: Replies of a failed multi that mean "the condition did not hold", not "unavailable"
+#: (the operations after the failed one are reported as RuntimeInconsistency).
+_REFUSALS = (BadVersionError, NoNodeError, NodeExistsError, RolledBackError, RuntimeInconsistency)
+#: Replies that mean "this client's session ended": every lease it created is gone with
+#: it, so renew and release can answer False at once (a closed client is one too).
+_SESSION_ENDED = (SessionExpiredError,)
+
+
+class Pending(Protocol):
+    """What a kazoo ``..._async`` call returns (``kazoo.interfaces.IAsyncResult``)."""
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any: ...
+
+    def get_nowait(self) -> Any: ...
+
+    def rawlink(self, callback: Callable[[Any], None]) -> None: ...
+
+
+class Port(Protocol):
+    """What a step is carried out on: the kazoo client and the per-request timeout."""
+
+    client: Any
+    timeout: float
+
+
+def future_of(pending: Pending, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+    """An asyncio future settled, on ``loop``, with the outcome of a kazoo call."""
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle() -> None:
+        if future.done():  # cancelled meanwhile
+            return
+        try:
+            future.set_result(pending.get_nowait())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    def done(_: object) -> None:  # in kazoo's completion thread
+        with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(settle)
+
+    pending.rawlink(done)
+    return future
+
+
+class Request(Generic[R]):
+    """One kazoo call: ``start(client)`` sends it, ``parse(reply)`` reads the reply.
+
+    Errors listed in ``answers`` are replies (``parse`` gets the error); other kazoo
+    errors and timeouts become ``FenceUnavailable``. When the call may have taken effect
+    without us learning it (a timeout, a lost connection, an interrupt, a cancellation),
+    ``unsettled(client, pending)`` is called first, so that an acquire can give back a
+    lease it may have taken.
+    """
+
+    __slots__ = ("answers", "parse", "result", "start", "unsettled")
+    result: R
+
+    def __init__(
+        self,
+        start: Callable[[Any], Pending],
+        parse: Callable[[Any], R],
+        *,
+        answers: tuple[type[Exception], ...] = (),
+        unsettled: Callable[[Any, Pending], None] | None = None,
+    ) -> None:
+        self.start = start
+        self.parse = parse
+        self.answers = answers
+        self.unsettled = unsettled
+
+    def perform(self, port: Port) -> None:
+        deadline = time.monotonic() + port.timeout
+        while True:
+            pending = self.start(port.client)
+            try:
+                reply = pending.get(timeout=port.timeout)
+            except self.answers as exc:
+                reply = exc
+            except BaseException as exc:
+                if _between_sessions(exc) and time.monotonic() < deadline:
+                    time.sleep(RECONNECT_POLL)
+                    continue
+                raise self._failed(port, pending, exc) from exc
+            self.result = self.parse(reply)
+            return
+
+    async def aperform(self, port: Port) -> None:
+        deadline = time.monotonic() + port.timeout
+        while True:
+            pending = self.start(port.client)
+            future = future_of(pending, asyncio.get_running_loop())
+            try:
+                reply = await asyncio.wait_for(future, port.timeout)
+            except self.answers as exc:
+                reply = exc
+            except BaseException as exc:
+                if _between_sessions(exc) and time.monotonic() < deadline:
+                    await asyncio.sleep(RECONNECT_POLL)
+                    continue
+                raise self._failed(port, pending, exc) from exc
+            self.result = self.parse(reply)
+            return
+
+    def _failed(self, port: Port, pending: Pending, exc: BaseException) -> BaseException:
+        if self.unsettled is not None:
+            self.unsettled(port.client, pending)
+        if isinstance(exc, (KazooException, KazooTimeoutError, asyncio.TimeoutError)):
+            return issuer_error("zookeeper", exc)
+        return exc  # an interrupt or a cancellation goes on as it is
+
+
+#: Seconds between two looks at a client that is setting up its next session.
+RECONNECT_POLL = 0.01
+
+
+def _between_sessions(exc: BaseException) -> bool:
+    """The request was refused because the client's session had ended, and the client is
+    setting up the next one by itself: nothing was applied, so the request may be sent
+    again (until ``timeout``) once it is connected. A closed client never will be."""
+    return isinstance(exc, SessionExpiredError) and not isinstance(exc, ConnectionClosedError)
+
+
+class Versions:
+    """``V`` of the leases an issuer granted: (fence path, token, holder) -> version.
+
+    Only a shortcut (a lease not found here is looked up on the server), so it is
+    bounded: past ``LIMIT`` leases never released the oldest entry goes.
+    """
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int, str], int] = {}
+        self._lock = threading.Lock()
+
+    def remember(self, path: str, token: int, holder: str, version: int) -> None:
+        with self._lock:
+            if len(self._known) >= self.LIMIT:
+                del self._known[next(iter(self._known))]
+            self._known[(path, token, holder)] = version
+
+    def get(self, path: str, token: int, holder: str) -> int | None:
+        return self._known.get((path, token, holder))
+
+    def forget(self, path: str, token: int, holder: str) -> None:
+        with self._lock:
+            self._known.pop((path, token, holder), None)
+
+
+Flow = Generator[Request[Any], None, R]
+
+
+@dataclass(frozen=True)
+class Granted:
+    """An acquire's outcome: the token, and the fence znode's version that names it."""
+
+    token: int
+    version: int
+
+
+@dataclass(frozen=True)
+class Owner:
+    """What the fence znode says: the last acquirer, its token (mzxid), ``V``, and
+    whether its lease znode exists (the fence znode's one possible child)."""
+
+    holder: str
+    token: int
+    version: int
+    held: bool
+
+    def status(self, name: str) -> FenceStatus:
+        """As ``fencing status`` reports it; the token is the last acquire's while the
+        lease is held (nothing else changes the fence znode meanwhile)."""
+        last = self.token if self.version > 0 else None  # version 0: never acquired
+        if not self.held:
+            return FenceStatus(name, held=False, last_token=last)
+        return FenceStatus(name, True, self.holder, self.token, None, last)
+
+
+#: ``parse_take``'s reply when the fence znode does not exist yet.
+MISSING = object()
+
+
+def parse_take(reply: list[Any]) -> Granted | Busy | object:
+    """The acquire multi's reply: ``Granted``, ``Busy`` or ``MISSING``."""
+    first, second = reply
+    if isinstance(first, NoNodeError):
+        return MISSING
+    if isinstance(second, NodeExistsError):
+        return Busy(None)
+    if isinstance(first, Exception) or isinstance(second, Exception):
+        raise issuer_error("zookeeper", unexpected(reply))
+    return Granted(first.mzxid, first.version)
+
+
+def parse_done(reply: list[Any] | SessionExpiredError) -> bool:
+    """A renew or release multi's reply: True if every condition held; False if one did
+    not, or if the session ended."""
+    if isinstance(reply, _SESSION_ENDED):
+        return False
+    failed = [result for result in reply if isinstance(result, Exception)]
+    if not failed:
+        return True
+    if all(isinstance(result, _REFUSALS) for result in failed):
+        return False
+    raise issuer_error("zookeeper", unexpected(reply))
+
+
+def unexpected(reply: object) -> KazooException:
+    return KazooException(f"unexpected reply {reply!r}")
+
+
+def parse_owner(reply: tuple[bytes, Any] | NoNodeError | SessionExpiredError) -> Owner | None:
+    if isinstance(reply, (NoNodeError, *_SESSION_ENDED)):
+        return None
+    data, stat = reply
+    return Owner(data.decode("utf-8", "replace"), stat.mzxid, stat.version, stat.numChildren > 0)
+
+
+class Requests:
+    """The issuer's operations for one client, as flows; no I/O of their own.
+
+    ``versions`` is the issuer's memory of the leases it granted: (fence path, token,
+    holder) -> the fence znode's version ``V`` (see the module docstring).
+    """
+
+    def __init__(self, versions: Versions) -> None:
+        self.versions = versions
+
+    def acquire(self, name: str, holder: str) -> Flow[int | Busy]:
+        paths = FencePaths.of(name)
+        value = holder.encode()
+        for attempt in range(2):
+            take = Request(
+                lambda client: _take(client, paths, value),
+                parse_take,
+                unsettled=lambda client, pending: pending.rawlink(
+                    lambda _: reclaim(client, paths, holder)
+                ),
+            )
+            yield take
+            reply = take.result
+            if isinstance(reply, Granted):
+                self.versions.remember(paths.fence, reply.token, holder, reply.version)
+                return reply.token
+            if isinstance(reply, Busy):
+                return reply
+            if attempt == 0:  # MISSING: the first acquire of this name
+                yield Request(lambda client: client.ensure_path_async(paths.fence), bool)
+        raise issuer_error("zookeeper", KazooException(f"{paths.fence} vanished twice"))
+
+    def renew(self, name: str, token: int, holder: str) -> Flow[bool]:
+        paths = FencePaths.of(name)
+        version = yield from self._version_of(paths, token, holder)
+        if version is None:
+            return False
+        check = Request(
+            lambda client: _check(client, paths, version), parse_done, answers=_SESSION_ENDED
+        )
+        yield check
+        if not check.result:
+            self.versions.forget(paths.fence, token, holder)
+        return check.result
+
+    def release(self, name: str, token: int, holder: str) -> Flow[bool]:
+        paths = FencePaths.of(name)
+        version = yield from self._version_of(paths, token, holder)
+        self.versions.forget(paths.fence, token, holder)
+        if version is None:
+            return False
+        end = Request(
+            lambda client: _end(client, paths, version), parse_done, answers=_SESSION_ENDED
+        )
+        yield end
+        return end.result
+
+    def _version_of(self, paths: FencePaths, token: int, holder: str) -> Flow[int | None]:
+        """``V`` of the lease ``token``/``holder``; ``None`` if it is not the last one."""
+        known = self.versions.get(paths.fence, token, holder)
+        if known is not None:
+            return known
+        owner = yield from _owner(paths, answers=(NoNodeError, *_SESSION_ENDED))
+        if owner is None or owner.holder != holder or owner.token != token:
+            return None
+        return owner.version
+
+    # -- operations (fencing.issuer.Inspects, ForceReleases) ------------------------------
+
+    def status(self, name: str) -> Flow[FenceStatus]:
+        """One read of the fence znode: its data, version and number of children."""
+        owner = yield from _owner(FencePaths.of(name))
+        return FenceStatus(name, held=False) if owner is None else owner.status(name)
+
+    def names(self, prefix: str) -> Flow[list[str]]:
+        listing = Request(
+            lambda client: client.get_children_async(ROOT), _children, answers=(NoNodeError,)
+        )
+        yield listing
+        names = (decode_name(segment) for segment in listing.result)
+        return sorted(name for name in names if name.startswith(prefix))
+
+    def force_release(self, name: str) -> Flow[FenceStatus]:
+        """Delete the lease znode if the fence znode still has the version read with it:
+        the lease ended is exactly the one reported. The next acquire's zxid, so its
+        token, is higher, as always."""
+        paths = FencePaths.of(name)
+        while True:
+            owner = yield from _owner(paths)
+            if owner is None or not owner.held:
+                return FenceStatus(name, held=False) if owner is None else owner.status(name)
+            end = Request(partial(_end, paths=paths, version=owner.version), parse_done)
+            yield end
+            if end.result:
+                return owner.status(name)  # else it changed meanwhile: look again
+
+    @staticmethod
+    def lease_exists(name: str, watch: Callable[[Any], None]) -> Request[bool]:
+        """Whether the lease znode of ``name`` exists, leaving ``watch`` on it."""
+        path = FencePaths.of(name).lease
+        return Request(lambda client: client.exists_async(path, watch=watch), _is_not_none)
+
+
+def _owner(
+    paths: FencePaths, answers: tuple[type[Exception], ...] = (NoNodeError,)
+) -> Flow[Owner | None]:
+    """Read the fence znode; ``None`` if it does not exist (or, per ``answers``, if the
+    session ended)."""
+    read = Request(lambda client: client.get_async(paths.fence), parse_owner, answers=answers)
+    yield read
+    return read.result
+
+
+def _children(reply: list[str] | NoNodeError) -> list[str]:
+    return [] if isinstance(reply, NoNodeError) else list(reply)
+
+
+def _is_not_none(reply: object) -> bool:
+    return reply is not None
+
+
+def _take(client: Any, paths: FencePaths, value: bytes) -> Pending:
+    txn = client.transaction()
+    txn.set_data(paths.fence, value)
+    txn.create(paths.lease, value, ephemeral=True)
+    pending: Pending = txn.commit_async()
+    return pending
+
+
+def _check(client: Any, paths: FencePaths, version: int) -> Pending:
+    txn = client.transaction()
+    txn.check(paths.fence, version)
+    txn.check(paths.lease, -1)
+    pending: Pending = txn.commit_async()
+    return pending
+
+
+def _end(client: Any, paths: FencePaths, version: int) -> Pending:
+    txn = client.transaction()
+    txn.check(paths.fence, version)
+    txn.delete(paths.lease)
+    pending: Pending = txn.commit_async()
+    return pending
+
+
+def reclaim(client: Any, paths: FencePaths, holder: str) -> None:
+    """Give back a lease an acquire may have taken without learning it (its reply was
+    lost, or came after we gave up): read the fence znode and, if ``holder`` was its
+    last acquirer, end that lease. Best effort and never blocking (kazoo's callbacks
+    chain the two calls); a lease left over still ends with this client's session.
+    """
+
+    def read(done: Pending) -> None:
+        try:
+            data, stat = done.get_nowait()
+            if data == holder.encode():
+                log.info(
+                    "%s: giving back the lease of %s, whose acquire was unsettled",
+                    paths.fence,
+                    holder,
+                )
+                _end(client, paths, stat.version)
+        except Exception as exc:
+            log.debug("%s: lease of %s not reclaimed: %r", paths.fence, holder, exc)
+
+    try:
+        client.get_async(paths.fence).rawlink(read)
+    except Exception as exc:
+        log.debug("%s: lease of %s not reclaimed: %r", paths.fence, holder, exc)

@@ -1,0 +1,131 @@
+"""The public contract (``fencing.testing.contract``) against the ZooKeeper issuer, blocking
+and asyncio, on a real ZooKeeper server (Debian's package, started by the session).
+
+ZooKeeper leases live as long as their holder's session (``expires_while_held = False``);
+``end_session`` expires a fence's session the way ZooKeeper's own tests do: a second
+client joins the session with its id and password and closes it, so the servers end the
+session (and delete its ephemeral znodes) as after a timeout. Every fence gets a kazoo
+client (a session) of its own, as separate processes would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kazoo.client import KazooClient
+
+import fencing
+from fencing.testing.contract import (
+    AsyncFenceContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeFence,
+    OperationsContract,
+)
+from fencing.testing.servers import ZooKeeperServer
+from fencing.zookeeper import ZooKeeperFence
+from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
+
+#: Seconds: long enough that a busy test machine never loses a session by accident.
+SESSION_TIMEOUT = 10.0
+
+
+def expire_session(client: KazooClient) -> None:
+    """Make the servers end ``client``'s session now, as if it had timed out."""
+    hosts = ",".join(f"{host}:{port}" for host, port in client.hosts) + (client.chroot or "")
+    twin = KazooClient(hosts=hosts, client_id=client.client_id, timeout=SESSION_TIMEOUT)
+    twin.start(timeout=10)
+    twin.stop()
+    twin.close()
+
+
+@pytest.fixture
+def kazoo_clients(zookeeper_server: ZooKeeperServer) -> Iterator[list[KazooClient]]:
+    """Started kazoo clients, stopped at the end of the test; append to get one more."""
+    clients: list[KazooClient] = []
+    yield clients
+    for client in clients:
+        client.stop()
+        client.close()
+
+
+def new_client(server: ZooKeeperServer, clients: list[KazooClient]) -> KazooClient:
+    client = KazooClient(hosts=server.hosts, timeout=SESSION_TIMEOUT)
+    client.start(timeout=10)
+    clients.append(client)
+    return client
+
+
+class ZooKeeperTerms:
+    """What both contract classes declare for ZooKeeper."""
+
+    expires_while_held = False
+    #: A lease's life is its session's, so hold() may confirm it often: shorter checks.
+    renewal_ttl = 0.5
+
+    def end_session(self, fence: Any) -> None:
+        expire_session(fence.issuer.client)
+
+
+class TestZooKeeperFence(ZooKeeperTerms, FenceContract):
+    @pytest.fixture
+    def make_fence(
+        self, zookeeper_server: ZooKeeperServer, kazoo_clients: list[KazooClient]
+    ) -> MakeFence:
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return ZooKeeperFence(new_client(zookeeper_server, kazoo_clients), name, ttl)
+
+        return make
+
+
+class TestAsyncZooKeeperFence(ZooKeeperTerms, AsyncFenceContract):
+    @pytest.fixture
+    def make_fence(
+        self, zookeeper_server: ZooKeeperServer, kazoo_clients: list[KazooClient]
+    ) -> MakeAsyncFence:
+        def make(name: str, ttl: float) -> fencing.AsyncFence:
+            return AsyncZooKeeperFence(new_client(zookeeper_server, kazoo_clients), name, ttl)
+
+        return make
+
+
+# -- the session capability can fail ------------------------------------------------------
+
+
+class LeaseOutlivesSession(ZooKeeperTerms, FenceContract):
+    """A broken promise: the lease survives the end of its session (here ``end_session``
+    ends nothing). Short patience: the checks must fail, and fail fast."""
+
+    patience = 1.0
+
+    def end_session(self, fence: Any) -> None:
+        pass
+
+
+class NoSessionHook(FenceContract):
+    """Declares session-bound leases but gives the contract no way to end a session."""
+
+    expires_while_held = False
+
+
+def test_contract_fails_a_lease_that_outlives_its_session(
+    zookeeper_server: ZooKeeperServer, kazoo_clients: list[KazooClient]
+) -> None:
+    def make(name: str, ttl: float) -> fencing.Fence:
+        return ZooKeeperFence(new_client(zookeeper_server, kazoo_clients), name, ttl)
+
+    broken = LeaseOutlivesSession()
+    with pytest.raises(fencing.AcquireTimeout):
+        broken.test_crashed_holder_is_followed_by_a_higher_token(make)
+    with pytest.raises(fencing.AcquireTimeout):  # the next holder never gets in
+        broken.test_hold_surfaces_a_lost_lease(make)
+    with pytest.raises(NotImplementedError, match="must provide end_session"):
+        NoSessionHook().test_crashed_holder_is_followed_by_a_higher_token(make)
+
+
+class TestZooKeeperOperations(OperationsContract):
+    """``fencing status``/``list``/``release --force`` on ZooKeeper."""
+
+    make_fence = TestZooKeeperFence.make_fence
