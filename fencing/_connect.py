@@ -4,6 +4,7 @@
 URL                                                    backend
 =====================================================  ==============================
 ``redis://``, ``rediss://``, ``unix://``                Redis (``RedisFence``)
+``redis+cluster://host:port[,host:port...]``            Redis Cluster (``RedisFence``)
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
 *none*: ``$FENCING_URL``, else the embedded default    SQLite file, see ``default_url``
 =====================================================  ==============================
@@ -65,6 +66,9 @@ class Backend(Protocol):
 _BACKENDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(_REDIS_SCHEMES, ("fencing.redis._backend", "RedisBackend")),
     **dict.fromkeys(_SQL_SCHEMES, ("fencing.sql._backend", "SqlBackend")),
+    **dict.fromkeys(
+        ("redis+cluster", "rediss+cluster"), ("fencing.redis._backend", "RedisClusterBackend")
+    ),
 }
 
 
@@ -76,8 +80,9 @@ def connect(url: str | None = None) -> Backend:
             default_path().parent.mkdir(parents=True, exist_ok=True)
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, not {type(url).__name__}")
-    scheme = url.partition("://")[0].partition("+")[0].lower() if "://" in url else ""
-    found = _BACKENDS.get(scheme)
+    full = url.partition("://")[0].lower() if "://" in url else ""
+    scheme = full.partition("+")[0]  # postgresql+psycopg: the driver is SQLAlchemy's business
+    found = _BACKENDS.get(full) or _BACKENDS.get(scheme)
     if found is not None:
         if scheme == "postgres":  # the libpq spelling; SQLAlchemy wants postgresql
             url = "postgresql" + url[len("postgres") :]
@@ -85,5 +90,5 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "sqlite:///path or postgresql://"
+        "redis+cluster://, sqlite:///path or postgresql://"
     )

@@ -1,4 +1,5 @@
-"""Session-wide real servers: a ``redis-server`` and a PostgreSQL cluster on free ports.
+"""Session-wide real servers: a ``redis-server``, a Redis Cluster (3 masters, a replica
+each) and a PostgreSQL cluster on free ports.
 
 A test that needs a server fails (never skips) when the server cannot be started.
 Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
@@ -13,9 +14,11 @@ from typing import TypeVar
 
 import pytest
 import redis
+import redis.cluster
 from sqlalchemy import create_engine
 
 from fencing.sql import create_tables
+from fencing.testing.redis_cluster import RedisCluster
 from fencing.testing.servers import PostgresServer, RedisServer, ServerError
 
 T = TypeVar("T")
@@ -58,6 +61,23 @@ def redis_factory() -> Iterator[Callable[..., RedisServer]]:
     yield make
     for server in servers:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """One Redis Cluster for the session; a test that kills or freezes nodes heals it
+    (``RedisCluster.heal``) before it returns."""
+    cluster = _start(lambda: RedisCluster(masters=3, replicas=1).start())
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def cluster_client(redis_cluster: RedisCluster) -> Iterator[redis.cluster.RedisCluster]:
+    """A blocking client of the session's Redis Cluster."""
+    client = redis_cluster.client()
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="session")

@@ -31,10 +31,10 @@ from redis.exceptions import NoScriptError, RedisError
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
-from .._errors import issuer_error
 from .._fence import Fence
 from .._validate import check_ttl
 from ..issuer import Busy
+from ._errors import redis_error
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -58,20 +58,31 @@ SyncClient = Union[redis.Redis, "redis.cluster.RedisCluster"]
 AsyncClient = Union[redis.asyncio.Redis, "redis.asyncio.cluster.RedisCluster"]
 SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
 ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+SYNC_KINDS = "redis.Redis or redis.cluster.RedisCluster"
+ASYNC_KINDS = "redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster"
 
 
 def check_client(client: object, kinds: tuple[type, ...], wanted: str) -> None:
-    """A ``TypeError`` now, rather than a confusing failure at the first call."""
-    if not isinstance(client, kinds):
-        raise TypeError(f"client must be a {wanted} client, not {type(client).__name__}")
+    """A ``TypeError`` at construction, rather than a confusing failure at the first
+    call; a client of the other kind (blocking or asyncio) is told which class takes it."""
+    if isinstance(client, kinds):
+        return
+    kind = type(client)
+    message = f"client must be a {wanted} client, not {kind.__module__}.{kind.__qualname__}"
+    if isinstance(client, ASYNC_CLIENTS):
+        message += " (an asyncio client: use fencing.aio.RedisFence)"
+    elif isinstance(client, SYNC_CLIENTS):
+        message += " (a blocking client: use fencing.RedisFence)"
+    raise TypeError(message)
 
 
 def socket_timeout_of(client: Any) -> float | None:
     """The client's ``socket_timeout``: a BLPOP must not block longer than that."""
     kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
-    if kwargs is None:  # a cluster client keeps them elsewhere
-        kwargs = getattr(client, "nodes_manager", None)
-        kwargs = getattr(kwargs, "connection_kwargs", {})
+    if kwargs is None:  # a cluster client keeps them elsewhere (asyncio: on itself)
+        kwargs = getattr(client, "connection_kwargs", None)
+    if kwargs is None:
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", {})
     timeout = kwargs.get("socket_timeout")
     return None if timeout is None else float(timeout)
 
@@ -190,7 +201,7 @@ class RedisIssuer:
     def __init__(
         self, client: SyncClient, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE
     ) -> None:
-        check_client(client, SYNC_CLIENTS, "redis.Redis")
+        check_client(client, SYNC_CLIENTS, SYNC_KINDS)
         self.client = client
         self.steps = RedisSteps(counter_idle, socket_timeout_of(client))
 
@@ -202,7 +213,7 @@ class RedisIssuer:
         try:
             step.perform(self.client)
         except RedisError as exc:
-            raise issuer_error("redis", exc) from exc
+            raise redis_error("redis", exc) from exc
 
     def result_of(self, step: Eval[R]) -> R:
         self.perform(step)
@@ -236,7 +247,7 @@ class AsyncRedisIssuer:
     def __init__(
         self, client: AsyncClient, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE
     ) -> None:
-        check_client(client, ASYNC_CLIENTS, "redis.asyncio.Redis")
+        check_client(client, ASYNC_CLIENTS, ASYNC_KINDS)
         self.client = client
         self.steps = RedisSteps(counter_idle, socket_timeout_of(client))
 
@@ -248,7 +259,7 @@ class AsyncRedisIssuer:
         try:
             await step.aperform(self.client)
         except RedisError as exc:
-            raise issuer_error("redis", exc) from exc
+            raise redis_error("redis", exc) from exc
 
     async def result_of(self, step: Eval[R]) -> R:
         await self.perform(step)

@@ -5,7 +5,8 @@ Everything here is pure (no I/O) and shared by the sync and asyncio issuers and 
 same name use the same keys, exclude each other and share one token counter.
 
 Key layout of the fence ``<name>`` (one hash tag, so all keys of a fence live in one
-Redis Cluster slot)::
+Redis Cluster slot, the slot of ``<name>``; names with a ``}`` differ: see
+``key_prefix``)::
 
     fencing:{<name>}:lease         "<token>:<holder>" while held, with the lease's PX expiry;
                                    "+<token>:<holder>" while waiters are queued
@@ -35,7 +36,9 @@ Imports the core's millis, the errors and the issuer protocols only (no redis-py
 
 from __future__ import annotations
 
+import binascii
 import hashlib
+import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -63,6 +66,23 @@ class Script:
 
 #: Lua shared by the scripts that issue tokens or queue waiters.
 _LUA_HELPERS = """
+-- A command on a key other than KEYS[1] (every such key of a fence is in its slot).
+-- On Redis Cluster, while that slot migrates, the source master refuses a command on a
+-- key it does not hold ("non local key"); here() then returns false: the key counts as
+-- absent and a write to it is skipped. Every caller can do without: a missing counter
+-- gives way to the clock, a waiter left out of the queue or not woken finds the lease
+-- at its next attempt. Any other error is raised.
+local function here(...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    if string.find(reply.err, 'non local key', 1, true) then
+      return false
+    end
+    error(reply)
+  end
+  return reply
+end
+
 -- The next token of a fence, as digits: max(counter + 1, server clock in
 -- microseconds), so a lost or stale counter restarts above every earlier token unless
 -- the server clock stepped back further than the time that passed. Also returns the
@@ -70,27 +90,28 @@ _LUA_HELPERS = """
 local function next_token(counter)
   local now = redis.call('TIME')
   local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local last = tonumber(redis.call('GET', counter))
+  local last = tonumber(here('GET', counter))
   if last and last >= token then
     token = last + 1
   end
   return string.format('%d', token), math.floor(tonumber(now[1]) * 1000 + tonumber(now[2]) / 1000)
 end
 
--- SET key value, with PX ms unless ms is '0' (no expiry), and NX when nx is true.
+-- SET key value, with PX ms unless ms is '0' (no expiry), and NX when nx is true
+-- (through here(): the same for KEYS[1], which is always local).
 local function set(key, value, ms, nx)
   if ms == '0' then
-    if nx then return redis.call('SET', key, value, 'NX') end
-    return redis.call('SET', key, value)
+    if nx then return here('SET', key, value, 'NX') end
+    return here('SET', key, value)
   end
-  if nx then return redis.call('SET', key, value, 'NX', 'PX', ms) end
-  return redis.call('SET', key, value, 'PX', ms)
+  if nx then return here('SET', key, value, 'NX', 'PX', ms) end
+  return here('SET', key, value, 'PX', ms)
 end
 
 -- Take holder out of the queue of the fence whose keys start with prefix.
 local function leave(prefix, holder)
-  if redis.call('HDEL', prefix .. 'waiting', holder) == 1 then
-    redis.call('LREM', prefix .. 'queue', 1, holder)
+  if here('HDEL', prefix .. 'waiting', holder) == 1 then
+    here('LREM', prefix .. 'queue', 1, holder)
   end
 end
 """
@@ -123,7 +144,7 @@ if set(KEYS[1], digits .. ':' .. holder, ARGV[2], true) then
   set(counter, digits, ARGV[3], false)
   if ARGV[5] then  -- a waiter that took an expired lease: serve the others at release
     leave(prefix, holder)
-    if redis.call('EXISTS', prefix .. 'queue') == 1 then
+    if here('EXISTS', prefix .. 'queue') == 1 then
       redis.call('SET', KEYS[1], '+' .. digits .. ':' .. holder, 'KEEPTTL')
     end
   end
@@ -134,7 +155,7 @@ local queue = prefix .. 'queue'
 if ARGV[5] then
   local token, owner = string.match(held, '^%+?(%d+):(.*)$')
   if owner == holder then  -- a release handed it over; the wake-up was not heard
-    redis.call('DEL', prefix .. 'wake:' .. holder)
+    here('DEL', prefix .. 'wake:' .. holder)
     return tonumber(token)
   end
 end
@@ -146,15 +167,16 @@ else
   local ms = tonumber(ARGV[4])
   local place = string.format('%d', now + ms) .. ':' .. ARGV[2] .. ':' .. ARGV[3]
   local waiting = prefix .. 'waiting'
-  if redis.call('HSET', waiting, holder, place) == 1 then
-    redis.call('RPUSH', queue, holder)
+  local added = here('HSET', waiting, holder, place)
+  if added == 1 then
+    here('RPUSH', queue, holder)
   end
-  if string.sub(held, 1, 1) ~= '+' then  -- mark the lease: its release serves the queue
+  if added and string.sub(held, 1, 1) ~= '+' then  -- mark the lease: its release serves the queue
     redis.call('SET', KEYS[1], '+' .. held, 'KEEPTTL')
   end
-  if redis.call('PTTL', queue) < ms then
-    redis.call('PEXPIRE', queue, ms)
-    redis.call('PEXPIRE', waiting, ms)
+  if added and (here('PTTL', queue) or -2) < ms then
+    here('PEXPIRE', queue, ms)
+    here('PEXPIRE', waiting, ms)
   end
 end
 return {redis.call('PTTL', KEYS[1])}
@@ -211,27 +233,28 @@ if held ~= '+' .. ARGV[1] then
 end
 local prefix = string.sub(KEYS[1], 1, -6)
 local queue, waiting, counter = prefix .. 'queue', prefix .. 'waiting', prefix .. 'counter'
-local waiter = redis.call('LPOP', queue)
+local waiter = here('LPOP', queue)
 while waiter do
-  local place = redis.call('HGET', waiting, waiter)
-  redis.call('HDEL', waiting, waiter)
+  local place = here('HGET', waiting, waiter)
+  here('HDEL', waiting, waiter)
   if place then
     local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
     local digits, now = next_token(counter)
     if tonumber(deadline) > now then
       local value = digits .. ':' .. waiter
-      if redis.call('EXISTS', queue) == 1 then
+      if here('EXISTS', queue) == 1 then
         value = '+' .. value
       end
       set(KEYS[1], value, ttl, false)
       set(counter, digits, idle, false)
       local wake = prefix .. 'wake:' .. waiter
-      redis.call('RPUSH', wake, digits)
-      redis.call('PEXPIRE', wake, tonumber(deadline) - now)
+      if here('RPUSH', wake, digits) then
+        here('PEXPIRE', wake, tonumber(deadline) - now)
+      end
       return 1
     end
   end
-  waiter = redis.call('LPOP', queue)
+  waiter = here('LPOP', queue)
 end
 redis.call('DEL', KEYS[1])
 return 1
@@ -243,9 +266,52 @@ return 1
 # -- keys and arguments ------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1024)
 def key_prefix(name: str) -> str:
-    """``fencing:{<name>}:``: every key of the fence ``name`` starts with it."""
-    return f"fencing:{{{name}}}:"
+    """What every key of the fence ``name`` starts with: its hash tag puts them all in the
+    Redis Cluster slot of ``name`` itself (``slot(key_prefix(name) + anything) ==
+    slot(name)``), so a script touches one slot, and a key named ``name`` (a lock's own
+    key) sits beside them.
+
+    - a name without ``}``: ``fencing:{<name>}:`` (the tag is the whole name, as in 0.1);
+    - a name with a hash tag of its own (``orders{eu}:7``): ``fencing:{eu}:orders{eu}:7:``,
+      the user's tag, so users co-locate fences on purpose;
+    - any other name with a ``}`` (``a}b``, ``x{}y``): ``fencing:{<t>}:<name>:``, where
+      ``t`` is the first hexadecimal number in the name's slot (see ``_slot_twin``).
+
+    Distinct names never share a prefix: one ``}`` in the first form, at least two in
+    the others, where the tag is followed by the name itself.
+    """
+    if "}" not in name:
+        return f"fencing:{{{name}}}:"
+    tag = hash_tag(name)
+    return f"fencing:{{{_slot_twin(name) if tag is None else tag}}}:{name}:"
+
+
+def hash_tag(key: str) -> str | None:
+    """The hash tag of ``key`` by Redis Cluster's rule: what lies between the first ``{``
+    and the first ``}`` after it, if that is not empty; else ``None`` (the whole key is
+    hashed). ``{`` and ``}`` are ASCII, so the rule reads the same on str and UTF-8."""
+    start = key.find("{")
+    if start < 0:
+        return None
+    end = key.find("}", start + 1)
+    return None if end <= start + 1 else key[start + 1 : end]
+
+
+def key_slot(key: str) -> int:
+    """The Redis Cluster slot of ``key`` (sent as UTF-8): CRC16 of its hash tag (or of
+    the whole key) modulo 16384; ``binascii.crc_hqx`` is that CRC16 (XMODEM)."""
+    tag = hash_tag(key)
+    return binascii.crc_hqx((key if tag is None else tag).encode(), 0) % 16384
+
+
+def _slot_twin(name: str) -> str:
+    """The first hexadecimal number (``0``, ``1``, ... ``a``, ...) whose slot is the slot of
+    ``name``: a hash tag for names that cannot be their own. Every slot has one below
+    ``0x4cd71`` (checked by the tests), 16384 tries on average."""
+    slot = key_slot(name)
+    return next(t for t in map("{:x}".format, itertools.count()) if key_slot(t) == slot)
 
 
 def lease_key(name: str) -> str:

@@ -108,6 +108,7 @@ class RedisServer(_Server):
 
     ``persistent=True`` turns on the append-only file (fsync always), so a restart keeps
     the data; by default nothing is kept, like a cache that loses its counters.
+    Subclasses add their own options with ``extra_args`` (a cluster node, a replica).
     """
 
     def __init__(self, *, persistent: bool = False, binary: str = "redis-server") -> None:
@@ -132,10 +133,15 @@ class RedisServer(_Server):
             "--appendonly", "yes" if self.persistent else "no",
             "--appendfsync", "always",
             "--logfile", str(self.dir / "redis.log"),
+            *self.extra_args(),
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _wait_for_port(self.port, self.process, "redis-server", 10.0)
         return self
+
+    def extra_args(self) -> list[str]:
+        """More ``redis-server`` options, after the ones every server gets."""
+        return []
 
     def freeze(self) -> None:
         """SIGSTOP the server: it keeps its sockets but answers nothing."""
