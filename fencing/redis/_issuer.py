@@ -19,7 +19,7 @@ Imports the core (fences, errors, validation), the scripts module and redis-py.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Generic, TypeVar, Union
 
@@ -250,6 +250,13 @@ class AsyncRedisIssuer:
         check_client(client, ASYNC_CLIENTS, ASYNC_KINDS)
         self.client = client
         self.steps = RedisSteps(counter_idle, socket_timeout_of(client))
+        # redis-py 8.1's asyncio cluster client, used by several tasks at once while it
+        # (re)discovers the cluster from inside a command, drops connections in use
+        # ("'NoneType' object has no attribute 'writelines'"); its own initialize(),
+        # awaited first, does the discovery under a lock (and costs nothing once done).
+        self._ready: Callable[[], Awaitable[object]] | None = (
+            client.initialize if isinstance(client, redis.asyncio.cluster.RedisCluster) else None
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
@@ -257,6 +264,8 @@ class AsyncRedisIssuer:
     async def perform(self, step: Eval[Any] | Pop) -> None:
         """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
         try:
+            if self._ready is not None:
+                await self._ready()
             await step.aperform(self.client)
         except RedisError as exc:
             raise redis_error("redis", exc) from exc
