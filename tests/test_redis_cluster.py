@@ -139,7 +139,7 @@ def test_fences_spread_over_the_masters(
         assert master.call("EXISTS", fence_keys(fence.name).lease) == 1
         holders.add(master.port)
     assert holders == {master.port for master in redis_cluster.masters()}
-    for fence, token in zip(fences, tokens):
+    for fence, token in zip(fences, tokens, strict=True):
         fence.release(token)
 
 
@@ -151,7 +151,7 @@ def test_a_users_tag_colocates_fences(
     tokens = [fence.acquire() for fence in fences]
     master = redis_cluster.master_for(tag)
     assert all(master.call("EXISTS", fence_keys(f.name).lease) == 1 for f in fences)
-    for fence, token in zip(fences, tokens):
+    for fence, token in zip(fences, tokens, strict=True):
         fence.release(token)
 
 
@@ -294,7 +294,7 @@ def test_clients_of_the_other_kind_are_refused_at_construction(
         fencing.aio.RedisFence(cluster_client, "x")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="RedisCluster"):
         RedisMark(async_cluster, "k")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="redis.cluster.RedisCluster"):
+    with pytest.raises(TypeError, match=r"redis\.cluster\.RedisCluster"):
         RedisFence(redis_cluster.url, "x")  # type: ignore[arg-type]
 
 
