@@ -120,7 +120,7 @@ def test_scripts_touch_one_slot_for_awkward_names(
         token = holder.acquire()
         with pytest.raises(fencing.AcquireTimeout):
             waiter.acquire(timeout=0.05)  # queued, then left the queue
-        assert holder.renew(token) is None
+        holder.renew(token)  # LeaseLost if its script missed the lease
         holder.release(token)
         handed = waiter.acquire(timeout=0)
         assert handed > token
