@@ -284,12 +284,17 @@ class RedisCluster:
             node.start()
 
     def heal(self) -> None:
-        """Revive every dead node, thaw every node, and wait until the cluster is whole."""
+        """Revive every dead node, thaw every node, end half-done slot migrations (the
+        slot stays where it is served), and wait until the cluster is whole."""
         for node in self.nodes:
             if node.running:
                 node.thaw()
             else:
                 self.revive(node)
+        _wait_until(lambda: bool(self.slot_owners()), "a live node to answer")
+        for node in self.masters():
+            for slot in _slots_in_migration(node.call("CLUSTER", "NODES")):
+                node.call("CLUSTER", "SETSLOT", slot, "STABLE")
         self.wait_ready()
 
     def flushall(self) -> None:
@@ -330,6 +335,13 @@ class RedisCluster:
         ]
         caught_up = [r for r in replicas if r["state"] == "online" and r["offset"] == offset]
         return len(caught_up) >= self.replicas_wanted
+
+
+def _slots_in_migration(nodes: str) -> list[int]:
+    """The slots this node is migrating or importing: ``[slot->-id]`` / ``[slot-<-id]`` on
+    its own (``myself``) line of ``CLUSTER NODES``."""
+    mine = next(line for line in nodes.splitlines() if "myself" in line.split()[2])
+    return [int(part[1:].split("-", 1)[0]) for part in mine.split() if part.startswith("[")]
 
 
 def _wait_until(check: Callable[[], bool], what: str, timeout: float = READY_TIMEOUT) -> None:
