@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis.cluster
@@ -111,7 +111,7 @@ def test_a_slot_migrates_while_its_lease_is_held(
     waiter.start()
     _until_queued(source, name)
 
-    steps = {
+    steps: dict[str, Callable[[], object]] = {
         "migrating": lambda: cluster.begin_migration(slot, target),
         "moved": lambda: cluster.move_keys(slot, target),
         "done": lambda: cluster.end_migration(slot, target),
