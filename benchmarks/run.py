@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import acquire
+import cluster
 import guards
 import handoff
 import report
@@ -38,6 +39,7 @@ FAMILIES = {
     "handoff": handoff.run,
     "guards": guards.run,
     "throughput": throughput.run,
+    "cluster": cluster.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
