@@ -1,8 +1,8 @@
 """Family ``cluster``: fences on one Redis node against a Redis Cluster of 3 masters.
 
-The family starts its own cluster (``fencing.testing.redis_cluster``: 3 masters with a
-replica each, on loopback, inheriting the run's CPU pinning) beside the run's
-redis-server, and measures:
+The family starts its own cluster (``fencing.testing.redis_cluster``: 3 masters and no
+replicas, like the run's lone redis-server, on loopback, inheriting the run's CPU
+pinning) beside the run's redis-server, and measures:
 
 - throughput: acquire+release cycles/s with 1, 4 and 16 clients (threads), each client
   cycling over its own 64 fence names, so the names spread over the 3 masters and
@@ -10,6 +10,10 @@ redis-server, and measures:
   extra column is its cycles/s over theirs. Pinned to one CPU, all servers share that
   CPU with the clients: the ratio then shows what the cluster costs a client (slot
   lookup, a connection per master), not the capacity 3 masters add on 3 machines.
+- one client, one name: ``GET``, ``RedisFence``'s two scripts by bare ``EVALSHA`` and a
+  ``RedisFence`` acquire+release, through ``redis.Redis`` to the node serving the name
+  and through ``RedisCluster``: what the cluster client adds per call (slot lookup,
+  routing), apart from fencing's own code.
 - hand-off: from the holder's release to a waiter in another process holding
   (``handoff``'s protocol and holder side), on one node and on the cluster, for the
   direct hand-off floor and ``RedisFence``. The family floor is the 1-node floor; the
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any, cast
 
@@ -35,7 +40,7 @@ import locks
 import throughput
 from fencing import RedisFence
 from fencing.testing.redis_cluster import RedisCluster
-from harness import Context, Stats, Table, Variant, now_ns, run_rounds
+from harness import Context, Stats, Table, Variant, now_ns, run_rounds, timed
 
 #: How many fence names each throughput client cycles over.
 NAMES = 64
@@ -48,13 +53,18 @@ Clients = redis.Redis | redis.cluster.RedisCluster
 
 
 def run(ctx: Context) -> list[Table]:
-    with RedisCluster(masters=3, replicas=1) as cluster:
+    with RedisCluster(masters=3, replicas=0) as cluster:
         clients: dict[str, Clients] = {
             ONE_NODE: redis.Redis.from_url(ctx.redis_url),
             THREE_MASTERS: cluster.client(),
         }
         try:
-            return [_throughput(ctx, clients), _handoff(ctx, clients, cluster.url)]
+            direct = redis.Redis(port=cluster.master_for(CALLS_NAME).port)
+            try:
+                calls = _calls(ctx, {ONE_NODE: direct, THREE_MASTERS: clients[THREE_MASTERS]})
+            finally:
+                direct.close()
+            return [calls, _throughput(ctx, clients), _handoff(ctx, clients, cluster.url)]
         finally:
             for client in clients.values():
                 client.close()
@@ -78,6 +88,38 @@ def _many_names(client: Any, name: str) -> locks.Holder:
         fence.release(token)
 
     return locks.Holder(acquire, release)
+
+
+CALLS_NAME = "{calls}"  # the kinds prefix it ("rf:{calls}"): the tag keeps one slot
+CALL_KINDS = ("GET", locks.RAW_SCRIPTS, locks.REDIS_FENCE)
+
+
+def _calls(ctx: Context, clients: dict[str, Clients]) -> Table:
+    """Sequential calls on one name, straight to its master and through the cluster client."""
+    variants = []
+    for kind in CALL_KINDS:
+        for topology in TOPOLOGIES:
+            client = clients[topology]
+            if kind == "GET":
+                op = partial(client.get, CALLS_NAME)
+                batch = timed(op)
+            else:
+                holder = locks.KINDS[kind].make(client, CALLS_NAME)
+                batch = timed(lambda h=holder: (h.acquire(), h.release()))
+            variants.append(Variant(_row(kind, topology), batch))
+    stats = run_rounds(variants, rounds=ctx.scale(4, 20), per_round=ctx.scale(50, 100), warmup=20)
+    floors = {_row(k, THREE_MASTERS): _row(k, ONE_NODE) for k in CALL_KINDS}
+    return Table(
+        "cluster-calls",
+        "cluster: one client, one name: the node serving it (redis.Redis) vs RedisCluster",
+        [stats[v.name] for v in variants],
+        floor=None,
+        floor_of=floors,
+        notes=[
+            "1 node: a redis.Redis on the master serving the name; 3 masters: a RedisCluster."
+            " x floor: the RedisCluster row over the redis.Redis row of the same call",
+        ],
+    )
 
 
 def _throughput(ctx: Context, clients: dict[str, Clients]) -> Table:
