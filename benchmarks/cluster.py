@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing
+from collections.abc import Callable
 from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any, cast
@@ -101,11 +102,9 @@ def _calls(ctx: Context, clients: dict[str, Clients]) -> Table:
         for topology in TOPOLOGIES:
             client = clients[topology]
             if kind == "GET":
-                op = partial(client.get, CALLS_NAME)
-                batch = timed(op)
+                batch = timed(partial(client.get, CALLS_NAME))
             else:
-                holder = locks.KINDS[kind].make(client, CALLS_NAME)
-                batch = timed(lambda h=holder: (h.acquire(), h.release()))
+                batch = timed(_cycle(locks.KINDS[kind].make(client, CALLS_NAME)))
             variants.append(Variant(_row(kind, topology), batch))
     stats = run_rounds(variants, rounds=ctx.scale(4, 20), per_round=ctx.scale(50, 100), warmup=20)
     floors = {_row(k, THREE_MASTERS): _row(k, ONE_NODE) for k in CALL_KINDS}
@@ -120,6 +119,14 @@ def _calls(ctx: Context, clients: dict[str, Clients]) -> Table:
             " x floor: the RedisCluster row over the redis.Redis row of the same call",
         ],
     )
+
+
+def _cycle(holder: locks.Holder) -> Callable[[], None]:
+    def cycle() -> None:
+        holder.acquire()
+        holder.release()
+
+    return cycle
 
 
 def _throughput(ctx: Context, clients: dict[str, Clients]) -> Table:
