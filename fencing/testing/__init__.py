@@ -12,6 +12,9 @@
   provide a fixture (see docs/issuers.md). Needs pytest.
 - ``servers``: throwaway ``redis-server`` and PostgreSQL instances on free loopback
   ports.
+- ``redis_cluster``: a real Redis Cluster (``RedisCluster``: 3 masters with a replica
+  each) on free loopback ports, and the faults a test needs: freeze, kill, cut
+  replication, promote a replica, migrate a slot, heal. Needs redis-py.
 
 Imports the public package only; import the submodules you need.
 """
