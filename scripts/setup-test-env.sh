@@ -13,6 +13,7 @@ missing=()
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || missing+=(python3-venv python3-pip)
 if [ "$mode" = test ]; then
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)  # redis-cli --cluster create
     compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
     command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
 fi
