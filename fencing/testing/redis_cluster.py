@@ -94,7 +94,7 @@ class RedisClusterNode(RedisServer):
         return parsed
 
     def kill(self) -> None:
-        """SIGKILL the node (resuming it first if frozen): no shutdown, nothing saved."""
+        """SIGKILL the node (a frozen one too): no shutdown, nothing saved."""
         if self.process is None:
             return
         self.process.send_signal(signal.SIGKILL)
@@ -121,10 +121,6 @@ class RedisCluster:
     def url(self) -> str:
         """``redis+cluster://host:port,host:port,...`` of every node, for ``fencing.connect``."""
         return "redis+cluster://" + ",".join(node.address for node in self.nodes)
-
-    @property
-    def startup_nodes(self) -> list[tuple[str, int]]:
-        return [("127.0.0.1", node.port) for node in self.nodes]
 
     def client(self, **options: Any) -> redis.cluster.RedisCluster:
         """A blocking cluster client (it finds every node from a live one)."""
