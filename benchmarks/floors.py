@@ -9,7 +9,8 @@ Every Redis variant is compared with one of these, measured in the same run:
 - ``DirectHandoff``: the hand-off floor. A waiter that finds the lease busy ``RPUSH``es its
   id to the fence's queue and ``BLPOP``s its own key; release pops the first queued waiter,
   gives it the lease and a token in the same script and pushes the token to the waiter's
-  key, so the waiter holds on wake-up without another round trip.
+  key, so the waiter holds on wake-up without another round trip. ``AsyncDirectHandoff``
+  is the same on ``redis.asyncio``.
 
 No retries, no validation, no error mapping: a floor, not a product.
 Imports redis-py only.
@@ -170,3 +171,34 @@ class DirectHandoff:
     def cycle(self) -> None:
         self.acquire()
         self.release()
+
+
+class AsyncDirectHandoff:
+    """``DirectHandoff`` on ``redis.asyncio`` (same scripts, loaded on first use)."""
+
+    def __init__(self, client: redis.asyncio.Redis, name: str, ttl_ms: int = 10_000) -> None:
+        self.client, self.ttl_ms = client, ttl_ms
+        base = f"afloor-handoff:{{{name}}}"
+        self.keys = (f"{base}:lease", f"{base}:counter", f"{base}:queue")
+        self.wake_prefix = f"{base}:wake:"
+        self.holder = uuid.uuid4().hex
+        self.acquire_sha = self.release_sha = ""
+
+    async def acquire(self, timeout: float = 10.0) -> int:
+        if not self.acquire_sha:
+            self.acquire_sha = await self.client.script_load(HANDOFF_ACQUIRE)
+            self.release_sha = await self.client.script_load(HANDOFF_RELEASE)
+        token: Any = await self.client.evalsha(
+            self.acquire_sha, 3, *self.keys, self.holder, self.ttl_ms
+        )
+        if token:
+            return int(token)
+        reply = await self.client.blpop([self.wake_prefix + self.holder], timeout)
+        if reply is None:
+            raise TimeoutError("direct hand-off: no wake-up")
+        return int(reply[1])
+
+    async def release(self) -> None:
+        await self.client.evalsha(
+            self.release_sha, 3, *self.keys, self.holder, self.ttl_ms, self.wake_prefix
+        )

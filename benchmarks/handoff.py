@@ -6,7 +6,9 @@ the waiter says it is about to, and blocks; the holder keeps the lease a little 
 peers are caught at a random phase of their sleep), notes the time and releases; the
 waiter notes the time it holds. Both clocks are CLOCK_MONOTONIC, shared by processes.
 The floor is ``DirectHandoff`` (release hands the lease to the first queued waiter,
-whose BLPOP returns its token).
+whose BLPOP returns its token); asyncio variants are compared with the same floor on
+``redis.asyncio`` (``AsyncDirectHandoff``), and both of their times are noted inside the
+event loop, as a sync variant's are next to its calls.
 
 Imports redis-py, the harness and the lock registry (the waiter process too).
 """
@@ -34,6 +36,7 @@ ORDER = [
     "redis-py Lock",
     "python-redis-lock",
     "pottery Redlock (1 master)",
+    locks.FLOOR_HANDOFF_ASYNC,
     locks.ASYNC_FENCE,
 ]
 MIN_HOLD = 0.005  # time for the waiter to reach its blocking wait before the release
@@ -72,6 +75,7 @@ def run(ctx: Context) -> list[Table]:
         [stats[v.name] for v in variants],
         floor=locks.FLOOR_HANDOFF,
         notes=notes,
+        floor_of={locks.ASYNC_FENCE: locks.FLOOR_HANDOFF_ASYNC},
     )
     return [table]
 
@@ -88,15 +92,25 @@ def _batch(
     if kind.is_async:
         ah = kind.make(aclient, fence)
 
+        async def timed_release() -> int:
+            start = now_ns()  # inside the loop: the event loop's own start-up is not timed
+            await ah.release()
+            return start
+
         def acquire() -> None:
             loop.run_until_complete(ah.acquire())
 
-        def release() -> None:
-            loop.run_until_complete(ah.release())
+        def release() -> int:
+            return loop.run_until_complete(timed_release())
 
     else:
         h = kind.make(client, fence)
-        acquire, release = h.acquire, h.release
+        acquire = h.acquire
+
+        def release() -> int:
+            start = now_ns()
+            h.release()
+            return start
 
     def batch(n: int) -> list[int]:
         if ctx.quick and kind.poll:
@@ -107,8 +121,7 @@ def _batch(
             waiter.send(("go", kind.name, fence))
             _receive(waiter, kind.name)  # the waiter is about to block
             time.sleep(MIN_HOLD + random.uniform(0, kind.poll))
-            start = now_ns()
-            release()
+            start = release()
             held_at = _receive(waiter, kind.name)
             out.append(held_at - start)
         return out
@@ -121,6 +134,12 @@ def _receive(waiter: Connection, kind: str, timeout: float = 30.0) -> Any:
     if not waiter.poll(timeout):
         raise TimeoutError(f"{kind}: the waiter process did not answer within {timeout} s")
     return waiter.recv()
+
+
+async def _held_at(holder: Any) -> int:
+    """Acquire, and note the time inside the event loop, as soon as the lease is held."""
+    await holder.acquire()
+    return now_ns()
 
 
 def waiter_main(conn: Connection, redis_url: str) -> None:
@@ -140,8 +159,7 @@ def waiter_main(conn: Connection, redis_url: str) -> None:
             holder = holders[name] = kind.make(aclient if kind.is_async else client, fence)
         conn.send("ready")
         if kind.is_async:
-            loop.run_until_complete(holder.acquire())
-            held_at = now_ns()
+            held_at = loop.run_until_complete(_held_at(holder))
             loop.run_until_complete(holder.release())
         else:
             holder.acquire()

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 import redis.asyncio
 
-from floors import AsyncFencedFloor, DirectHandoff, FencedFloor, LockFloor
+from floors import AsyncDirectHandoff, AsyncFencedFloor, DirectHandoff, FencedFloor, LockFloor
 
 TTL = 10.0  # seconds; long enough that no lease expires during a measurement
 
@@ -153,7 +153,13 @@ def _async_floor(client: redis.asyncio.Redis, name: str) -> AsyncHolder:
     return AsyncHolder(floor.acquire, floor.release)
 
 
+def _async_floor_handoff(client: redis.asyncio.Redis, name: str) -> AsyncHolder:
+    floor = AsyncDirectHandoff(client, name, int(TTL * 1000))
+    return AsyncHolder(floor.acquire, floor.release)
+
+
 FLOOR_HANDOFF = "floor: direct hand-off (Lua + BLPOP)"
+FLOOR_HANDOFF_ASYNC = "floor: direct hand-off, asyncio"
 FLOOR_FENCED = "floor: fenced script (2x EVALSHA)"
 FLOOR_LOCK = "floor: SET NX PX + EVALSHA del"
 FLOOR_ASYNC = "floor: fenced script, asyncio"
@@ -183,6 +189,7 @@ KINDS: dict[str, LockKind] = {
             "pottery Redlock (1 master)", _pottery, poll=0.2, note="sleeps U(0, 0.2 s) per retry"
         ),
         LockKind(FLOOR_ASYNC, _async_floor, is_async=True, blocking=False),
+        LockKind(FLOOR_HANDOFF_ASYNC, _async_floor_handoff, is_async=True),
         LockKind(ASYNC_FENCE, _async_redis_fence, is_async=True),
     ]
 }

@@ -70,6 +70,14 @@ def targets(tables: list[Table]) -> list[dict[str, Any]]:
             short = name.split(" ")[0]
             out.append(_verdict(f"hand-off: {short} p50 / direct floor p50", r50, 1.5, False))
             out.append(_verdict(f"hand-off: {short} p99 / direct floor p99", r99, 3.0, False))
+    async_handoff = _row(tables, "handoff", "fencing.aio.RedisFence (asyncio)")
+    if async_handoff is not None:  # issue 10: against the same floor on redis.asyncio
+        r50, _ = async_handoff[0].ratios(async_handoff[1])
+        out.append(
+            _verdict(
+                "hand-off: fencing.aio.RedisFence p50 / asyncio direct floor p50", r50, 1.2, False
+            )
+        )
     for table in tables:
         if table.family.startswith("guards-sql"):
             dialect = table.family.rsplit("-", 1)[1]

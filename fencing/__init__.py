@@ -33,7 +33,7 @@ from ._errors import (
 from ._fence import Fence, Hold
 from ._file_store import FileStore
 from ._guard import Guarded, guard
-from ._marks import FileMark, MemoryMark
+from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
 from ._token import FenceToken
 from .issuer import AsyncIssuer, Busy, Issuer
@@ -84,6 +84,7 @@ __all__ = [
     "Hold",
     "Issuer",
     "LeaseLost",
+    "Mark",
     "MemoryFence",
     "MemoryIssuer",
     "MemoryMark",

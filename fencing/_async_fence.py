@@ -108,5 +108,5 @@ class AsyncHold(HoldBase):
         if self._task is not None:
             self._stop.set()
             await self._task
-        state.finish()
-        await self._fence.release(state.token)
+        with state.finishing():
+            await self._fence.release(state.token)

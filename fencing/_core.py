@@ -10,12 +10,13 @@ Imports the errors, token, validation, log and protocol modules.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from ._errors import FenceUnavailable, LeaseLost
@@ -257,10 +258,18 @@ class HoldState:
     def lose(self) -> None:
         self._lost.set()
 
-    def finish(self) -> None:
-        """Raise ``LeaseLost`` if renewal lost the lease during the hold."""
+    @contextlib.contextmanager
+    def finishing(self) -> Iterator[None]:
+        """Around the release that ends the hold: ``LeaseLost`` if renewal lost the lease
+        during the hold, and a release that finds it gone (a hold without auto-renewal
+        that outlived its ttl) marks the hold lost too."""
         if self._lost.is_set():
             raise LeaseLost(self._fence.name, self.token, "lease was lost during hold()")
+        try:
+            yield
+        except LeaseLost:
+            self._lost.set()
+            raise
 
     def renewal_crashed(self) -> None:
         """A renewal died of an unexpected error: the holder must not believe it holds."""

@@ -106,5 +106,5 @@ class Hold(HoldBase):
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
-        state.finish()
-        self._fence.release(state.token)
+        with state.finishing():
+            self._fence.release(state.token)

@@ -6,11 +6,13 @@ holder, hold, bad input, racing threads) are checked there, blocking and asyncio
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 import fencing
+import fencing.aio
 from fencing import MemoryIssuer
 
 
@@ -23,3 +25,24 @@ def test_hold_notices_a_lease_lost_under_it() -> None:
         fence.release(token)  # the lease disappears under the holder
         time.sleep(0.1)
         assert hold.lost
+
+
+def test_hold_without_renewal_that_outlives_its_ttl_is_marked_lost() -> None:
+    """``hold(auto_renew=False)`` past its ttl: leaving raises ``LeaseLost`` (the release
+    finds the lease gone) and the hold says so, as a hold whose renewal failed does."""
+    fence = fencing.MemoryFence("m:6", ttl=0.05, issuer=MemoryIssuer())
+    hold = fence.hold(auto_renew=False)
+    with pytest.raises(fencing.LeaseLost), hold:
+        time.sleep(0.1)
+        assert not hold.lost  # nothing renews, so nothing has looked yet
+    assert hold.lost
+
+
+async def test_async_hold_without_renewal_that_outlives_its_ttl_is_marked_lost() -> None:
+    """The asyncio twin of the test above."""
+    fence = fencing.aio.MemoryFence("m:7", ttl=0.05, issuer=MemoryIssuer())
+    hold = fence.hold(auto_renew=False)
+    with pytest.raises(fencing.LeaseLost):
+        async with hold:
+            await asyncio.sleep(0.1)
+    assert hold.lost

@@ -119,8 +119,8 @@ def test_renewal_presumes_loss_when_the_issuer_stays_unavailable() -> None:
     assert sleeps[:3] == pytest.approx([0.03, 0.03, 0.03])  # every ttl/3 while it works
     assert sleeps[3] == pytest.approx(0.015)  # retried sooner once it failed
     assert sum(sleeps[2:]) == pytest.approx(0.09)  # lost a ttl after the last renewal
-    with pytest.raises(fencing.LeaseLost):
-        hold.finish()
+    with pytest.raises(fencing.LeaseLost), hold.finishing():
+        pytest.fail("a hold whose lease was lost must not reach its release")
 
 
 def test_one_hold_never_clears_another_holds_lost_flag() -> None:

@@ -16,7 +16,7 @@ from .._errors import FenceUnavailable, issuer_error
 _REDIRECTIONS = (redis.exceptions.MovedError, redis.exceptions.AskError)
 
 
-def redis_error(what: str, exc: redis.exceptions.RedisError) -> FenceUnavailable:
+def redis_error(what: str, exc: Exception) -> FenceUnavailable:
     """The ``FenceUnavailable`` for ``exc`` (raise it ``from exc``); a redirection says
     that the server is a Redis Cluster node and which client to use instead."""
     error = issuer_error(what, exc)

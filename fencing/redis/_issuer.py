@@ -1,4 +1,4 @@
-"""The Redis issuer, written once as flows (``RedisFlows``) and driven blocking
+"""The Redis issuer, written once as steps (``RedisSteps``) and driven blocking
 (``RedisIssuer``) or asyncio (``AsyncRedisIssuer``).
 
 Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent only
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union
 
 import redis
 import redis.asyncio
@@ -54,6 +54,7 @@ from ._scripts import (
 )
 
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 SyncClient = Union[redis.Redis, "redis.cluster.RedisCluster"]
 AsyncClient = Union[redis.asyncio.Redis, "redis.asyncio.cluster.RedisCluster"]
 SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
@@ -88,6 +89,17 @@ def socket_timeout_of(client: Any) -> float | None:
 
 
 # -- steps: the only I/O of the Redis issuer ---------------------------------------------------
+
+
+class ClientStep(Protocol[R_co]):
+    """One round trip to Redis that keeps its parsed reply in ``result`` (``Eval``, ``Pop``)."""
+
+    @property
+    def result(self) -> R_co: ...
+
+    def perform(self, client: SyncClient) -> None: ...
+
+    async def aperform(self, client: AsyncClient) -> None: ...
 
 
 class Eval(Generic[R]):
@@ -171,7 +183,7 @@ class RedisSteps:
         return Eval(RENEW, renew_args(name, value, ms, add=add), partial(parse_flag, script=what))
 
     def release(self, name: str, token: int, holder: str) -> Eval[bool]:
-        return self.release_value(name, lease_value(token, holder))
+        return Eval(RELEASE, release_args(name, lease_value(token, holder)), _parse_release)
 
     def release_value(self, name: str, value: bytes) -> Eval[bool]:
         """End the lease holding ``value`` (hand it to a queued waiter, if any)."""
@@ -208,15 +220,15 @@ class RedisIssuer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
 
-    def perform(self, step: Eval[Any] | Pop) -> None:
+    #: The driver errors that ``result_of`` turns into ``FenceUnavailable``.
+    wrapped: ClassVar[tuple[type[Exception], ...]] = (RedisError,)
+
+    def result_of(self, step: ClientStep[R]) -> R:
         """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
         try:
             step.perform(self.client)
-        except RedisError as exc:
+        except self.wrapped as exc:
             raise redis_error("redis", exc) from exc
-
-    def result_of(self, step: Eval[R]) -> R:
-        self.perform(step)
         return step.result
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
@@ -235,10 +247,7 @@ class RedisIssuer:
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.steps.await_handoff(name, holder, seconds)
-        if step is None:
-            return None
-        self.perform(step)
-        return step.result
+        return None if step is None else self.result_of(step)
 
 
 class AsyncRedisIssuer:
@@ -261,7 +270,7 @@ class AsyncRedisIssuer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
 
-    async def perform(self, step: Eval[Any] | Pop) -> None:
+    async def result_of(self, step: ClientStep[R]) -> R:
         """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
         try:
             if self._ready is not None:
@@ -269,9 +278,6 @@ class AsyncRedisIssuer:
             await step.aperform(self.client)
         except RedisError as exc:
             raise redis_error("redis", exc) from exc
-
-    async def result_of(self, step: Eval[R]) -> R:
-        await self.perform(step)
         return step.result
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
@@ -290,10 +296,7 @@ class AsyncRedisIssuer:
 
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.steps.await_handoff(name, holder, seconds)
-        if step is None:
-            return None
-        await self.perform(step)
-        return step.result
+        return None if step is None else await self.result_of(step)
 
 
 class RedisFence(Fence):

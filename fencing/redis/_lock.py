@@ -21,7 +21,7 @@ from .._errors import AcquireTimeout
 from .._protocol import Calls, TryAcquire, Waiting, acquire_sync, first_attempt
 from .._token import FenceToken
 from .._validate import check_name, check_timeout, check_ttl
-from ._issuer import SYNC_CLIENTS, Eval, Pop, RedisIssuer, check_client
+from ._issuer import SYNC_CLIENTS, RedisIssuer, check_client
 from ._scripts import DEFAULT_COUNTER_IDLE, lease_key, lease_value
 
 
@@ -157,8 +157,7 @@ class FencedLock(Lock):
 class _LockIssuer(RedisIssuer):
     """The Redis issuer as ``FencedLock`` needs it: redis-py's errors pass unchanged."""
 
-    def perform(self, step: Eval[Any] | Pop) -> None:
-        step.perform(self.client)
+    wrapped = ()
 
 
 def _waiting(sleep: float) -> Waiting:
