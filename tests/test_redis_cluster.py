@@ -316,3 +316,16 @@ def test_a_standalone_client_on_a_cluster_node_is_told_to_use_a_cluster_client(
     client.close()
     master = redis_cluster.master_for(elsewhere)
     assert master.call("EXISTS", fence_keys(elsewhere).lease) == 0
+
+
+def test_only_a_migrating_slots_refusal_is_tolerated_by_the_scripts(
+    redis_client: redis.Redis,
+) -> None:
+    """The scripts do without a key only when a migrating slot's source refuses it
+    ("non local key"); any other error on a derived key still fails the call."""
+    holder = RedisFence(redis_client, "wrongtype", ttl=10)
+    token = holder.acquire()
+    redis_client.set(key_prefix("wrongtype") + "waiting", "not a hash")
+    with pytest.raises(FenceUnavailable, match="WRONGTYPE"):
+        RedisFence(redis_client, "wrongtype", ttl=10).acquire(timeout=0.05)
+    holder.release(token)
