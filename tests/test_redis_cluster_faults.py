@@ -58,9 +58,13 @@ class Issuing:
             self.counts.append(int(self.client.incr(self.control)))
 
 
+@pytest.mark.parametrize("automatic", [False, True], ids=["takeover", "automatic"])
 def test_tokens_after_a_failover_that_lost_increments_exceed_all_before(
-    healed: RedisCluster,
+    healed: RedisCluster, automatic: bool
 ) -> None:
+    """``takeover``: the test promotes the replica (``CLUSTER FAILOVER TAKEOVER``);
+    ``automatic``: the cluster does, once the others flag the dead master (the node
+    timeout, 5 s, and an election)."""
     cluster = healed
     name = f"failover:{uuid.uuid4().hex}"
     master = cluster.master_for(name)
@@ -77,7 +81,7 @@ def test_tokens_after_a_failover_that_lost_increments_exceed_all_before(
         before.fence.acquire(timeout=0)
     before.client.close()
     replica.thaw()
-    cluster.failover(replica)
+    cluster.failover(replica, automatic=automatic)
     assert cluster.master_for(name) is replica
 
     after = Issuing(cluster.client(), name)

@@ -15,14 +15,16 @@ may:
   with the replica frozen, writes made after the cut never reach it — freezing alone
   does not do that, the kernel buffers the stream; see DESIGN.md);
 - promote a replica (``failover``: ``CLUSTER FAILOVER TAKEOVER``, which needs no
-  agreement from a master that is dead or cut off);
+  agreement from a master that is dead or cut off; or wait for the cluster's own
+  automatic failover);
 - ``heal()``: restart dead nodes and wait until the cluster is whole again, so one
   cluster serves a whole test session.
 
 Nodes keep nothing on disk but ``nodes.conf`` (the cluster's own state file), so a
 killed master comes back empty and resynchronises from whoever serves its slots now.
 Automatic failover stays on, with a node timeout long enough (``NODE_TIMEOUT_MS``) that a
-busy test machine does not trigger one by accident; tests promote replicas themselves.
+busy test machine does not trigger one by accident; a test may promote a replica itself
+rather than wait that long.
 
 Imports the throwaway ``RedisServer`` and redis-py.
 """
@@ -210,12 +212,15 @@ class RedisCluster:
         closed: int = master.call("CLIENT", "KILL", "TYPE", "replica")
         return closed
 
-    def failover(self, replica: RedisClusterNode) -> None:
+    def failover(self, replica: RedisClusterNode, *, automatic: bool = False) -> None:
         """Promote ``replica`` at once (``CLUSTER FAILOVER TAKEOVER``: no vote, no
-        handshake with its master) and wait until every live node sees it serving."""
+        handshake with its master) or, with ``automatic``, let the cluster do it (its
+        master must be dead or frozen: the others flag it after ``NODE_TIMEOUT_MS`` and
+        the replica wins an election); wait until every live node sees it serving."""
         master = self.master_of_replica(replica)
         slots = {slot for slot, owner in self.slot_owners(via=replica).items() if owner is master}
-        replica.call("CLUSTER", "FAILOVER", "TAKEOVER")
+        if not automatic:
+            replica.call("CLUSTER", "FAILOVER", "TAKEOVER")
 
         def promoted() -> bool:
             if replica.info("replication").get("role") != "master":
