@@ -17,8 +17,10 @@ may:
 - promote a replica (``failover``: ``CLUSTER FAILOVER TAKEOVER``, which needs no
   agreement from a master that is dead or cut off; or wait for the cluster's own
   automatic failover);
-- ``heal()``: restart dead nodes and wait until the cluster is whole again, so one
-  cluster serves a whole test session.
+- migrate a slot to another master (``migrate_slot``), or step by step
+  (``begin_migration``, ``move_keys``, ``end_migration``) to act in between;
+- ``heal()``: restart dead nodes, end half-done migrations and wait until the cluster is
+  whole again, so one cluster serves a whole test session.
 
 Nodes keep nothing on disk but ``nodes.conf`` (the cluster's own state file), so a
 killed master comes back empty and resynchronises from whoever serves its slots now.
