@@ -158,3 +158,52 @@ def _until_queued(master: RedisClusterNode, name: str) -> None:
     while master.call("LLEN", queue) != 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert master.call("LLEN", queue) == 1, "the waiter never queued"
+
+
+@pytest.mark.parametrize("replicated", [True, False], ids=["lease-replicated", "lease-lost"])
+def test_a_hold_follows_a_failover_or_reports_its_lease_lost(
+    healed: RedisCluster, replicated: bool
+) -> None:
+    """``hold()``'s renewer rides out the failover of its slot's master: when the replica
+    had the lease it keeps renewing it on the new master; when the failover lost the
+    lease, the hold says so (``lost``, then ``LeaseLost`` on leaving)."""
+    cluster = healed
+    name = f"hold:{uuid.uuid4().hex}"
+    master = cluster.master_for(name)
+    replica = cluster.replicas_of(master)[0]
+    lease = fence_keys(name).lease
+    client = cluster.client(socket_timeout=1, retry=Retry(NoBackoff(), 1))
+    fence = RedisFence(client, name, ttl=1.5)  # renewed every 0.5 s
+    hold = fence.hold()
+    if not replicated:  # the lease will be granted after the replica's link is cut
+        replica.freeze()
+        assert cluster.cut_replication(master) == 1
+    try:
+        with hold as token:
+            if replicated:
+                assert master.call("WAIT", 1, 5000) == 1
+            master.kill()
+            replica.thaw()
+            cluster.failover(replica)
+            if replicated:
+                left = replica.call("PTTL", lease)
+                _until(lambda: replica.call("PTTL", lease) > left, "a renewal on the new master")
+                assert not hold.lost
+            else:
+                _until(lambda: hold.lost, "the hold to find its lease lost")
+    except fencing.LeaseLost:
+        assert not replicated, "the replicated lease was reported lost"
+    else:
+        assert replicated, "leaving a hold whose lease was lost raised nothing"
+    later = RedisFence(client, name, ttl=5)
+    after = later.acquire(timeout=5)
+    assert after > token
+    later.release(after)
+    client.close()
+
+
+def _until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 15  # a bound against a hang, not a speed check
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
