@@ -62,10 +62,13 @@ class RedisClusterNode(RedisServer):
 
     def __init__(self) -> None:
         super().__init__()
-        self.bus_port = free_port()  # not port + 10000, which may be taken or > 65535
+        self.pick_ports()
 
-    def extra_args(self) -> list[str]:
-        return [
+    def pick_ports(self) -> None:
+        """Free ports for clients and for the cluster bus (not port + 10000, which may be
+        taken or above 65535); before the node first starts, as it keeps them."""
+        self.port, self.bus_port = free_port(), free_port()
+        self.args = [
             "--cluster-enabled", "yes",
             "--cluster-port", str(self.bus_port),
             "--cluster-config-file", "nodes.conf",
@@ -138,7 +141,7 @@ class RedisCluster:
     def start(self) -> RedisCluster:
         try:
             for node in self.nodes:
-                node.start()
+                _first_start(node)
             create = [
                 self.cli, "--cluster", "create", *(node.address for node in self.nodes),
                 "--cluster-replicas", str(self.replicas_wanted), "--cluster-yes",
@@ -338,6 +341,20 @@ class RedisCluster:
         ]
         caught_up = [r for r in replicas if r["state"] == "online" and r["offset"] == offset]
         return len(caught_up) >= self.replicas_wanted
+
+
+def _first_start(node: RedisClusterNode, attempts: int = 3) -> None:
+    """Start a new node; if it exits at once, as when a port it picked was taken since
+    (twelve per cluster, on a machine where others pick ports too), on fresh ports."""
+    for attempt in range(attempts):
+        try:
+            node.start()
+            return
+        except ServerError:
+            node.stop()
+            if attempt == attempts - 1:
+                raise
+            node.pick_ports()
 
 
 def _slots_in_migration(nodes: str) -> list[int]:

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -108,15 +109,21 @@ class RedisServer(_Server):
 
     ``persistent=True`` turns on the append-only file (fsync always), so a restart keeps
     the data; by default nothing is kept, like a cache that loses its counters.
-    Subclasses add their own options with ``extra_args`` (a cluster node, a replica).
     """
 
-    def __init__(self, *, persistent: bool = False, binary: str = "redis-server") -> None:
+    def __init__(
+        self,
+        *,
+        persistent: bool = False,
+        binary: str = "redis-server",
+        args: Sequence[str] = (),
+    ) -> None:
         found = shutil.which(binary)
         if found is None:
             raise ServerError(f"{binary} not found on PATH")
         self.binary = found
         self.persistent = persistent
+        self.args = list(args)  # more options, e.g. ``--replicaof host port``
         super().__init__("fencing-redis-")
 
     @property
@@ -133,15 +140,11 @@ class RedisServer(_Server):
             "--appendonly", "yes" if self.persistent else "no",
             "--appendfsync", "always",
             "--logfile", str(self.dir / "redis.log"),
-            *self.extra_args(),
+            *self.args,
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _wait_for_port(self.port, self.process, "redis-server", 10.0)
         return self
-
-    def extra_args(self) -> list[str]:
-        """More ``redis-server`` options, after the ones every server gets."""
-        return []
 
     def freeze(self) -> None:
         """SIGSTOP the server: it keeps its sockets but answers nothing."""
