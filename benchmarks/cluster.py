@@ -223,7 +223,7 @@ def waiter_main(conn: Connection, node_url: str, cluster_url: str) -> None:
 
     clients: dict[str, Clients] = {
         ONE_NODE: redis.Redis.from_url(node_url),
-        THREE_MASTERS: RedisClusterBackend(cluster_url).sync_client(),
+        THREE_MASTERS: RedisClusterBackend(cluster_url).new_client(),
     }
     holders: dict[str, locks.Holder] = {}
     while True:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ._async_fence import AsyncFence, AsyncHold
 from ._errors import (
     AcquireTimeout,
+    FenceSetupError,
     FenceUnavailable,
     FencingError,
     LeaseLost,
@@ -74,6 +75,7 @@ __all__ = [
     "AsyncIssuer",
     "Busy",
     "Fence",
+    "FenceSetupError",
     "FenceToken",
     "FenceUnavailable",
     "FencedLock",

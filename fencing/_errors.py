@@ -7,7 +7,8 @@
     ├── LeaseLost                                  renew/release by someone who no longer holds it
     ├── StaleTokenError                            a guard refused a token below its high-water mark
     ├── UnfencedWriteError                         a fenced SQL row was updated without a new token
-    └── FenceUnavailable                           the issuer or mark backend is unreachable/failing
+    ├── FenceUnavailable                           the issuer or mark backend is unreachable/failing
+    └── FenceSetupError                            the backend answers but is not set up for fencing
 
 Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
 ``raise ... from driver_error`` so the cause stays visible (``issuer_error``).
@@ -76,6 +77,15 @@ class FenceUnavailable(FencingError):
     The operation did not take effect on our side. For ``acquire`` the lease may still
     have been taken on the server if only the reply was lost; that orphan lease simply
     expires, and a retry receives a newer token.
+    """
+
+
+class FenceSetupError(FencingError):
+    """The backend answers but is not set up for fencing; the message says what to do.
+
+    For instance the ``fencing_leases`` table is missing (run ``fencing migrate``), or
+    the Redis user's ACL forbids running the scripts. Retrying does not help: it is
+    not a ``FenceUnavailable``. Nothing was changed.
     """
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
 from ._fence import Fence
-from .issuer import Busy
+from .issuer import Busy, FenceStatus
 
 
 @dataclass
@@ -29,6 +29,9 @@ class _Lease:
 
 class MemoryIssuer:
     """Leases and counters in this process's memory; thread-safe; wakes waiters on release.
+
+    It can also be inspected and force-released (``fencing.issuer.Inspects``,
+    ``ForceReleases``), like the server issuers.
 
     ``clock`` is the issuer's clock for lease lifetimes (a test may pass a virtual one).
     """
@@ -81,6 +84,32 @@ class MemoryIssuer:
     def await_release(self, name: str, seconds: float) -> None:
         with self._changed:
             self._changed.wait(seconds)
+
+    def status(self, name: str) -> FenceStatus:
+        with self._changed:
+            return self._status(name)
+
+    def _status(self, name: str) -> FenceStatus:
+        lease = self._live(name)
+        last = self._counters.get(name)
+        if lease is None:
+            return FenceStatus(name, held=False, last_token=last)
+        left = lease.expires_at - self._clock()
+        return FenceStatus(name, True, lease.holder, lease.token, left, last_token=last)
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        with self._changed:
+            found = sorted(name for name in self._counters if name.startswith(prefix))
+        return iter(found)
+
+    def force_release(self, name: str) -> FenceStatus:
+        """End the lease whoever holds it; the counter stays, so the next token is higher."""
+        with self._changed:
+            ended = self._status(name)
+            if ended.held:
+                del self._leases[name]
+                self._changed.notify_all()
+            return ended
 
 
 class AsyncMemoryIssuer:

@@ -46,7 +46,29 @@ def check_record_path(path: object, what: str) -> Path:
         raise ValueError(f"{what} path {str(resolved)!r} is a directory, not a file")
     if not resolved.parent.is_dir():
         raise ValueError(f"{what} directory {str(resolved.parent)!r} does not exist")
+    _check_sidecar_length(resolved, what)
     return resolved
+
+
+#: The longest sidecar suffix (``.<name>.lock``; the temp file ``.<name>.tmp`` is shorter).
+_LONGEST_SIDECAR = ".lock"
+
+
+def _check_sidecar_length(path: Path, what: str) -> None:
+    """Refuse a file name whose sidecar files would be too long for the file system:
+    otherwise every write would fail with ``ENAMETOOLONG``."""
+    try:
+        limit = os.pathconf(path.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):  # not reported: the common POSIX limit
+        limit = 255
+    size = len(os.fsencode(path.name))
+    extra = len(os.fsencode(sidecar(path, _LONGEST_SIDECAR).name)) - size
+    if size + extra > limit:
+        raise ValueError(
+            f"{what} file name is {size} bytes long: its lock file .<name>{_LONGEST_SIDECAR} "
+            f"would exceed this file system's limit of {limit} bytes; use at most "
+            f"{limit - extra} bytes"
+        )
 
 
 def _encode_header(token: int, length: int) -> bytes:

@@ -14,9 +14,19 @@ MAX_NAME_LENGTH = 256
 #: Tokens are 64-bit signed integers everywhere (Redis ``INCR``, SQL ``BIGINT``).
 MAX_TOKEN = 2**63 - 1
 
+#: The longest lease, in seconds (about 3.2 million years). Two bounds meet at Redis:
+#: ``SET ... PX ms`` refuses ``now + ms`` above 2**63-1 (ms), so about 9.2e15 s; but the
+#: renew script does arithmetic on the ms as a Lua number, and Redis formats a Lua
+#: number with 17 significant digits when it passes it to a command, so from 1e17 ms
+#: (1e14 s) on, ``PEXPIRE`` receives ``1e+17`` and refuses it. Every ttl up to this one
+#: is acquired and renewed on Redis (tests/test_bad_input.py); SQL and memory issuers
+#: keep seconds as doubles and have no tighter bound.
+MAX_TTL = 10**14 - 1
+
 
 def check_name(name: object) -> str:
-    """A fence name: a non-empty ``str`` of at most 256 characters without NUL."""
+    """A fence name: a non-empty ``str`` of at most 256 characters, without NUL, that
+    UTF-8 can encode (no lone surrogates)."""
     if not isinstance(name, str):
         raise TypeError(f"fence name must be a str, not {type(name).__name__}")
     if not name:
@@ -27,6 +37,10 @@ def check_name(name: object) -> str:
         )
     if "\x00" in name:
         raise ValueError("fence name must not contain NUL characters")
+    try:
+        name.encode("utf-8")  # every issuer stores names as UTF-8
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"fence name {name!r} cannot be encoded as UTF-8: {exc.reason}") from None
     return name
 
 
@@ -40,16 +54,18 @@ def _check_real(value: object, what: str) -> float:
 
 
 def check_ttl(ttl: object, what: str = "ttl") -> float:
-    """A lease lifetime in seconds: a finite number of at least one millisecond."""
+    """A lease lifetime in seconds: a finite number from one millisecond to ``MAX_TTL``."""
     seconds = _check_real(ttl, what)
     if seconds < 0.001:
         raise ValueError(f"{what} must be at least 0.001 seconds, got {ttl!r}")
+    if seconds > MAX_TTL:
+        raise ValueError(f"{what} must be at most {MAX_TTL} seconds, got {ttl!r}")
     return seconds
 
 
 def check_timeout(timeout: object) -> float | None:
-    """How long to wait: ``None`` (for ever) or a finite number of seconds >= 0."""
-    if timeout is None:
+    """How long to wait: ``None`` or ``math.inf`` (for ever), or a number of seconds >= 0."""
+    if timeout is None or (isinstance(timeout, float) and timeout == math.inf):
         return None
     seconds = _check_real(timeout, "timeout")
     if seconds < 0:

@@ -24,14 +24,28 @@ Optional capabilities, each its own protocol; a fence checks for them once:
   ``try_acquire_queued`` also queues a waiter that finds the lease busy, and
   ``await_handoff`` waits for the token a release hands over.
 
+Operations (the ``fencing status``, ``list`` and ``release --force`` commands), each its
+own protocol too; an issuer without them works, the command line says it cannot
+inspect it:
+
+- ``Inspects``: ``status(name)`` returns a ``FenceStatus`` (held?, holder, token, time
+  left, waiters if known, last token issued), read in one atomic step; ``names(prefix)``
+  lists the fences that exist.
+- ``ForceReleases``: ``force_release(name)`` ends the current lease whoever holds it, in
+  one atomic step that also makes sure the next token is above the evicted one, and
+  returns a ``FenceStatus`` of the lease it ended (``held`` False when there was none).
+
 Errors: translate your driver's errors into ``fencing.FenceUnavailable`` (``raise
-FenceUnavailable(...) from exc``); never leave a lease half taken.
+FenceUnavailable(...) from exc``), or ``fencing.FenceSetupError`` when the store answers
+but is not set up (a missing table, a permission), with a message that says what to
+run or grant; never leave a lease half taken.
 
 Imports nothing from the package: the core imports it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -135,12 +149,68 @@ class AsyncHandOff(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class FenceStatus:
+    """What an issuer knows about one fence, read in one atomic step.
+
+    - ``held``: a lease is live now (by the issuer's clock);
+    - ``holder``, ``token``: the live lease's holder id and token (``None`` when free);
+    - ``expires_in``: its remaining lifetime in seconds (``None`` when free, or when the
+      lease has no expiry);
+    - ``last_token``: the last token issued for the name (``None`` when the issuer has
+      no record of it: never used, or a Redis counter that expired; the next token is
+      still above every earlier one);
+    - ``waiters``: how many waiters are queued for it, where the issuer knows (Redis
+      hand-off queue), else ``None``.
+    """
+
+    name: str
+    held: bool
+    holder: str | None = None
+    token: int | None = None
+    expires_in: float | None = None
+    last_token: int | None = None
+    waiters: int | None = None
+
+
+@runtime_checkable
+class Inspects(Protocol):
+    """Capability: report a fence's state and list the fences (``fencing status``/``list``)."""
+
+    def status(self, name: str) -> FenceStatus:
+        """The state of ``name`` (a fence never used is reported free, ``last_token`` None)."""
+        ...
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """The names of the fences that exist and start with ``prefix``, each once."""
+        ...
+
+
+@runtime_checkable
+class ForceReleases(Protocol):
+    """Capability: end a lease whoever holds it (``fencing release --force``).
+
+    In one atomic step: end the live lease of ``name`` if any, and make sure the next
+    token issued for ``name`` is above the ended lease's token, so that its holder is
+    refused at every guard once the next holder has written. Returns the ended lease
+    (``held=True`` with its holder and token), or a status with ``held=False`` when no
+    lease was live (nothing changed).
+    """
+
+    def force_release(self, name: str) -> FenceStatus:
+        """End the lease of ``name`` whoever holds it; the ended lease, as it was."""
+        ...
+
+
 __all__ = [
     "AsyncHandOff",
     "AsyncIssuer",
     "AsyncWakesOnRelease",
     "Busy",
+    "FenceStatus",
+    "ForceReleases",
     "HandOff",
+    "Inspects",
     "Issuer",
     "WakesOnRelease",
 ]

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fencing import MemoryIssuer, MemoryMark
-from fencing.issuer import Busy
+from fencing.issuer import Busy, FenceStatus
 
 
 class ReusesTokens(MemoryIssuer):
@@ -95,11 +95,23 @@ class AdmitsLowerTokens(MemoryMark):
             yield
 
 
+class ForgetsTheCounter(MemoryIssuer):
+    """Its force-release drops the name's token counter too: the next token restarts
+    at 1, below the evicted holder's, which a guard would then prefer."""
+
+    def force_release(self, name: str) -> FenceStatus:
+        ended = super().force_release(name)
+        with self._changed:
+            self._counters.pop(name, None)
+        return ended
+
+
 #: Broken backends by name, for the contract modules that test_contract_broken.py writes.
 ISSUERS: dict[str, type[MemoryIssuer]] = {
     "correct": MemoryIssuer,
     "reuses-tokens": ReusesTokens,
     "two-holders": LetsTwoHoldersIn,
     "ignores-holder": IgnoresTheHolder,
+    "forgets-counter": ForgetsTheCounter,
 }
 MARKS: dict[str, type[MemoryMark]] = {"correct": MemoryMark, "admits-lower": AdmitsLowerTokens}

@@ -8,10 +8,12 @@ shared one stays up for everyone else.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import psycopg
 import pytest
 import redis
 import redis.cluster
@@ -91,6 +93,18 @@ def postgres_server() -> Iterator[PostgresServer]:
 def pg_url(postgres_server: PostgresServer) -> str:
     """URL of the session's PostgreSQL database (psycopg driver); tests clean up their tables."""
     return postgres_server.url("psycopg")
+
+
+@pytest.fixture
+def empty_pg_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A new, empty database on the session's PostgreSQL (no fencing tables), dropped after."""
+    name = f"empty_{uuid.uuid4().hex[:12]}"
+    admin = f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield f"postgresql+psycopg://postgres@127.0.0.1:{postgres_server.port}/{name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -28,7 +28,7 @@ def test_sql_urls_give_sql_fences(sql_url: str) -> None:
     assert isinstance(fence, SqlFence) and fence.ttl == 5
     first = fence.acquire()
     fence.release(first)
-    assert fence.acquire() == first + 1
+    assert fence.acquire() > first
 
 
 def test_postgres_spelling_is_accepted(pg_url: str) -> None:
@@ -60,7 +60,7 @@ def test_no_url_uses_the_environment_then_the_embedded_default(
     expected = tmp_path / "state" / "fencing" / "fencing.db"
     assert backend.url == f"sqlite:///{expected}"
     fence = backend.fence("embedded")
-    assert fence.acquire(timeout=0) == 1 and expected.exists()
+    assert fence.acquire(timeout=0) >= 1 and expected.exists()
     monkeypatch.setenv("FENCING_URL", f"sqlite:///{tmp_path / 'env.db'}")
     assert fencing.connect().url == f"sqlite:///{tmp_path / 'env.db'}"
 
@@ -75,7 +75,7 @@ async def test_aio_fence_shares_leases_and_tokens(tmp_path: Path) -> None:
         await fence.acquire(timeout=0)
     sync_fence.release(sync_token)
     token = await fence.acquire(timeout=0)
-    assert token == sync_token + 1
+    assert token > sync_token
     await fence.release(token)
     assert isinstance(fence.issuer, AsyncSqlIssuer)
     await fence.issuer.engine.dispose()  # its own engine: no connection left for the GC

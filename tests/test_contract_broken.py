@@ -58,6 +58,22 @@ class TestMark(MarkContract):
         return MARKS[{mark!r}]
 """
 
+#: A contract module of the operators' capabilities for ``ISSUERS[{issuer!r}]``.
+OPERATIONS_MODULE = """\
+import pytest
+
+import fencing
+from broken import ISSUERS
+from fencing.testing.contract import OperationsContract
+
+
+class TestOperations(OperationsContract):
+    @pytest.fixture
+    def make_fence(self):
+        issuer = ISSUERS[{issuer!r}]()
+        return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
+"""
+
 #: The checks each broken issuer must fail, in both the blocking and the async class.
 ISSUER_FAILURES: dict[str, set[str]] = {
     "reuses-tokens": {
@@ -130,6 +146,16 @@ def test_the_same_checks_pass_for_the_correct_issuer(pytester: pytest.Pytester) 
     passed, failed = run_contract(pytester, FENCE_MODULE.format(issuer="correct"), "-k", SELECTED)
     assert not failed, f"the correct issuer failed {sorted(failed)}"
     assert passed == set().union(*map(expected_issuer_failures, ISSUER_FAILURES))
+
+
+def test_operations_contract_fails_a_force_release_that_lets_tokens_go_back(
+    pytester: pytest.Pytester,
+) -> None:
+    force = "TestOperations::test_force_release_evicts_the_holder_and_the_next_token_is_higher"
+    passed, failed = run_contract(pytester, OPERATIONS_MODULE.format(issuer="forgets-counter"))
+    assert failed == {force}
+    passed, failed = run_contract(pytester, OPERATIONS_MODULE.format(issuer="correct"))
+    assert not failed and force in passed
 
 
 def test_contract_fails_a_mark_that_admits_lower_tokens(pytester: pytest.Pytester) -> None:

@@ -23,7 +23,13 @@ import fencing.aio
 from fencing import MemoryIssuer
 from fencing.sql import SqlFence, SqlIssuer, create_tables
 from fencing.sql.aio import AsyncSqlIssuer
-from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
+from fencing.testing.contract import (
+    AsyncFenceContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeFence,
+    OperationsContract,
+)
 from fencing.testing.servers import PostgresServer, RedisServer
 
 
@@ -134,3 +140,21 @@ class TestAsyncSqlFence(AsyncFenceContract):
 
         yield make
         await issuer.engine.dispose()
+
+
+class TestMemoryOperations(OperationsContract):
+    """``fencing status``/``list``/``release --force`` on the memory issuer."""
+
+    make_fence = TestMemoryFence.make_fence
+
+
+class TestRedisOperations(OperationsContract):
+    """The same on Redis (the STATUS and FORCE_RELEASE scripts, SCAN)."""
+
+    make_fence = TestRedisFence.make_fence
+
+
+class TestSqlOperations(OperationsContract):
+    """The same on a SQLite file and on PostgreSQL."""
+
+    make_fence = TestSqlFence.make_fence

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -29,6 +30,16 @@ def demo(*args: str, state: Path) -> tuple[int, str, float]:
     return result.returncode, result.stdout + result.stderr, time.monotonic() - started
 
 
+def tokens(output: str) -> tuple[int, int]:
+    """The tokens clients 1 and 2 acquired; the second must be the higher."""
+    found = [
+        int(re.search(rf"client {n}  acquires the lease: token (\d+)", output).group(1))  # type: ignore[union-attr]
+        for n in (1, 2)
+    ]
+    assert found[0] < found[1], output
+    return found[0], found[1]
+
+
 def test_demo_without_arguments_needs_no_server(tmp_path: Path) -> None:
     code, output, elapsed = demo(state=tmp_path)
     print(output)
@@ -36,27 +47,35 @@ def test_demo_without_arguments_needs_no_server(tmp_path: Path) -> None:
     assert elapsed < 10, f"the README promises well under 10 s; it took {elapsed:.1f}s"
     assert f"issued by sqlite:///{tmp_path}/fencing/fencing.db" in output
     lines = output.splitlines()
+    first, second = tokens(output)
     order = [
-        "client 1  acquires the lease: token 1",
+        f"client 1  acquires the lease: token {first}",
         "demo      SIGSTOP client 1",
         "demo      client 1's lease expires",
-        "client 2  acquires the lease: token 2",
-        "client 2  writes with token 2: accepted",
+        f"client 2  acquires the lease: token {second}",
+        f"client 2  writes with token {second}: accepted",
         "demo      SIGCONT client 1",
-        "client 1  writes with token 1: REJECTED, token 2 was already accepted",
+        f"client 1  writes with token {first}: REJECTED, token {second} was already accepted",
     ]
     positions = [next(i for i, line in enumerate(lines) if step in line) for step in order]
     assert positions == sorted(positions)
-    assert "the row holds: 'created; client 2 wrote with token 2' (fence_token 2)" in output
+    assert (
+        f"the row holds: 'created; client 2 wrote with token {second}' (fence_token {second})"
+        in output
+    )
     assert "fencing worked" in output
 
 
 def test_demo_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
     code, output, _ = demo("--unfenced", state=tmp_path)
     assert code == 0, output
-    assert "client 1  writes with token 1: accepted OVER token 2" in output
+    first, second = tokens(output)
+    assert f"client 1  writes with token {first}: accepted OVER token {second}" in output
     assert "<-- LOST UPDATE" in output
-    assert "the row holds: 'created; client 1 wrote with token 1' (fence_token 1)" in output
+    assert (
+        f"the row holds: 'created; client 1 wrote with token {first}' (fence_token {first})"
+        in output
+    )
 
 
 def test_demo_on_redis(redis_server: RedisServer, tmp_path: Path) -> None:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
@@ -23,7 +21,6 @@ from fencing.alembic import add_fence_column, drop_fence_column
 from fencing.sql import FencedMixin, SqlFence, downgrade, upgrade
 from fencing.sql._migrate import current_revision, head_revision
 from fencing.sql._schema import VERSION_TABLE, metadata
-from fencing.testing.servers import PostgresServer
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,14 +31,7 @@ def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'fresh.db'}"
         return
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    name = f"mig_{uuid.uuid4().hex[:12]}"
-    admin = f"host=127.0.0.1 port={server.port} user=postgres dbname=postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield f"postgresql+psycopg://postgres@127.0.0.1:{server.port}/{name}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    yield request.getfixturevalue("empty_pg_url")
 
 
 def _tables(engine: Engine) -> set[str]:
@@ -97,7 +87,7 @@ def test_cli_prints_sql_offline(capsys: pytest.CaptureFixture[str]) -> None:
 def test_sqlite_fence_migrates_its_file_on_first_use(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'auto.db'}"
     fence = SqlFence(url, "auto")
-    assert fence.acquire(timeout=0) == 1
+    assert fence.acquire(timeout=0) >= 1
     engine = create_engine(url)
     with engine.connect() as conn:
         assert current_revision(conn) == head_revision()

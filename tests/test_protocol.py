@@ -134,7 +134,7 @@ def test_one_hold_never_clears_another_holds_lost_flag() -> None:
         assert not fence.lost  # the deprecated flag follows the most recent hold
 
 
-@pytest.mark.parametrize("timeout", [-1, float("inf"), float("nan"), "1", True])
+@pytest.mark.parametrize("timeout", [-1, -float("inf"), float("nan"), "1", True])
 def test_bad_timeouts_are_refused_before_any_io(timeout: object) -> None:
     fence = fencing.MemoryFence("t", issuer=fencing.MemoryIssuer())
     with pytest.raises((TypeError, ValueError)):

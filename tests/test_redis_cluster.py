@@ -329,3 +329,23 @@ def test_only_a_migrating_slots_refusal_is_tolerated_by_the_scripts(
     with pytest.raises(FenceUnavailable, match="WRONGTYPE"):
         RedisFence(redis_client, "wrongtype", ttl=10).acquire(timeout=0.05)
     holder.release(token)
+
+
+def test_names_lists_awkward_names_by_their_keys(
+    cluster_client: redis.cluster.RedisCluster,
+) -> None:
+    """``fencing list`` reads names back from the keys, in every form of key prefix."""
+    prefix = f"list{uuid.uuid4().hex[:8]}"
+    names = [f"{prefix}{base}" for base in AWKWARD_NAMES]
+    fences = [RedisFence(cluster_client, name, ttl=30) for name in names]
+    tokens = [fence.acquire(timeout=0) for fence in fences]
+    issuer = fences[0].issuer
+    assert isinstance(issuer, fencing.RedisIssuer)
+    assert sorted(issuer.names(prefix)) == sorted(names)
+    assert sorted(issuer.names(prefix + "orders")) == sorted(
+        name for name in names if name.startswith(prefix + "orders")
+    )
+    for name in names:
+        assert issuer.status(name).held
+    for fence, token in zip(fences, tokens, strict=True):
+        fence.release(token)

@@ -1,5 +1,6 @@
 """The public contracts (``fencing.testing.contract``) against Redis Cluster: the issuer
-blocking and asyncio (``redis.cluster.RedisCluster``, ``redis.asyncio.cluster.RedisCluster``)
+blocking and asyncio (``redis.cluster.RedisCluster``,
+``redis.asyncio.cluster.RedisCluster``), its operations (status, names, force release)
 and the mark, on the session's cluster of 3 masters with a replica each.
 
 Names are random, so the contract's fences land on all three masters.
@@ -23,6 +24,7 @@ from fencing.testing.contract import (
     MakeFence,
     MakeMark,
     MarkContract,
+    OperationsContract,
 )
 from fencing.testing.redis_cluster import RedisCluster
 
@@ -34,6 +36,12 @@ class TestRedisClusterFence(FenceContract):
             return fencing.RedisFence(cluster_client, name, ttl)
 
         return make
+
+
+class TestRedisClusterOperations(OperationsContract):
+    """``fencing status``/``list``/``release --force`` on the cluster (SCAN on every master)."""
+
+    make_fence = TestRedisClusterFence.make_fence
 
 
 class TestAsyncRedisClusterFence(AsyncFenceContract):

@@ -41,7 +41,7 @@ def test_lease_is_exclusive_and_busy_reports_expiry(url: str) -> None:
     assert isinstance(busy, fencing.Busy)
     assert busy.expires_in is not None and 0 < busy.expires_in <= 30
     holder.release(token)
-    assert other.acquire(timeout=0) == token + 1
+    assert other.acquire(timeout=0) > token
 
 
 def test_release_keeps_the_counter_in_the_row(url: str) -> None:
@@ -102,4 +102,4 @@ def test_acquisitions_racing_across_processes_get_unique_increasing_tokens(url: 
     for tokens in results:
         assert tokens == sorted(tokens) and len(set(tokens)) == rounds
     everything = sorted(t for tokens in results for t in tokens)
-    assert everything == list(range(1, processes * rounds + 1))
+    assert len(set(everything)) == processes * rounds  # no token issued twice

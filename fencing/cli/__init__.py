@@ -1,4 +1,5 @@
-"""The ``fencing`` command line: ``fencing demo``, ``fencing chaos``, ``fencing migrate``.
+"""The ``fencing`` command line: ``fencing demo``, ``fencing chaos``, ``fencing migrate``, and
+for operators ``fencing status``, ``fencing list`` and ``fencing release --force``.
 
 Each subcommand lives in its own module exposing ``register(subparsers)``, which adds
 its parser and sets ``func`` (returning the exit code). This module only dispatches.
@@ -12,7 +13,14 @@ import sys
 from collections.abc import Sequence
 
 #: Modules that each register one subcommand, in the order shown by --help.
-SUBCOMMANDS = ("fencing.cli.demo.command", "fencing.cli.chaos.command", "fencing.cli.migrate")
+SUBCOMMANDS = (
+    "fencing.cli.demo.command",
+    "fencing.cli.chaos.command",
+    "fencing.cli.migrate",
+    "fencing.cli.status",
+    "fencing.cli.listing",
+    "fencing.cli.release",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

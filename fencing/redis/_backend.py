@@ -14,7 +14,7 @@ import redis.cluster
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
-from ._issuer import AsyncClient, AsyncRedisFence, RedisFence, SyncClient
+from ._issuer import AsyncClient, AsyncRedisFence, RedisFence, RedisIssuer, SyncClient
 
 
 class RedisBackend:
@@ -28,18 +28,28 @@ class RedisBackend:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+    def _sync_client(self) -> SyncClient:
         if self._client is None:
-            self._client = self.sync_client()
-        return RedisFence(self._client, name, ttl)
+            self._client = self.new_client()
+        return self._client
+
+    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+        return RedisFence(self._sync_client(), name, ttl)
+
+    @property
+    def issuer(self) -> RedisIssuer:
+        """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
+        return RedisIssuer(self._sync_client())
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        return AsyncRedisFence(self.async_client(), name, ttl)
+        return AsyncRedisFence(self.new_async_client(), name, ttl)
 
-    def sync_client(self) -> SyncClient:
+    def new_client(self) -> SyncClient:
+        """A new blocking client for the URL (the backend keeps one for all its fences)."""
         return redis.Redis.from_url(self.url)
 
-    def async_client(self) -> AsyncClient:
+    def new_async_client(self) -> AsyncClient:
+        """A new asyncio client (each asyncio fence has its own, on its event loop)."""
         return redis.asyncio.Redis.from_url(self.url)
 
 
@@ -58,12 +68,12 @@ class RedisClusterBackend(RedisBackend):
         super().__init__(url)
         self._first_url, self._hosts = _split_cluster_url(url)
 
-    def sync_client(self) -> SyncClient:
+    def new_client(self) -> SyncClient:
         node = redis.cluster.ClusterNode
         others = [node(host, port) for host, port in self._hosts[1:]]  # type: ignore[no-untyped-call]
         return redis.cluster.RedisCluster.from_url(self._first_url, startup_nodes=others)
 
-    def async_client(self) -> AsyncClient:
+    def new_async_client(self) -> AsyncClient:
         others = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in self._hosts[1:]]
         return redis.asyncio.cluster.RedisCluster.from_url(self._first_url, startup_nodes=others)
 

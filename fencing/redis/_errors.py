@@ -1,4 +1,10 @@
-"""Translation of redis-py errors into ``FenceUnavailable``, in one place for sync and async.
+"""Translation of redis-py errors into ``fencing`` errors, in one place for sync and async.
+
+A refusal by the server's ACL or of the client's credentials means the deployment is
+not set up for fencing: ``FenceSetupError``, saying which permissions the Redis user
+needs, or where the password goes. Every other redis-py error is ``FenceUnavailable``;
+a Redis Cluster redirection (``MOVED``/``ASK``, which only a standalone client sees)
+says to use a cluster client.
 
 Imports the core's errors and redis-py.
 """
@@ -10,28 +16,44 @@ from contextlib import contextmanager
 
 import redis.exceptions
 
-from .._errors import FenceUnavailable, issuer_error
+from .._errors import FenceSetupError, FenceUnavailable, FencingError, issuer_error
+
+#: The ACL rules that let a Redis user run every fencing operation (scripts, the
+#: hand-off's BLPOP, ``fencing list``'s SCAN) on the fencing keys only.
+ACL_RULES = "~fencing:* +evalsha +eval +script|load +blpop +scan +time +@read +@write"
+
+#: What Redis answers when a script calls a command the user's ACL forbids.
+_SCRIPT_NOPERM = "can't run this command or subcommand"
 
 #: Only a standalone client sees these: a cluster client follows the redirection.
 _REDIRECTIONS = (redis.exceptions.MovedError, redis.exceptions.AskError)
 
 
-def redis_error(what: str, exc: Exception) -> FenceUnavailable:
-    """The ``FenceUnavailable`` for ``exc`` (raise it ``from exc``); a redirection says
-    that the server is a Redis Cluster node and which client to use instead."""
-    error = issuer_error(what, exc)
+def redis_failure(what: str, exc: Exception) -> FencingError:
+    """The ``fencing`` error for a redis-py error; raise it ``from exc``."""
+    if isinstance(exc, redis.exceptions.AuthenticationError):
+        return FenceSetupError(
+            f"{what}: the Redis server refused to authenticate this client ({exc}); give "
+            "the user and password in the URL (redis://<user>:<password>@host:port/db) "
+            "or to redis.Redis(username=..., password=...)"
+        )
+    if isinstance(exc, redis.exceptions.NoPermissionError) or _SCRIPT_NOPERM in str(exc):
+        return FenceSetupError(
+            f"{what}: the Redis user is not allowed to run fencing's commands ({exc}); "
+            f"grant them, for instance `ACL SETUSER <user> {ACL_RULES}`"
+        )
     if isinstance(exc, _REDIRECTIONS):
         return FenceUnavailable(
-            f"{error} (the server is a Redis Cluster node: use a redis.cluster.RedisCluster "
-            "client, or a redis+cluster:// URL)"
+            f"{issuer_error(what, exc)} (the server is a Redis Cluster node: use a "
+            "redis.cluster.RedisCluster client, or a redis+cluster:// URL)"
         )
-    return error
+    return issuer_error(what, exc)
 
 
 @contextmanager
 def redis_errors(what: str = "redis") -> Iterator[None]:
-    """Re-raise any redis-py error as ``FenceUnavailable`` (``from`` the original)."""
+    """Re-raise any redis-py error as a ``fencing`` error (``from`` the original)."""
     try:
         yield
     except redis.exceptions.RedisError as exc:
-        raise redis_error(what, exc) from exc
+        raise redis_failure(what, exc) from exc

@@ -19,7 +19,7 @@ Imports the core (fences, errors, validation), the scripts module and redis-py.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union
 
@@ -33,21 +33,28 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
 from .._validate import check_ttl
-from ..issuer import Busy
-from ._errors import redis_error
+from ..issuer import Busy, FenceStatus
+from ._errors import redis_failure
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
+    FORCE_RELEASE,
     RELEASE,
     RENEW,
+    STATUS,
     Script,
     acquire_args,
     block_seconds,
     fence_keys,
+    force_release_args,
     idle_millis,
     lease_value,
+    name_of,
+    names_patterns,
     parse_acquire,
     parse_flag,
+    parse_force_release,
+    parse_status,
     parse_wake,
     release_args,
     renew_args,
@@ -194,6 +201,13 @@ class RedisSteps:
         wait = block_seconds(seconds, self._socket_timeout)
         return None if wait is None else Pop(fence_keys(name).wake(holder), wait)
 
+    def status(self, name: str) -> Eval[FenceStatus]:
+        return Eval(STATUS, (fence_keys(name).lease,), partial(parse_status, name))
+
+    def force_release(self, name: str) -> Eval[FenceStatus]:
+        args = force_release_args(name, self._idle_ms)
+        return Eval(FORCE_RELEASE, args, partial(parse_force_release, name))
+
 
 def _parse_release(reply: Any) -> bool:
     return parse_flag(reply, "release")
@@ -207,7 +221,8 @@ class RedisIssuer:
     token still exceeds every earlier one (see the module docstring for the limit).
     It has the hand-off capability: a release hands the lease straight to the first
     queued waiter, which ``BLPOP``s its own wake key (see ``_scripts``): no polling,
-    and no second round trip after the wake-up.
+    and no second round trip after the wake-up. Operators can inspect and force-release
+    its fences (``fencing.issuer.Inspects``, ``ForceReleases``: one script each).
     """
 
     def __init__(
@@ -224,11 +239,12 @@ class RedisIssuer:
     wrapped: ClassVar[tuple[type[Exception], ...]] = (RedisError,)
 
     def result_of(self, step: ClientStep[R]) -> R:
-        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
+        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``
+        (``FenceSetupError`` when the server's ACL refuses)."""
         try:
             step.perform(self.client)
         except self.wrapped as exc:
-            raise redis_error("redis", exc) from exc
+            raise redis_failure("redis", exc) from exc
         return step.result
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
@@ -248,6 +264,26 @@ class RedisIssuer:
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.steps.await_handoff(name, holder, seconds)
         return None if step is None else self.result_of(step)
+
+    def status(self, name: str) -> FenceStatus:
+        return self.result_of(self.steps.status(name))
+
+    def force_release(self, name: str) -> FenceStatus:
+        return self.result_of(self.steps.force_release(name))
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """The fences with a lease or a counter key, by ``SCAN`` (never ``KEYS``), in no
+        particular order; on Redis Cluster redis-py scans every primary."""
+        seen: set[str] = set()
+        try:
+            for pattern in names_patterns(prefix):
+                for key in self.client.scan_iter(match=pattern, count=1000):
+                    name = name_of(key)
+                    if name is not None and name.startswith(prefix) and name not in seen:
+                        seen.add(name)
+                        yield name
+        except RedisError as exc:
+            raise redis_failure("redis", exc) from exc
 
 
 class AsyncRedisIssuer:
@@ -271,13 +307,14 @@ class AsyncRedisIssuer:
         return f"{type(self).__name__}({self.client!r})"
 
     async def result_of(self, step: ClientStep[R]) -> R:
-        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``."""
+        """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``
+        (``FenceSetupError`` when the server's ACL refuses)."""
         try:
             if self._ready is not None:
                 await self._ready()
             await step.aperform(self.client)
         except RedisError as exc:
-            raise redis_error("redis", exc) from exc
+            raise redis_failure("redis", exc) from exc
         return step.result
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 
 from .._core import millis
 from .._errors import FenceUnavailable, issuer_error
-from ..issuer import Busy
+from ..issuer import Busy, FenceStatus
 
 #: Default idle lifetime of a counter key: a week. A lost counter is harmless (tokens
 #: restart from the server clock), so one-off names need not stay in Redis for ever.
@@ -263,6 +263,60 @@ return 1
 )
 
 
+STATUS = Script(
+    """
+-- fencing status: read a fence's lease, counter and queue in one step (changes nothing).
+-- KEYS[1] lease key (the counter and queue keys are derived from it)
+-- Returns {lease value or nil, lease pttl (-2 none, -1 no expiry), counter or nil,
+-- the number of queued waiters whose deadline has not passed}.
+local prefix = string.sub(KEYS[1], 1, -6)
+local now = redis.call('TIME')
+now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local waiters = 0
+local places = redis.call('HVALS', prefix .. 'waiting')
+for i = 1, #places do
+  if tonumber(string.match(places[i], '^(%d+):')) > now then
+    waiters = waiters + 1
+  end
+end
+local counter = redis.call('GET', prefix .. 'counter')
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), counter, waiters}
+""",
+    numkeys=1,
+)
+
+FORCE_RELEASE = Script(
+    """
+-- fencing force release: end a fence's lease whoever holds it, in one step, and make
+-- sure the next token is above the ended lease's.
+-- KEYS[1] lease key (the counter key is derived from it)
+-- ARGV[1] counter idle lifetime in ms; "0" = the counter never expires
+-- Returns {lease value, its pttl} of the lease ended, or {} when none was live.
+-- The counter is raised to the ended lease's token if it was below (or gone), so the
+-- next token is at least one more, whatever the server's clock says. Queued waiters
+-- are not served here: each takes the free lease at its next attempt.
+local held = redis.call('GET', KEYS[1])
+if not held then
+  return {}
+end
+local pttl = redis.call('PTTL', KEYS[1])
+local token = string.match(held, '^%+?(%d+):')
+local counter = string.sub(KEYS[1], 1, -6) .. 'counter'
+local last = redis.call('GET', counter)
+if token and (not last or #last < #token or (#last == #token and last < token)) then
+  if ARGV[1] == '0' then
+    redis.call('SET', counter, token)
+  else
+    redis.call('SET', counter, token, 'PX', ARGV[1])
+  end
+end
+redis.call('DEL', KEYS[1])
+return {held, pttl}
+""",
+    numkeys=1,
+)
+
+
 # -- keys and arguments ------------------------------------------------------------------
 
 
@@ -320,6 +374,37 @@ def lease_key(name: str) -> str:
     return key_prefix(name) + "lease"
 
 
+#: The keys whose presence means a fence exists: its lease, or its counter.
+_NAMED_SUFFIXES = ("lease", "counter")
+
+
+def names_patterns(prefix: str) -> tuple[bytes, ...]:
+    """The SCAN ``MATCH`` patterns of the keys of fences whose names may start with
+    ``prefix``: ``fencing:{<prefix>*`` for names without ``}`` (``name_of`` and a
+    ``startswith`` weed out the rest), and ``fencing:{*}:<prefix>*`` for those with one."""
+    escaped = "".join("\\" + c if c in "*?[]\\" else c for c in prefix)
+    plain = f"fencing:{{{escaped}*".encode()
+    return (plain, f"fencing:{{*}}:{escaped}*".encode()) if prefix else (plain,)
+
+
+def name_of(key: bytes) -> str | None:
+    """The fence name of a lease or counter key, else ``None`` (a queue, wake or other
+    key): the name whose ``key_prefix`` the key starts with (see there for the forms)."""
+    try:
+        text = key.decode()
+    except UnicodeDecodeError:  # fence names are UTF-8
+        return None
+    head = "fencing:{"
+    for suffix in _NAMED_SUFFIXES:
+        if text.startswith(head) and text.endswith(":" + suffix):
+            rest = text[len(head) : -len(suffix)]  # "<name>}:" or "<tag>}:<name>:"
+            close = rest.find("}")
+            name = rest[:close] if close == len(rest) - 2 else rest[close + 2 : -1]
+            if name and key_prefix(name) + suffix == text:
+                return name
+    return None
+
+
 class FenceKeys(NamedTuple):
     """The keys of one fence as bytes, ready for redis-py (no encoding per call)."""
 
@@ -367,6 +452,11 @@ def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple
 def release_args(name: str, value: bytes) -> tuple[Any, ...]:
     """KEYS and ARGV of ``RELEASE`` for the lease holding ``value``."""
     return (fence_keys(name).lease, value)
+
+
+def force_release_args(name: str, idle_ms: int) -> tuple[Any, ...]:
+    """KEYS and ARGV of ``FORCE_RELEASE``."""
+    return (fence_keys(name).lease, b"%d" % idle_ms)
 
 
 def idle_millis(counter_idle: float | None) -> int:
@@ -418,6 +508,41 @@ def parse_flag(reply: Any, script: str) -> bool:
     if reply == 0:
         return False
     raise _unexpected(script, reply)
+
+
+def parse_status(name: str, reply: Any) -> FenceStatus:
+    """``STATUS``'s reply as a ``FenceStatus``."""
+    try:
+        value, pttl, counter, waiters = reply
+        last = None if counter is None else int(counter)
+        if value is None:
+            return FenceStatus(name, held=False, last_token=last, waiters=int(waiters))
+        token, holder = parse_lease_value(value)
+    except (TypeError, ValueError):
+        raise _unexpected("status", reply) from None
+    left = pttl / 1000 if pttl >= 0 else None
+    last = token if last is None else max(last, token)
+    return FenceStatus(name, True, holder, token, left, last, int(waiters))
+
+
+def parse_force_release(name: str, reply: Any) -> FenceStatus:
+    """``FORCE_RELEASE``'s reply: the lease it ended, or not held."""
+    if reply == []:
+        return FenceStatus(name, held=False)
+    try:
+        value, pttl = reply
+        token, holder = parse_lease_value(value)
+    except (TypeError, ValueError):
+        raise _unexpected("force release", reply) from None
+    return FenceStatus(name, True, holder, token, pttl / 1000 if pttl >= 0 else None, token)
+
+
+def parse_lease_value(value: bytes) -> tuple[int, str]:
+    """``(token, holder)`` of a lease value (``lease_value``, perhaps marked with "+")."""
+    token, sep, holder = value.lstrip(b"+").partition(b":")
+    if not sep:
+        raise ValueError(f"not a lease value: {value!r}")
+    return int(token), holder.decode("latin-1")
 
 
 def _unexpected(script: str, reply: Any) -> FenceUnavailable:

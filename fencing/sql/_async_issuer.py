@@ -33,14 +33,14 @@ class AsyncSqlIssuer:
 
     async def _run(self, flow: SqlFlow[T]) -> T:
         await self._ensure_tables()
-        with sql_errors():
+        with sql_errors(url=self.engine.url):
             async with self.engine.begin() as conn:
                 return await run_async(flow, conn)
 
     async def _ensure_tables(self) -> None:
         if self._ready:
             return
-        with sql_errors("creating the fencing tables"):
+        with sql_errors("creating the fencing tables", self.engine.url):
             if self.dialect == "sqlite":
                 from ._migrate import create_tables
 

@@ -9,7 +9,7 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
 from ._engines import parse_sql_url
-from ._issuer import SqlFence
+from ._issuer import SqlFence, SqlIssuer, shared_issuer
 
 
 class SqlBackend:
@@ -24,6 +24,11 @@ class SqlBackend:
 
     def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
         return SqlFence(self.url, name, ttl)
+
+    @property
+    def issuer(self) -> SqlIssuer:
+        """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
+        return shared_issuer(self.url)
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         from .aio import AsyncSqlFence

@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from .._errors import issuer_error
+from ._errors import setup_error
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -107,13 +108,17 @@ def async_issuer_engine(source: object) -> AsyncEngine:
 
 
 @contextmanager
-def sql_errors(what: str = "SQL issuer") -> Iterator[None]:
-    """Re-raise driver and SQLAlchemy errors as ``FenceUnavailable`` (``from`` the original).
+def sql_errors(what: str = "SQL issuer", url: URL | None = None) -> Iterator[None]:
+    """Re-raise driver and SQLAlchemy errors as ``FenceUnavailable`` (``from`` the original),
+    or as ``FenceSetupError`` saying what to run when the database of ``url`` is not set up.
 
     One place for the sync and the asyncio issuer. ``OSError`` covers async drivers
     whose connection errors are not wrapped by SQLAlchemy.
     """
     try:
         yield
-    except (SQLAlchemyError, OSError) as exc:
+    except SQLAlchemyError as exc:
+        setup = None if url is None else setup_error(exc, url)
+        raise (setup or issuer_error(what, exc)) from exc
+    except OSError as exc:
         raise issuer_error(what, exc) from exc

@@ -1,4 +1,6 @@
-"""Errors of the SQL guard. Imports the core errors and SQLAlchemy's ``StaleDataError``.
+"""Errors of the SQL backend: the guard's, and the setup errors of the issuer.
+
+Imports the core errors and SQLAlchemy.
 
 ``StaleRowError`` is both a ``fencing.StaleTokenError`` and a SQLAlchemy
 ``StaleDataError``: handlers written for optimistic concurrency keep working, and the
@@ -7,9 +9,13 @@ session is rolled back exactly as SQLAlchemy does for a ``StaleDataError`` in a 
 
 from __future__ import annotations
 
+import os
+
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm.exc import StaleDataError
 
-from .._errors import FencingError, StaleTokenError
+from .._errors import FenceSetupError, FencingError, StaleTokenError
 
 
 class StaleRowError(StaleTokenError, StaleDataError):
@@ -30,3 +36,55 @@ class RowcountUnavailable(FencingError):
 
     The guard cannot be verified, so it is an error, never a warning.
     """
+
+
+#: SQLSTATE of PostgreSQL's "relation does not exist".
+_UNDEFINED_TABLE = "42P01"
+#: The driver ``fencing migrate`` runs PostgreSQL on (an asyncio engine names another).
+_SYNC_PG = "postgresql+psycopg"
+
+
+def _sqlite_cannot_open(database: str) -> FenceSetupError:
+    folder = os.path.dirname(os.path.abspath(database))
+    if not os.path.isdir(folder):
+        fix = f"its directory {folder} does not exist: create it"
+    else:
+        fix = f"check that this user may read and write it and its directory {folder}"
+    return FenceSetupError(f"cannot open the SQLite file {database}: {fix}")
+
+
+def _without_password(url: URL) -> URL:
+    return url._replace(password=None)  # URL.set(password=None) would keep it
+
+
+def migrate_command(url: URL) -> str:
+    """``fencing migrate --url <url>`` for the database of ``url``, without its password
+    (the password is left to ``PGPASSWORD`` or ``~/.pgpass``) and with a sync driver."""
+    url = _without_password(url)
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() not in (
+        "psycopg",
+        "psycopg2",
+        "pg8000",
+    ):
+        url = url.set(drivername=_SYNC_PG)
+    return f"fencing migrate --url {url.render_as_string(hide_password=False)}"
+
+
+def setup_error(exc: SQLAlchemyError, url: URL) -> FenceSetupError | None:
+    """The ``FenceSetupError`` for a driver error that means "not set up", else ``None``.
+
+    A missing ``fencing_leases`` table (PostgreSQL before ``fencing migrate``; SQLite
+    creates its table itself) is recognised by its SQLSTATE, whichever driver raised it;
+    a SQLite file that cannot be opened by SQLite's message (its directory is missing or
+    not writable).
+    """
+    if url.get_backend_name() == "sqlite" and "unable to open database file" in str(exc):
+        return _sqlite_cannot_open(str(url.database))
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if state != _UNDEFINED_TABLE and "no such table: fencing_leases" not in str(exc):
+        return None
+    return FenceSetupError(
+        f"the table fencing_leases is missing from {_without_password(url).render_as_string()}: "
+        f"run `{migrate_command(url)}` (or fencing.sql.create_tables(engine) from Python)"
+    )

@@ -3,11 +3,18 @@
 Every operation is one transaction and, on both databases, one statement whose WHERE
 clause is the whole decision (time from the database's clock, never the client's):
 
-- acquire: ``INSERT ... ON CONFLICT (name) DO UPDATE SET token = token + 1, ...
-  WHERE holder IS NULL OR expires_at <= now RETURNING token``. No row back means the
-  lease is taken; a second read then reports how long it has left (``Busy``).
+- acquire: ``INSERT ... ON CONFLICT (name) DO UPDATE SET token = max(token + 1, clock),
+  ... WHERE holder IS NULL OR expires_at <= now RETURNING token``, where ``clock`` is the
+  database's clock in microseconds (a new row starts there too, so a row deleted by hand
+  does not restart its tokens at 1). No row back means the lease is taken; a second
+  read then reports how long it has left (``Busy``).
 - renew / release: ``UPDATE ... WHERE name, token, holder match AND expires_at > now``;
   one row changed means it was ours. Release clears holder and expiry, keeps the counter.
+
+The operators' calls (``Inspects``, ``ForceReleases``): ``status`` is one read;
+``force_release`` reads the live lease with ``FOR UPDATE`` and clears it by its exact
+token and holder in the same transaction; the counter stays, so the next token is
+higher than the one it ended.
 
 The operations are written once as flows of statements (``SqlFlows``, see ``_flow``);
 ``SqlIssuer`` drives them on a ``Connection`` and ``AsyncSqlIssuer`` (``_async_issuer``)
@@ -20,19 +27,29 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Connection, CursorResult, Engine, Executable, and_, or_, select, update
+from sqlalchemy import (
+    Connection,
+    CursorResult,
+    Engine,
+    Executable,
+    and_,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .._core import DEFAULT_TTL
 from .._fence import Fence
 from .._flow import run_sync
-from ..issuer import Busy
+from ..issuer import Busy, FenceStatus
 from ._engines import issuer_engine, sql_errors
-from ._schema import db_now, leases
+from ._schema import db_micros, db_now, leases
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -76,6 +93,11 @@ def _upsert(dialect: str) -> Any:
     return postgresql.insert if dialect == "postgresql" else sqlite.insert
 
 
+def _greatest(dialect: str, *values: Any) -> Any:
+    """The largest of ``values`` (PostgreSQL ``greatest``, SQLite's scalar ``max``)."""
+    return func.greatest(*values) if dialect == "postgresql" else func.max(*values)
+
+
 def _held(dialect: str, name: str, token: int, holder: str) -> Any:
     return and_(
         leases.c.name == name,
@@ -95,15 +117,15 @@ class SqlFlows:
         self.dialect = dialect
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> SqlFlow[int | Busy]:
-        now = db_now(self.dialect)
+        now, clock = db_now(self.dialect), db_micros(self.dialect)
         insert = _upsert(self.dialect)(leases).values(
-            name=name, token=1, holder=holder, expires_at=now + ttl_ms / 1000.0
+            name=name, token=clock, holder=holder, expires_at=now + ttl_ms / 1000.0
         )
         take = Execute(
             insert.on_conflict_do_update(
                 index_elements=[leases.c.name],
                 set_={
-                    "token": leases.c.token + 1,
+                    "token": _greatest(self.dialect, leases.c.token + 1, clock),
                     "holder": insert.excluded.holder,
                     "expires_at": insert.excluded.expires_at,
                 },
@@ -136,12 +158,51 @@ class SqlFlows:
         yield step
         return step.result.rowcount == 1
 
+    def status(self, name: str, lock: bool = False) -> SqlFlow[FenceStatus]:
+        """One read of the row of ``name``; ``lock``: keep it locked to the transaction's end."""
+        now = db_now(self.dialect)
+        live = and_(leases.c.holder.is_not(None), leases.c.expires_at > now)
+        query = select(leases.c.token, leases.c.holder, leases.c.expires_at - now, live).where(
+            leases.c.name == name
+        )
+        read = Execute(query.with_for_update() if lock else query)
+        yield read
+        if not read.result.rows:
+            return FenceStatus(name, held=False)
+        token, holder, left, held = read.result.rows[0]
+        if not held:
+            return FenceStatus(name, held=False, last_token=int(token))
+        return FenceStatus(name, True, holder, int(token), max(0.0, float(left)), int(token))
+
+    def names(self, prefix: str) -> SqlFlow[list[str]]:
+        step = Execute(
+            select(leases.c.name)
+            .where(leases.c.name.startswith(prefix, autoescape=True))
+            .order_by(leases.c.name)
+        )
+        yield step
+        return [str(row[0]) for row in step.result.rows]
+
+    def force_release(self, name: str) -> SqlFlow[FenceStatus]:
+        ended = yield from self.status(name, lock=True)
+        if ended.token is not None and ended.holder is not None:  # held: both are set
+            clear = Execute(
+                update(leases)
+                .where(leases.c.name == name, leases.c.token == ended.token)
+                .where(leases.c.holder == ended.holder)
+                .values(holder=None, expires_at=None)
+            )
+            yield clear
+        return ended
+
 
 class SqlIssuer:
     """Issuer on SQLite or PostgreSQL (an ``Engine`` or URL); see the module docstring.
 
     The ``fencing_leases`` table must exist: run ``fencing migrate`` (or
     ``fencing.sql.create_tables``); SQLite files get it automatically on first use.
+    Without it, every call raises ``FenceSetupError`` naming the command to run. It can
+    be inspected and force-released (``fencing.issuer.Inspects``, ``ForceReleases``).
     """
 
     def __init__(self, engine: Engine | str) -> None:
@@ -153,13 +214,13 @@ class SqlIssuer:
 
     def _run(self, flow: SqlFlow[T]) -> T:
         self._ensure_tables()
-        with sql_errors(), self.engine.begin() as conn:
+        with sql_errors(url=self.engine.url), self.engine.begin() as conn:
             return run_sync(flow, conn)
 
     def _ensure_tables(self) -> None:
         if self._ready:
             return
-        with self._ready_lock, sql_errors("creating the fencing tables"):
+        with self._ready_lock, sql_errors("creating the fencing tables", self.engine.url):
             if not self._ready and self.dialect == "sqlite":
                 from ._migrate import create_tables
 
@@ -174,6 +235,15 @@ class SqlIssuer:
 
     def release(self, name: str, token: int, holder: str) -> bool:
         return self._run(self.flows.release(name, token, holder))
+
+    def status(self, name: str) -> FenceStatus:
+        return self._run(self.flows.status(name))
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        return iter(self._run(self.flows.names(prefix)))
+
+    def force_release(self, name: str) -> FenceStatus:
+        return self._run(self.flows.force_release(name))
 
 
 _issuers: dict[object, SqlIssuer] = {}

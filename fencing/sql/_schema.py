@@ -2,7 +2,9 @@
 
 A row holds the fence's token counter (the last token issued) and its current lease
 (holder id and expiry). Release clears the lease but keeps the counter, so tokens never
-go back, even across releases, expiries and crashed holders. Expiry is stored as seconds
+go back, even across releases, expiries and crashed holders. A row deleted by hand
+does not restart its tokens either: like Redis, every token is at least the database's
+clock in microseconds (``db_micros``). Expiry is stored as seconds
 since the Unix epoch *by the database's clock* (a double), the same way on SQLite and
 PostgreSQL, so no client clock is ever compared with another.
 
@@ -11,6 +13,8 @@ default runs those migrations itself on first use. Imports SQLAlchemy only.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -41,15 +45,32 @@ leases = Table(
 )
 
 
-def db_now(dialect_name: str) -> ColumnElement[float]:
-    """The database's current time in seconds since the epoch, as a SQL expression.
+def _epoch(dialect_name: str) -> ColumnElement[Any]:
+    """The database's clock in seconds since the epoch, as precise as it comes.
 
-    PostgreSQL: ``clock_timestamp()`` (the real time, not the transaction start).
-    SQLite: ``julianday('now')`` converted to Unix seconds (sub-millisecond precision;
-    ``unixepoch('subsec')`` needs SQLite 3.42). Any other dialect is refused.
+    PostgreSQL: ``clock_timestamp()`` (the real time, not the transaction start), as an
+    exact numeric. SQLite: ``julianday('now')`` converted to Unix seconds (millisecond
+    resolution; ``unixepoch('subsec')`` needs SQLite 3.42). Any other dialect is refused.
     """
     if dialect_name == "postgresql":
-        return func.extract("epoch", func.clock_timestamp()).cast(Double)
+        return func.extract("epoch", func.clock_timestamp())
     if dialect_name == "sqlite":
         return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Double)
     raise ValueError(f"fencing SQL issuer supports SQLite and PostgreSQL, not {dialect_name!r}")
+
+
+def db_now(dialect_name: str) -> ColumnElement[float]:
+    """The database's current time in seconds since the epoch (a double), for expiries."""
+    return _epoch(dialect_name).cast(Double)
+
+
+def db_micros(dialect_name: str) -> ColumnElement[int]:
+    """The database's current time in whole microseconds since the epoch: the token floor.
+
+    Tokens are ``max(last + 1, this)``, so they stay unique and increasing even when
+    the clock repeats a value (SQLite's has millisecond resolution).
+    """
+    micros = _epoch(dialect_name) * 1000000
+    if dialect_name == "postgresql":  # numeric -> bigint rounds: floor first
+        micros = func.floor(micros)
+    return micros.cast(BigInteger)  # SQLite: CAST(... AS INTEGER) truncates

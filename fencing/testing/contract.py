@@ -20,6 +20,9 @@ module and provide one fixture; pytest collects the inherited tests::
 - ``AsyncFenceContract``: the same promises for a ``fencing.AsyncFence``; its tests are
   coroutines (run them with pytest-asyncio in auto mode, or mark the class ``asyncio``).
   The fixture itself may be async (to open a client on the test's event loop).
+- ``OperationsContract``: for an issuer with the operators' capabilities
+  (``fencing.issuer.Inspects`` and ``ForceReleases``, behind ``fencing status``, ``list``
+  and ``release --force``); the same ``make_fence`` fixture as ``FenceContract``.
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -74,6 +77,8 @@ from .. import (
     guard,
 )
 from .._marks import Mark
+from .._validate import MAX_TTL
+from ..issuer import ForceReleases, Inspects
 
 T = TypeVar("T")
 
@@ -97,6 +102,7 @@ BAD_NAMES: list[tuple[Any, type[Exception]]] = [
     (b"name", TypeError),
     ("x" * 257, ValueError),
     ("nul\x00", ValueError),
+    ("lone \ud800 surrogate", ValueError),  # cannot be encoded: refused before any I/O
 ]
 #: Refused lease lifetimes (``ttl`` of a fence and of ``renew``).
 BAD_TTLS: list[tuple[Any, type[Exception]]] = [
@@ -104,9 +110,17 @@ BAD_TTLS: list[tuple[Any, type[Exception]]] = [
     (-1, ValueError),
     (math.nan, ValueError),
     (math.inf, ValueError),
+    (MAX_TTL + 1, ValueError),  # beyond what Redis can renew (see fencing._validate)
     (True, TypeError),
     ("1", TypeError),
 ]
+
+
+def _waiting(kind: str, patience: float) -> float | None:
+    """The ``timeout`` of a waiter: "none" and "inf" wait for ever, else ``patience``."""
+    return {"none": None, "inf": math.inf}.get(kind, patience)
+
+
 #: Refused ``acquire`` timeouts.
 BAD_TIMEOUTS: list[tuple[Any, type[Exception]]] = [
     (-1, ValueError),
@@ -358,18 +372,16 @@ class FenceContract(LeaseTerms):
         holder.renew(token)  # the waiter took nothing from the holder
         holder.release(token)
 
-    @pytest.mark.parametrize("timeout", ["none", "number"])
+    @pytest.mark.parametrize("timeout", ["none", "inf", "number"])
     def test_waiter_gets_the_lease_when_the_holder_releases(
         self, make_fence: MakeFence, timeout: str
     ) -> None:
-        """``acquire(timeout=None)`` (or a long enough number) waits while the lease is
-        held and takes it, with a higher token, once the holder releases."""
+        """``acquire(timeout=None)`` (or ``math.inf``, or a long enough number) waits while
+        the lease is held and takes it, with a higher token, once the holder releases."""
         name = self.fresh_name(f"wait-{timeout}")
         holder, waiter = make_fence(name, self.long_ttl), make_fence(name, self.long_ttl)
         token = holder.acquire(timeout=0)
-        wait = _Background(
-            lambda: waiter.acquire(timeout=None if timeout == "none" else self.patience)
-        )
+        wait = _Background(lambda: waiter.acquire(timeout=_waiting(timeout, self.patience)))
         time.sleep(self.short_ttl)
         assert wait.running(), "acquire returned while the lease was held"
         holder.release(token)
@@ -708,7 +720,7 @@ class AsyncFenceContract(LeaseTerms):
         await holder.renew(token)
         await holder.release(token)
 
-    @pytest.mark.parametrize("timeout", ["none", "number"])
+    @pytest.mark.parametrize("timeout", ["none", "inf", "number"])
     async def test_waiter_gets_the_lease_when_the_holder_releases(
         self, make_fence: MakeAsyncFence, timeout: str
     ) -> None:
@@ -716,9 +728,7 @@ class AsyncFenceContract(LeaseTerms):
         name = self.fresh_name(f"wait-{timeout}")
         holder, waiter = make_fence(name, self.long_ttl), make_fence(name, self.long_ttl)
         token = await holder.acquire(timeout=0)
-        wait = asyncio.create_task(
-            waiter.acquire(timeout=None if timeout == "none" else self.patience)
-        )
+        wait = asyncio.create_task(waiter.acquire(timeout=_waiting(timeout, self.patience)))
         await asyncio.sleep(self.short_ttl)
         assert not wait.done(), f"acquire returned while the lease was held: {wait}"
         await holder.release(token)
@@ -1131,6 +1141,83 @@ class MarkContract:
             assert order == ["start old", "start new", "end new", "end old"]
 
 
+class OperationsContract(LeaseTerms):
+    """The promises of the operators' capabilities, ``Inspects`` and ``ForceReleases``.
+
+    Subclass it with the same ``make_fence`` fixture as ``FenceContract``; the issuer is
+    the fences' ``issuer``. It checks: ``status`` follows the lease (free, held with its
+    token and holder, free again with the last token); ``names`` lists the fences with a
+    prefix and no others; ``force_release`` ends the lease whoever holds it, reports it,
+    changes nothing when no lease is live, and the next token is higher, so the evicted
+    holder's renew and release raise ``LeaseLost`` while the new lease is untouched.
+    """
+
+    @pytest.fixture
+    def make_fence(self) -> MakeFence:
+        """Override: return ``make(name, ttl)`` giving fresh fences on the issuer under test."""
+        raise NotImplementedError("subclass OperationsContract and provide make_fence")
+
+    @staticmethod
+    def operations(fence: Fence) -> Any:
+        """The fence's issuer, which must have both capabilities."""
+        issuer = fence.issuer
+        assert isinstance(issuer, Inspects), f"{issuer!r} is not fencing.issuer.Inspects"
+        assert isinstance(issuer, ForceReleases), f"{issuer!r} is not ForceReleases"
+        return issuer
+
+    def test_status_follows_the_lease(self, make_fence: MakeFence) -> None:
+        name = self.fresh_name("status")
+        fence = make_fence(name, self.long_ttl)
+        issuer = self.operations(fence)
+        unused = issuer.status(name)
+        assert unused.name == name and not unused.held, f"a name never used: {unused}"
+        assert (unused.holder, unused.token, unused.expires_in) == (None, None, None), unused
+        assert unused.last_token is None, f"a name never used has a last token: {unused}"
+        token = fence.acquire(timeout=0)
+        held = issuer.status(name)
+        assert held.held and held.token == token == held.last_token, f"{held} after {token}"
+        assert isinstance(held.holder, str) and held.holder, f"no holder id: {held}"
+        left = held.expires_in
+        assert left is None or 0 < left <= self.long_ttl, f"{left}s left of {self.long_ttl}"
+        fence.release(token)
+        free = issuer.status(name)
+        assert not free.held and free.token is None and free.holder is None, f"{free}"
+        assert free.last_token in (token, None), f"last token {free.last_token}, not {token}"
+
+    def test_names_lists_the_fences_with_a_prefix(self, make_fence: MakeFence) -> None:
+        prefix = self.fresh_name("names") + ":"
+        names = [f"{prefix}a", f"{prefix}b*_%", f"{prefix}c"]  # glob and LIKE characters
+        fences = [make_fence(name, self.long_ttl) for name in [*names, prefix[:-1] + "x:d"]]
+        tokens = [fence.acquire(timeout=0) for fence in fences]
+        issuer = self.operations(fences[0])
+        listed = list(issuer.names(prefix))
+        assert sorted(listed) == sorted(names), f"names({prefix!r}) gave {listed}"
+        assert list(issuer.names(names[1])) == [names[1]], "a prefix is literal"
+        for fence, token in zip(fences, tokens, strict=True):
+            fence.release(token)
+
+    def test_force_release_evicts_the_holder_and_the_next_token_is_higher(
+        self, make_fence: MakeFence
+    ) -> None:
+        name = self.fresh_name("force")
+        evicted, successor = make_fence(name, self.long_ttl), make_fence(name, self.long_ttl)
+        issuer = self.operations(evicted)
+        token = evicted.acquire(timeout=0)
+        ended = issuer.force_release(name)
+        assert ended.held and ended.token == token, f"ended {ended}, held token {token}"
+        newer = successor.acquire(timeout=0)  # free at once, not after the ttl
+        assert newer > token, f"token {newer} after the evicted {token}"
+        with pytest.raises(LeaseLost):
+            evicted.renew(token)
+        with pytest.raises(LeaseLost):
+            evicted.release(token)
+        successor.renew(newer)  # the evicted holder's calls did not touch the new lease
+        successor.release(newer)
+        nothing = issuer.force_release(name)
+        assert not nothing.held and nothing.token is None, f"no lease was live: {nothing}"
+        assert successor.acquire(timeout=0) > newer
+
+
 __all__ = [
     "BAD_MARK_TOKENS",
     "BAD_NAMES",
@@ -1145,6 +1232,7 @@ __all__ = [
     "MakeFence",
     "MakeMark",
     "MarkContract",
+    "OperationsContract",
     "assert_increasing",
     "assert_token_of",
     "racing_tokens",

@@ -1,0 +1,134 @@
+"""What the operators' commands (``fencing status``, ``list``, ``release``) share: the
+exit codes, the ``--url`` option, opening the issuer of a URL and reporting a fence.
+
+Exit codes, documented in docs/operations.md (scripts rely on them):
+
+====  =====================================================================
+0     done
+1     the backend failed or is not set up (``FenceUnavailable``, ``FenceSetupError``)
+2     usage: a bad option, URL or fence name; ``release`` without ``--force``
+3     ``release --force``: no lease was live, nothing changed
+4     the backend cannot be inspected (its issuer lacks the capability)
+====  =====================================================================
+
+Messages for a non-zero code go to stderr as ``fencing <command>: <what happened>``. A
+reader that stops reading (``fencing list | head``) ends the output quietly, with 0.
+Imports the core (``connect``, the errors, the issuer protocols) only; the backend is
+loaded by ``connect`` from the URL's scheme.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
+
+from .._connect import connect
+from .._errors import FencingError
+from .._validate import check_name
+from ..issuer import FenceStatus, ForceReleases, Inspects
+
+OK, FAILED, USAGE, NOT_HELD, UNSUPPORTED = 0, 1, 2, 3, 4
+
+
+class CommandError(Exception):
+    """Ends a command with ``code`` after printing ``message`` on stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def add_url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--url",
+        help="the issuer's URL: redis://..., sqlite:///path, postgresql://... "
+        "(default: $FENCING_URL, else the embedded SQLite file)",
+    )
+
+
+def shown(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def _issuer_of(url: str | None) -> tuple[object, str]:
+    """The blocking issuer of ``url`` (``None``: ``connect``'s default) and the URL used
+    (a backend from ``connect`` exposes its issuer as ``issuer``)."""
+    try:
+        backend = connect(url)
+    except (TypeError, ValueError) as exc:
+        raise CommandError(USAGE, str(exc)) from exc
+    except ImportError as exc:
+        raise CommandError(FAILED, f"the backend of this URL is not installed: {exc}") from exc
+    return getattr(backend, "issuer", None), backend.url
+
+
+def inspector(url: str | None) -> Inspects:
+    """The issuer of ``url`` if it can be inspected, else ``CommandError`` (exit 4)."""
+    issuer, url = _issuer_of(url)
+    if not isinstance(issuer, Inspects):
+        raise CommandError(UNSUPPORTED, f"the issuer of {shown(url)} cannot be inspected")
+    return issuer
+
+
+def releaser(url: str | None) -> tuple[ForceReleases, str]:
+    """The issuer of ``url`` and the URL used, if it can force-release (else exit 4)."""
+    issuer, url = _issuer_of(url)
+    if not isinstance(issuer, ForceReleases):
+        raise CommandError(UNSUPPORTED, f"the issuer of {shown(url)} cannot force-release")
+    return issuer, url
+
+
+def checked_name(name: str) -> str:
+    try:
+        return check_name(name)
+    except ValueError as exc:
+        raise CommandError(USAGE, str(exc)) from exc
+
+
+def as_json(status: FenceStatus) -> str:
+    """One fence as a JSON object on one line (the ``--json`` output)."""
+    return json.dumps(dataclasses.asdict(status))
+
+
+def as_text(status: FenceStatus) -> str:
+    """One fence as one line of text."""
+    if status.held:
+        left = "no expiry" if status.expires_in is None else f"{status.expires_in:.3f} s left"
+        state = f"held by {status.holder} with token {status.token}, {left}"
+    else:
+        state = "free"
+    if status.waiters is not None:
+        state += f"; {status.waiters} waiting"
+    last = "none on record" if status.last_token is None else str(status.last_token)
+    return f"{status.name}: {state}; last token {last}"
+
+
+def run_command(
+    command: str, body: Callable[[argparse.Namespace], int], args: argparse.Namespace
+) -> int:
+    """Run ``body(args)``; map its ``CommandError`` and backend errors to exit codes."""
+    try:
+        code = body(args)
+    except CommandError as exc:
+        print(f"fencing {command}: {exc}", file=sys.stderr)
+        return exc.code
+    except FencingError as exc:
+        print(f"fencing {command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return FAILED
+    except BrokenPipeError:  # the reader stopped reading (`fencing list | head`): fine
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush does not fail again
+        os.close(devnull)
+        return OK
+    return code

@@ -1,0 +1,403 @@
+"""`fencing status`, `fencing list` and `fencing release --force` against real Redis,
+SQLite and PostgreSQL: output (text and JSON), exit codes, and what force-release does
+to the evicted holder (a newer token, refused at a guard)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy import create_engine
+
+import fencing
+from fencing import cli
+from fencing._connect import _BACKENDS, connect
+from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE, releaser
+from fencing.issuer import Busy
+from fencing.sql import create_tables
+from fencing.sql._schema import leases
+from fencing.testing.servers import PostgresServer, RedisServer
+
+#: The keys every ``--json`` object has, with the types a script may rely on.
+JSON_KEYS = {
+    "name": (str,),
+    "held": (bool,),
+    "token": (int, type(None)),
+    "expires_in": (float, int, type(None)),
+    "last_token": (int, type(None)),
+    "holder": (str, type(None)),
+    "waiters": (int, type(None)),
+}
+
+
+@pytest.fixture(params=["redis", "sqlite", "postgresql"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The issuer URL the commands are run against (each test runs on all three)."""
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        redis.Redis(port=server.port).flushall()
+        return server.url
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fencing.db'}"
+    postgres: PostgresServer = request.getfixturevalue("postgres_server")
+    engine = create_engine(postgres.url("psycopg"))
+    create_tables(engine)
+    engine.dispose()
+    return postgres.url("psycopg")
+
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Run:
+    """``run("status", "x", ...)``: the exit code, stdout and stderr of one command."""
+
+    def run_command(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = cli.main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run_command
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}:{uuid.uuid4().hex[:10]}"
+
+
+def check_json(line: str) -> dict[str, object]:
+    """One ``--json`` object: exactly the documented keys, each of its documented type."""
+    found = json.loads(line)
+    assert set(found) == set(JSON_KEYS), found
+    for key, kinds in JSON_KEYS.items():
+        assert isinstance(found[key], kinds), (key, found)
+    return dict(found)
+
+
+def test_status_reports_a_held_a_free_and_an_unused_fence(url: str, run: Run) -> None:
+    held, free, unused = unique("held"), unique("free"), unique("unused")
+    backend = connect(url)
+    token = backend.fence(held, ttl=30).acquire(timeout=0)
+    other = backend.fence(free, ttl=30)
+    last_free = other.acquire(timeout=0)
+    other.release(last_free)
+
+    code, out, err = run("status", "--url", url, "--json", held, free, unused)
+    assert code == OK and not err
+    lines = [check_json(line) for line in out.splitlines()]
+    assert [line["name"] for line in lines] == [held, free, unused]  # in the order asked
+    first, second, third = lines
+    assert first["held"] is True and first["token"] == token == first["last_token"]
+    assert isinstance(first["expires_in"], float) and 0 < first["expires_in"] <= 30
+    assert isinstance(first["holder"], str) and first["holder"]
+    assert second["held"] is False and second["token"] is None
+    assert second["last_token"] == last_free
+    assert third == {**third, "held": False, "token": None, "expires_in": None}
+    assert third["last_token"] is None
+
+    code, out, _ = run("status", "--url", url, held, unused)
+    assert code == OK
+    held_line, unused_line = out.splitlines()
+    assert held_line.startswith(f"{held}: held by ") and f"with token {int(token)}" in held_line
+    assert unused_line.startswith(f"{unused}: free") and "last token none on record" in unused_line
+
+
+def test_list_finds_the_fences_by_prefix(url: str, run: Run) -> None:
+    tag = uuid.uuid4().hex[:8]
+    # glob and LIKE characters are literal in a prefix (Redis SCAN MATCH, SQL LIKE)
+    names = [f"job*{tag}:a", f"job*{tag}:b_%", f"job*{tag}:[c]"]
+    backend = connect(url)
+    for name in names:
+        fence = backend.fence(name, ttl=30)
+        fence.release(fence.acquire(timeout=0))
+    held = backend.fence(names[0], ttl=30).acquire(timeout=0)
+    backend.fence(f"jobX{tag}:other", ttl=30).acquire(timeout=0)  # "*" must not match "X"
+
+    code, out, _ = run("list", "--url", url, "--prefix", f"job*{tag}")
+    assert code == OK and sorted(out.splitlines()) == sorted(names)
+    code, out, _ = run("list", "--url", url, "--prefix", f"job*{tag}:b_")
+    assert code == OK and out.splitlines() == [names[1]]
+
+    code, out, _ = run("list", "--json", "--url", url, "--prefix", f"job*{tag}")
+    by_name = {line["name"]: line for line in map(check_json, out.splitlines())}
+    assert set(by_name) == set(names)
+    assert by_name[names[0]]["held"] is True and by_name[names[0]]["token"] == held
+    assert by_name[names[1]]["held"] is False
+
+
+def test_force_release_fences_the_evicted_holder_out(url: str, run: Run, tmp_path: Path) -> None:
+    name = unique("stuck")
+    evicted_fence = connect(url).fence(name, ttl=60)
+    evicted = evicted_fence.acquire(timeout=0)
+    store = fencing.FileStore(tmp_path / "resource")
+    store.write(b"by the evicted holder", evicted)
+
+    code, out, err = run("release", name, "--force", "--url", url)
+    assert code == OK and not err
+    assert "evicted holder" in out and f"token {int(evicted)}" in out
+
+    newer_fence = connect(url).fence(name, ttl=60)
+    newer = newer_fence.acquire(timeout=0)  # free at once: no waiting for the ttl
+    assert newer > evicted
+    store.write(b"by the next holder", newer)
+    with pytest.raises(fencing.StaleTokenError):
+        store.write(b"late write of the evicted holder", evicted)
+    assert store.read() == b"by the next holder"
+    with pytest.raises(fencing.LeaseLost):
+        evicted_fence.renew(evicted)
+    with pytest.raises(fencing.LeaseLost):
+        evicted_fence.release(evicted)
+    newer_fence.renew(newer)  # the evicted holder's attempts did not touch the new lease
+    newer_fence.release(newer)
+
+
+def test_force_release_json_and_not_held(url: str, run: Run) -> None:
+    name = unique("json")
+    token = connect(url).fence(name, ttl=60).acquire(timeout=0)
+    code, out, _ = run("release", name, "--force", "--json", "--url", url)
+    ended = check_json(out)
+    assert code == OK and ended["held"] is True and ended["token"] == token
+
+    code, out, err = run("release", name, "--force", "--url", url)
+    assert code == NOT_HELD and not out and "is not held" in err and "nothing changed" in err
+    code, out, _ = run("release", unique("never"), "--force", "--json", "--url", url)
+    assert code == NOT_HELD and check_json(out)["held"] is False
+
+
+def test_release_without_force_changes_nothing(url: str, run: Run) -> None:
+    name = unique("kept")
+    fence = connect(url).fence(name, ttl=60)
+    token = fence.acquire(timeout=0)
+    code, out, err = run("release", name, "--url", url)
+    assert code == USAGE and not out
+    assert err.startswith("fencing release: refusing") and "--force" in err
+    fence.renew(token)  # still held by its holder
+    fence.release(token)
+
+
+def test_force_release_raises_a_lost_redis_counter_above_the_evicted_token(
+    redis_server: RedisServer, run: Run
+) -> None:
+    """A lease can outlive its counter key (``counter_idle``): the next token must still
+    be above the evicted one, whatever the server clock says."""
+    client = redis.Redis(port=redis_server.port)
+    name = unique("counterless")
+    issuer = fencing.RedisIssuer(client)
+    future = int(time.time() * 1e6) + 10**12  # a token far above the clock floor
+    client.set(f"fencing:{{{name}}}:lease", f"{future}:someone", px=60_000)
+    assert client.get(f"fencing:{{{name}}}:counter") is None
+    code, _, _ = run("release", name, "--force", "--url", redis_server.url)
+    assert code == OK
+    token = issuer.try_acquire(name, "next", 60_000)
+    assert isinstance(token, int) and token == future + 1
+
+
+def test_redis_status_counts_queued_waiters_and_they_take_a_force_released_lease(
+    redis_server: RedisServer, run: Run
+) -> None:
+    name = unique("queue")
+    backend = connect(redis_server.url)
+    evicted = backend.fence(name, ttl=60).acquire(timeout=0)
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(backend.fence(name).acquire(60)))
+    waiter.start()
+    deadline = time.monotonic() + 30
+    while True:  # until the waiter has queued (its first attempt)
+        _, out, _ = run("status", "--json", "--url", redis_server.url, name)
+        if check_json(out)["waiters"] == 1:
+            break
+        assert time.monotonic() < deadline, "the waiter never showed up in the queue"
+        time.sleep(0.01)
+    assert run("release", name, "--force", "--url", redis_server.url)[0] == OK
+    waiter.join(60)
+    assert got and got[0] > evicted
+
+
+def test_bad_names_and_urls_are_usage_errors(url: str, run: Run) -> None:
+    code, out, err = run("status", "--url", url, "ok", "")
+    assert code == USAGE and not out and "must not be empty" in err
+    code, _, err = run("release", "x" * 300, "--force", "--url", url)
+    assert code == USAGE and "256" in err
+    code, _, err = run("list", "--url", "mysql://u@h/db")
+    assert code == USAGE and "unknown fencing URL scheme" in err
+
+
+def test_an_unreachable_backend_exits_1_without_a_traceback(run: Run) -> None:
+    from fencing.testing.servers import free_port
+
+    code, out, err = run("status", "x", "--url", f"redis://:secret@127.0.0.1:{free_port()}/0")
+    assert code == FAILED and not out
+    assert err.startswith("fencing status: FenceUnavailable:") and "Traceback" not in err
+
+
+class PlainIssuer:
+    """An issuer with the three required calls only: it cannot be inspected."""
+
+    def __init__(self) -> None:
+        self._memory = fencing.MemoryIssuer()
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return self._memory.try_acquire(name, holder, ttl_ms)
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return self._memory.renew(name, token, holder, ttl_ms)
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        return self._memory.release(name, token, holder)
+
+
+class PlainBackend:
+    """A ``connect`` backend (for the scheme ``plain://``) whose issuer has no capability."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.issuer = PlainIssuer()
+
+
+def test_an_issuer_without_the_capability_exits_4(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(_BACKENDS, "plain", (__name__, "PlainBackend"))
+    for args in (["status", "x"], ["list"], ["release", "x", "--force"]):
+        code, out, err = run(*args, "--url", "plain://here")
+        assert code == UNSUPPORTED and not out and "cannot" in err
+
+
+def test_the_default_url_is_fencing_url(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch, run: Run
+) -> None:
+    name = unique("env")
+    token = connect(redis_server.url).fence(name, ttl=30).acquire(timeout=0)
+    monkeypatch.setenv("FENCING_URL", redis_server.url)
+    code, out, _ = run("status", "--json", name)
+    assert code == OK and check_json(out)["token"] == token
+
+
+def test_the_embedded_default_needs_no_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Run
+) -> None:
+    monkeypatch.delenv("FENCING_URL", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "fresh-state"))
+    code, out, _ = run("status", "--json", "first")
+    assert code == OK and check_json(out)["held"] is False
+
+
+@pytest.mark.parametrize("command", ["status", "list", "release"])
+def test_help_shows_examples_and_exit_codes(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    help_text = capsys.readouterr().out
+    assert done.value.code == 0
+    assert f"fencing {command}" in help_text and "exit codes: 0" in help_text
+
+
+def test_the_installed_command_prints_json_and_exits_with_the_documented_codes(
+    redis_server: RedisServer,
+) -> None:
+    name = unique("proc")
+    token = connect(redis_server.url).fence(name, ttl=30).acquire(timeout=0)
+    env = {**os.environ, "FENCING_URL": redis_server.url}
+
+    def fencing_command(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "fencing", *args]
+        return subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+
+    status = fencing_command("status", "--json", name)
+    assert status.returncode == OK and check_json(status.stdout)["token"] == token
+    assert fencing_command("release", name).returncode == USAGE
+    assert fencing_command("release", name, "--force").returncode == OK
+    assert fencing_command("release", name, "--force").returncode == NOT_HELD
+
+
+def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
+    url: str, tmp_path: Path
+) -> None:
+    """Threads take, use and release the lease while another force-releases it: every
+    lease it reports ended is one whose holder then finds it lost, and no other."""
+    name = unique("racing")
+    backend = connect(url)
+    issuer, _ = releaser(url)
+    store = fencing.FileStore(tmp_path / "resource")
+    lost: list[int] = []  # tokens whose release raised LeaseLost
+    evicted: list[int] = []  # tokens force_release reported ending
+    tokens: list[int] = []
+    workers_done = threading.Event()
+
+    def worker() -> None:
+        fence = backend.fence(name, ttl=60)  # no lease expires during the test
+        for _ in range(8):
+            token = fence.acquire(timeout=60)
+            tokens.append(int(token))
+            with contextlib.suppress(fencing.StaleTokenError):
+                store.write(b"x", token)
+            try:
+                fence.release(token)
+            except fencing.LeaseLost:
+                lost.append(int(token))
+
+    def evictor() -> None:
+        while not workers_done.is_set() and len(evicted) < 4:
+            ended = issuer.force_release(name)
+            if ended.token is not None:  # a lease was live and ended
+                evicted.append(ended.token)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    evicting = threading.Thread(target=evictor)
+    for thread in [*threads, evicting]:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    workers_done.set()
+    evicting.join(60)
+    assert evicted, "the evictor never found the lease held"
+    assert sorted(lost) == sorted(evicted)
+    assert len(set(tokens)) == len(tokens) == 24
+
+
+def test_a_reader_that_stops_reading_ends_the_output_quietly(tmp_path: Path) -> None:
+    """``fencing list | head -1``: no ``BrokenPipeError`` traceback, exit 0."""
+    url = f"sqlite:///{tmp_path / 'many.db'}"
+    issuer = fencing.SqlIssuer(url)
+    issuer.try_acquire("first", "h", 60_000)  # creates the table
+    with issuer.engine.begin() as conn:  # many fences, more output than a pipe buffers
+        conn.execute(leases.insert(), [{"name": f"n{i:06d}", "token": 1} for i in range(20_000)])
+    command = [sys.executable, "-m", "fencing", "list", "--json", "--url", url]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert check_json(proc.stdout.readline().decode())["name"] == "first"
+        proc.stdout.close()  # like `head -1`
+        err = proc.stderr.read().decode()
+        assert proc.wait(60) == OK, err
+    assert err == ""
+
+
+def test_a_redis_lease_without_expiry_is_shown_and_force_released(
+    redis_server: RedisServer, run: Run
+) -> None:
+    """The stuck lease force-release exists for: no expiry (ttl 0, as a ``FencedLock``
+    with ``timeout=None`` takes it), so only an operator can end it."""
+    name = unique("forever")
+    issuer = fencing.RedisIssuer(redis.Redis(port=redis_server.port))
+    token = issuer.try_acquire(name, "stuck-holder", 0)
+    assert isinstance(token, int)
+    code, out, _ = run("status", "--url", redis_server.url, name)
+    assert code == OK and f"held by stuck-holder with token {token}, no expiry" in out
+    code, out, _ = run("status", "--json", "--url", redis_server.url, name)
+    assert check_json(out)["expires_in"] is None
+    assert run("release", name, "--force", "--url", redis_server.url)[0] == OK
+    assert not issuer.release(name, token, "stuck-holder")  # its holder no longer has it
+    newer = issuer.try_acquire(name, "next", 60_000)
+    assert isinstance(newer, int) and newer > token
