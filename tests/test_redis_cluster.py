@@ -28,7 +28,7 @@ import fencing.aio
 from fencing import FencedLock, FenceUnavailable, RedisFence, RedisMark
 from fencing.redis._backend import RedisClusterBackend
 from fencing.redis._issuer import socket_timeout_of
-from fencing.redis._scripts import fence_keys, hash_tag, key_prefix, key_slot
+from fencing.redis._scripts import RELEASE, fence_keys, hash_tag, key_prefix, key_slot
 from fencing.testing.redis_cluster import RedisCluster
 
 #: Names whose braces make Redis Cluster's hash-tag rule bite, and some that do not.
@@ -176,10 +176,19 @@ def test_hand_off_on_cluster_queues_and_wakes_on_the_node_of_the_slot(
     while master.call("LLEN", queue) != 1 and time.monotonic() < deadline:
         time.sleep(0.02)
     assert master.call("LLEN", queue) == 1, "the waiter never queued on its slot's master"
+    master.call("SCRIPT", "LOAD", RELEASE.text)  # no NOSCRIPT retry in the count below
+    places = master.call("HVALS", key_prefix(name) + "waiting")
+    deadline = time.monotonic() + 10
+    while master.call("HVALS", key_prefix(name) + "waiting") == places:
+        assert time.monotonic() < deadline, "the waiter stopped renewing its place"
+        time.sleep(0.005)  # until the waiter starts a new round: its next is 1 s away
+    master.call("CONFIG", "RESETSTAT")
     holder.release(token)
     thread.join(20)
     assert not thread.is_alive() and len(got) == 1 and got[0] > token
     assert master.call("GET", fence_keys(name).lease).startswith(f"{int(got[0])}:")
+    scripts = master.info("commandstats")["cmdstat_evalsha"]["calls"]
+    assert scripts == 1, f"{scripts} scripts: the waiter asked again instead of being woken"
 
 
 def test_scripts_are_reloaded_on_every_master_after_a_flush(
