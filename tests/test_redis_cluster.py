@@ -10,6 +10,9 @@ slot migration in test_redis_cluster_faults.py.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -287,7 +290,11 @@ def test_bad_cluster_urls_are_refused_at_connect(url: str) -> None:
 def test_cluster_url_keeps_auth_tls_and_options() -> None:
     backend = RedisClusterBackend("rediss+cluster://u:p%40ss@h1:7000,[::1]:7001/0?socket_timeout=2")
     assert backend._hosts == [("h1", 7000), ("::1", 7001)]
-    assert backend._first_url == "rediss://u:p%40ss@h1:7000/0?socket_timeout=2"
+    assert backend._options == {
+        "username": "u", "password": "p@ss", "socket_timeout": 2.0, "ssl": True
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="database 0 only"):
+        fencing.connect("redis+cluster://h1:7000/1")
 
 
 # -- clients of the wrong kind ---------------------------------------------------------------
@@ -358,3 +365,30 @@ def test_names_lists_awkward_names_by_their_keys(
         assert issuer.status(name).held
     for fence, token in zip(fences, tokens, strict=True):
         fence.release(token)
+
+
+def test_the_operators_commands_on_a_cluster_url(redis_cluster: RedisCluster) -> None:
+    """``fencing status``, ``list`` and ``release --force`` with a ``redis+cluster://`` URL,
+    each in a process of its own, as an operator runs them."""
+    prefix = f"ops{uuid.uuid4().hex[:8]}:"
+    backend = fencing.connect(redis_cluster.url)
+    fences = [backend.fence(f"{prefix}{i}", ttl=30) for i in range(6)]  # over the masters
+    tokens = [fence.acquire(timeout=0) for fence in fences]
+
+    def fencing_cli(*args: str) -> str:
+        command = [sys.executable, "-m", "fencing", *args, "--url", redis_cluster.url]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert sorted(fencing_cli("list", "--prefix", prefix).split()) == sorted(
+        fence.name for fence in fences
+    )
+    assert json.loads(fencing_cli("status", "--json", fences[0].name))["token"] == tokens[0]
+    fencing_cli("release", "--force", fences[0].name)
+    with pytest.raises(fencing.LeaseLost):
+        fences[0].release(tokens[0])
+    assert backend.fence(fences[0].name).acquire(timeout=0) > tokens[0]
+    for fence, token in zip(fences[1:], tokens[1:], strict=True):
+        fence.release(token)
+    backend.issuer.client.close()  # type: ignore[attr-defined]

@@ -6,10 +6,13 @@ Imports the Redis issuer and redis-py.
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
+import redis.connection
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
@@ -66,28 +69,37 @@ class RedisClusterBackend(RedisBackend):
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self._first_url, self._hosts = _split_cluster_url(url)
+        self._hosts, self._options = _parse_cluster_url(url)
 
     def new_client(self) -> SyncClient:
         node = redis.cluster.ClusterNode
-        others = [node(host, port) for host, port in self._hosts[1:]]  # type: ignore[no-untyped-call]
-        return redis.cluster.RedisCluster.from_url(self._first_url, startup_nodes=others)
+        nodes = [node(host, port) for host, port in self._hosts]  # type: ignore[no-untyped-call]
+        return redis.cluster.RedisCluster(startup_nodes=nodes, **self._options)
 
     def new_async_client(self) -> AsyncClient:
-        others = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in self._hosts[1:]]
-        return redis.asyncio.cluster.RedisCluster.from_url(self._first_url, startup_nodes=others)
+        nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in self._hosts]
+        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **self._options)
 
 
-def _split_cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
-    """``redis[s]+cluster://[auth@]h1:p1,h2:p2/...`` -> (``redis[s]://[auth@]h1:p1/...``, the
-    hosts): redis-py parses the first as one node's URL (auth, TLS, options)."""
+def _parse_cluster_url(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
+    """``redis[s]+cluster://[auth@]h1:p1,h2:p2[/0][?options]`` -> (the hosts, the client
+    options): redis-py parses the URL of the first host (auth, TLS, options); the hosts
+    then go to the client as startup nodes, not in a URL (``RedisCluster.from_url`` with
+    more startup nodes leaves a socket open)."""
     scheme, _, rest = url.partition("://")
     base = scheme.lower().partition("+")[0]
     end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
     auth, at, netloc = rest[:end].rpartition("@")
     hosts = [_host_port(part, url) for part in netloc.split(",")]
     first = f"{base}://{auth}{at}{netloc.split(',')[0]}{rest[end:]}"
-    return first, hosts
+    options: dict[str, Any] = redis.connection.parse_url(first)  # type: ignore[no-untyped-call]
+    for key in ("host", "port", "path"):
+        options.pop(key, None)
+    if options.pop("db", 0) != 0:
+        raise ValueError(f"redis+cluster URL {url!r}: a Redis Cluster has database 0 only")
+    if options.pop("connection_class", None) is not None:  # rediss: a cluster client's way
+        options["ssl"] = True
+    return hosts, options
 
 
 def _host_port(part: str, url: str) -> tuple[str, int]:
