@@ -3,18 +3,24 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SOURCES := fencing migrations tests examples benchmarks
 
-.PHONY: demo test lint docs bench
+.PHONY: demo test lint docs bench peer
 
 demo:
 	bash scripts/setup-test-env.sh demo
 	$(VENV)/bin/fencing demo $(ARGS)
 
-# What CI runs (.ci/run): the checks of `lint`, the docs site, then the whole suite.
+# What CI runs (.ci/run): the checks of `lint`, the docs site, the whole suite, then
+# redis-py's own lock tests against FencedLock and fencing.aio.FencedLock (`peer`).
 test:
 	bash scripts/setup-test-env.sh
 	$(MAKE) lint
 	$(MAKE) docs
 	$(PY) -m pytest -q
+	$(MAKE) peer
+
+# redis-py's lock tests, from its release's sdist on PyPI (network), on a throwaway server.
+peer:
+	bash scripts/peer-suite.sh
 
 # ruff, mypy --strict (package, migrations, tests, examples, benchmarks: [tool.mypy]) and the
 # import layering (import-linter contracts in pyproject.toml).

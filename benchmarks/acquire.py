@@ -32,6 +32,8 @@ ORDER = [
     "pottery Redlock (1 master)",
     locks.FLOOR_ASYNC,
     locks.ASYNC_FENCE,
+    locks.ASYNC_FENCED_LOCK,
+    locks.ASYNC_REDIS_PY,
 ]
 
 
@@ -64,7 +66,10 @@ def run(ctx: Context) -> list[Table]:
         "uncontended acquire + release (one holder, own fence name)",
         [stats[v.name] for v in variants],
         floor=locks.FLOOR_FENCED,
-        floor_of={locks.ASYNC_FENCE: locks.FLOOR_ASYNC},
+        floor_of={
+            name: locks.FLOOR_ASYNC
+            for name in (locks.ASYNC_FENCE, locks.ASYNC_FENCED_LOCK, locks.ASYNC_REDIS_PY)
+        },
     )
     return [table]
 

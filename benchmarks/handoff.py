@@ -38,6 +38,7 @@ ORDER = [
     "pottery Redlock (1 master)",
     locks.FLOOR_HANDOFF_ASYNC,
     locks.ASYNC_FENCE,
+    locks.ASYNC_FENCED_LOCK,
 ]
 MIN_HOLD = 0.005  # time for the waiter to reach its blocking wait before the release
 
@@ -75,7 +76,9 @@ def run(ctx: Context) -> list[Table]:
         [stats[v.name] for v in variants],
         floor=locks.FLOOR_HANDOFF,
         notes=notes,
-        floor_of={locks.ASYNC_FENCE: locks.FLOOR_HANDOFF_ASYNC},
+        floor_of={
+            name: locks.FLOOR_HANDOFF_ASYNC for name in (locks.ASYNC_FENCE, locks.ASYNC_FENCED_LOCK)
+        },
     )
     return [table]
 

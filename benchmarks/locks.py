@@ -129,6 +129,18 @@ def _fenced_lock(client: redis.Redis, name: str) -> Holder:
     return Holder(lock.acquire, lock.release)
 
 
+def _async_fenced_lock(client: redis.asyncio.Redis, name: str) -> AsyncHolder:
+    from fencing.aio import FencedLock
+
+    lock = client.lock(f"afl:{name}", timeout=TTL, lock_class=FencedLock)
+    return AsyncHolder(lock.acquire, lock.release)
+
+
+def _async_redis_py(client: redis.asyncio.Redis, name: str) -> AsyncHolder:
+    lock = client.lock(f"arp:{name}", timeout=TTL)
+    return AsyncHolder(lock.acquire, lock.release)
+
+
 def _redis_py(client: redis.Redis, name: str) -> Holder:
     lock = client.lock(f"rp:{name}", timeout=TTL)
     return Holder(lock.acquire, lock.release)
@@ -171,6 +183,8 @@ REDIS_FENCE = "fencing.RedisFence"
 RAW_SCRIPTS = "RedisFence's scripts alone (2x EVALSHA)"
 FENCED_LOCK = "fencing.FencedLock (r.lock lock_class=)"
 ASYNC_FENCE = "fencing.aio.RedisFence (asyncio)"
+ASYNC_FENCED_LOCK = "fencing.aio.FencedLock (asyncio)"
+ASYNC_REDIS_PY = "redis-py asyncio Lock"
 
 KINDS: dict[str, LockKind] = {
     k.name: k
@@ -191,5 +205,7 @@ KINDS: dict[str, LockKind] = {
         LockKind(FLOOR_ASYNC, _async_floor, is_async=True, blocking=False),
         LockKind(FLOOR_HANDOFF_ASYNC, _async_floor_handoff, is_async=True),
         LockKind(ASYNC_FENCE, _async_redis_fence, is_async=True),
+        LockKind(ASYNC_FENCED_LOCK, _async_fenced_lock, is_async=True),
+        LockKind(ASYNC_REDIS_PY, _async_redis_py, is_async=True, poll=0.1),
     ]
 }

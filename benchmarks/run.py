@@ -31,6 +31,7 @@ import guards
 import handoff
 import report
 import throughput
+import web
 from fencing.testing.servers import PostgresServer, RedisServer
 from harness import Context, Table, pin
 
@@ -40,6 +41,7 @@ FAMILIES = {
     "guards": guards.run,
     "throughput": throughput.run,
     "cluster": cluster.run,
+    "http": web.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -19,7 +19,7 @@ Rules that keep the protocol honest:
    the queue and releases a lease handed to it meanwhile, so no lease goes to a
    waiter that has gone.
 
-Imports the errors, the flow drivers and the issuer protocols.
+Imports the errors, the flow drivers, the issuer protocols and the telemetry hooks.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import TypeVar, cast
 
 from ._errors import AcquireTimeout, FencingError
 from ._flow import run_async, run_sync
+from ._metrics import GRANTED, AcquireWatch, live, releasing, renewing
 from .issuer import (
     AsyncHandOff,
     AsyncIssuer,
@@ -204,10 +205,12 @@ class Renew:
         self.ttl_ms = ttl_ms
 
     def perform(self, calls: Calls) -> None:
-        self.result = calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
+        with renewing(calls, self):
+            self.result = calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
 
     async def aperform(self, calls: AsyncCalls) -> None:
-        self.result = await calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
+        with renewing(calls, self):
+            self.result = await calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
 
 
 class Release:
@@ -221,9 +224,17 @@ class Release:
         self.holder = holder
 
     def perform(self, calls: Calls) -> None:
+        if GRANTED and self.holder in GRANTED:  # granted under telemetry: observe its end
+            with releasing(calls, self):
+                self.result = calls.issuer.release(calls.name, self.token, self.holder)
+            return
         self.result = calls.issuer.release(calls.name, self.token, self.holder)
 
     async def aperform(self, calls: AsyncCalls) -> None:
+        if GRANTED and self.holder in GRANTED:
+            with releasing(calls, self):
+                self.result = await calls.issuer.release(calls.name, self.token, self.holder)
+            return
         self.result = await calls.issuer.release(calls.name, self.token, self.holder)
 
 
@@ -257,8 +268,10 @@ class WaitSchedule:
     With an issuer that wakes waiters (hand-off or wake-on-release), a waiter blocks
     until the release, the lease's expiry, or ``max_block`` (default ``MAX_BLOCK``, so a
     lost wake-up only delays). Without one, it backs off exponentially with full jitter
-    so that waiters do not stampede. The deadline always wins: once it has passed,
-    ``next_wait`` raises ``AcquireTimeout``.
+    so that waiters do not stampede, or, given an ``interval``, waits exactly that long
+    each time, as redis-py's ``Lock`` polls. The deadline always wins: once it has
+    passed (with an ``interval``: once the next attempt would come after it, redis-py's
+    rule), ``next_wait`` raises ``AcquireTimeout``.
     """
 
     MAX_BLOCK = 1.0
@@ -273,6 +286,7 @@ class WaitSchedule:
         clock: Callable[[], float],
         rng: Callable[[], float] = random.random,
         max_block: float = MAX_BLOCK,
+        interval: float | None = None,
     ) -> None:
         self._name = name
         self._timeout = timeout
@@ -280,6 +294,7 @@ class WaitSchedule:
         self._clock = clock
         self._rng = rng
         self._max_block = max_block
+        self._interval = interval
         self._deadline = None if timeout is None else clock() + timeout
         self._backoff = self.FIRST_BACKOFF
 
@@ -293,6 +308,10 @@ class WaitSchedule:
             raise AcquireTimeout(self._name, self._timeout)
         if self._wakes:
             wait = self._max_block
+        elif self._interval is not None:
+            if self._deadline is not None and self._clock() + self._interval > self._deadline:
+                raise AcquireTimeout(self._name, self._timeout)
+            return self._interval
         else:
             wait = self._backoff * (0.5 + self._rng() / 2)
             self._backoff = min(self._backoff * 2, self.MAX_BACKOFF)
@@ -321,9 +340,10 @@ def queue_millis(remaining: float | None, max_block: float) -> int:
 
 
 class Waiting:
-    """How one fence waits: its issuer's capabilities, its clock and its longest block."""
+    """How one fence waits: its issuer's capabilities, its clock, its longest block and,
+    when it polls, its fixed ``interval`` if it has one (see ``WaitSchedule``)."""
 
-    __slots__ = ("clock", "hands_off", "max_block", "wakes")
+    __slots__ = ("clock", "hands_off", "interval", "max_block", "wakes")
 
     def __init__(
         self,
@@ -331,11 +351,13 @@ class Waiting:
         wakes: bool,
         clock: Callable[[], float],
         max_block: float = WaitSchedule.MAX_BLOCK,
+        interval: float | None = None,
     ) -> None:
         self.hands_off = hands_off
         self.wakes = wakes
         self.clock = clock
         self.max_block = max_block
+        self.interval = interval
 
 
 def first_attempt(
@@ -366,16 +388,17 @@ def wait_flow(
     lease busy also queues the waiter, so the release can hand the lease straight to it
     (rules 2 and 3 of the module docstring).
     """
-    schedule = WaitSchedule(
-        name,
-        timeout,
-        waiting.hands_off or waiting.wakes,
-        waiting.clock,
-        max_block=waiting.max_block,
-    )
     queued = isinstance(first, TryAcquireQueued)
     holder, ttl_ms = first.holder, first.ttl_ms
     hands_off = waiting.hands_off and ttl_ms > 0
+    schedule = WaitSchedule(
+        name,
+        timeout,
+        hands_off or waiting.wakes,
+        waiting.clock,
+        max_block=waiting.max_block,
+        interval=waiting.interval,
+    )
     reply: int | Busy = busy
     try:
         while isinstance(reply, Busy):
@@ -412,7 +435,7 @@ def wait_flow(
         raise
     except BaseException:
         if queued:
-            yield from _leave_queue(holder, ttl_ms)
+            yield from leave_queue(holder, ttl_ms)
         raise
     return reply
 
@@ -423,8 +446,16 @@ def acquire_sync(
     timeout: float | None,
     waiting: Waiting,
     calls: Calls,
+    watched: bool = False,
 ) -> int:
-    """The blocking acquire: ``first`` performed directly, the wait flow only if busy."""
+    """The blocking acquire: ``first`` performed directly, the wait flow only if busy.
+
+    Once the application has set an OpenTelemetry SDK (``_metrics``), the acquire runs
+    again inside its watch (``watched``); until then the check is all it costs.
+    """
+    if not watched and (telemetry := live()) is not None:
+        with AcquireWatch(telemetry, calls, first.holder) as watch:
+            return watch.granted(acquire_sync(name, first, timeout, waiting, calls, True))
     first.perform(calls)
     if isinstance(first.result, Busy):
         return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
@@ -437,16 +468,23 @@ async def acquire_async(
     timeout: float | None,
     waiting: Waiting,
     calls: AsyncCalls,
+    watched: bool = False,
 ) -> int:
     """The asyncio twin of ``acquire_sync``."""
+    if not watched and (telemetry := live()) is not None:
+        with AcquireWatch(telemetry, calls, first.holder) as watch:
+            return watch.granted(await acquire_async(name, first, timeout, waiting, calls, True))
     await first.aperform(calls)
     if isinstance(first.result, Busy):
         return await run_async(wait_flow(name, first, first.result, timeout, waiting), calls)
     return first.result
 
 
-def _leave_queue(holder: str, ttl_ms: int) -> Flow[None]:
-    """Best effort: take ``holder`` out of the queue; release a lease handed to it."""
+def leave_queue(holder: str, ttl_ms: int) -> Flow[None]:
+    """Best effort: take ``holder`` out of the queue; release a lease handed to it.
+
+    Also what ``FencedLock`` runs when an acquire is interrupted mid-attempt (a lost
+    reply may have left it queued or holding)."""
     try:
         leave = TryAcquireQueued(holder, ttl_ms, 0, True)
         yield leave

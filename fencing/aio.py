@@ -14,11 +14,12 @@ from ._async_fence import AsyncFence
 from ._memory import AsyncMemoryFence as MemoryFence
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
-    from .redis.aio import RedisFence
+    from .redis.aio import FencedLock, RedisFence
     from .sql.aio import AsyncSqlFence as SqlFence
 
 #: Public name -> (module, name in that module), imported on first use.
 _LAZY: dict[str, tuple[str, str]] = {
+    "FencedLock": ("fencing.redis.aio", "FencedLock"),
     "RedisFence": ("fencing.redis.aio", "RedisFence"),
     "SqlFence": ("fencing.sql.aio", "AsyncSqlFence"),
 }
@@ -33,4 +34,4 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["AsyncFence", "MemoryFence", "RedisFence", "SqlFence"]
+__all__ = ["AsyncFence", "FencedLock", "MemoryFence", "RedisFence", "SqlFence"]

@@ -12,6 +12,7 @@ import fencing
 from fencing._flow import run_sync
 from fencing._protocol import (
     Calls,
+    TryAcquire,
     Waiting,
     WaitSchedule,
     acquire_sync,
@@ -253,11 +254,22 @@ def test_an_interrupted_wait_leaves_the_queue_and_releases_a_raced_grant() -> No
 def test_a_lease_that_never_expires_is_never_queued_for() -> None:
     clock = VirtualClock()
     issuer = Scripted(clock, Busy(None), Busy(None), 7)
-    waiting = Waiting(hands_off=True, wakes=False, clock=clock.monotonic)
+    waiting = Waiting(hands_off=True, wakes=False, clock=clock.monotonic, interval=0.25)
     calls = Calls(issuer, "n", sleeping_on(clock))
     assert acquire_sync("n", first_attempt("h", 0, None, waiting), None, waiting, calls) == 7
     assert issuer.calls == [("try", 0, False)] * 3  # it polls, never queued, never waits
-    assert clock() == pytest.approx(2 * WaitSchedule.MAX_BLOCK)
+    assert clock() == pytest.approx(2 * 0.25)  # every ``interval`` (FencedLock's ``sleep``)
+
+
+def test_polling_at_an_interval_gives_up_when_the_next_attempt_would_be_late() -> None:
+    """redis-py's Lock rule: no attempt after the deadline, and no shortened last wait."""
+    clock = VirtualClock()
+    issuer = Scripted(clock, *[Busy(None)] * 10)
+    waiting = Waiting(hands_off=False, wakes=False, clock=clock.monotonic, interval=0.3)
+    calls = Calls(issuer, "n", sleeping_on(clock))
+    with pytest.raises(fencing.AcquireTimeout):
+        acquire_sync("n", TryAcquire("h", 0), 1.0, waiting, calls)
+    assert len(issuer.calls) == 4 and clock() == pytest.approx(0.9)  # 0, 0.3, 0.6, 0.9
 
 
 def test_timeout_zero_never_queues() -> None:

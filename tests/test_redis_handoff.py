@@ -274,14 +274,6 @@ def test_fenced_lock_waiter_is_woken_by_release(redis_client: redis.Redis) -> No
     waiter.release()
 
 
-def test_fenced_lock_and_redis_fence_wake_each_other(redis_client: redis.Redis) -> None:
-    fence = RedisFence(redis_client, "mixed", ttl=30)
-    token = fence.acquire()
-    waiter = handed_over(redis_client, "mixed", lambda: fence.release(token))
-    assert waiter.fence_token is not None and waiter.fence_token > token
-    waiter.release()
-
-
 def test_async_waiter_is_woken_by_release(
     redis_client: redis.Redis, redis_server: RedisServer
 ) -> None:
@@ -307,19 +299,6 @@ def test_async_waiter_is_woken_by_release(
             await client.aclose()
 
     assert asyncio.run(scenario()) < PROMPT
-
-
-def test_fenced_lock_still_owns_a_marked_lease(redis_client: redis.Redis) -> None:
-    lock = redis_client.lock("owned", timeout=30, lock_class=FencedLock)
-    assert lock.acquire(blocking=False)
-    assert isinstance(
-        RedisIssuer(redis_client).try_acquire_queued("owned", "w", 30_000, 5000, False), Busy
-    )
-    assert (lease_of(redis_client, "owned") or b"").startswith(b"+")
-    assert lock.owned() and lock.locked()
-    lock.extend(5)
-    lock.release()  # hands the lease to the queued waiter
-    assert (lease_of(redis_client, "owned") or b"").endswith(b":w")
 
 
 def test_a_waiter_taking_an_expired_lease_keeps_the_queue_served(
@@ -348,9 +327,10 @@ def test_a_lease_without_expiry_is_not_handed_over(redis_client: redis.Redis) ->
     thread = threading.Thread(target=acquire_and_note, args=(waiter, woke))
     thread.start()
     time.sleep(SETTLE)
-    assert redis_client.exists(*queue_keys("forever")) == 0  # it polls, never queued
+    lock_queue = ("fencing:{forever}:lock:queue", "fencing:{forever}:lock:waiting")
+    assert redis_client.exists(*lock_queue) == 0  # it polls, never queued
     holder.release()
     thread.join(20)
     assert woke and waiter.owned()
-    assert redis_client.pttl("fencing:{forever}:lease") == -1  # still its own, no expiry
+    assert redis_client.pttl("forever") == -1  # still its own, no expiry
     waiter.release()

@@ -1,9 +1,16 @@
-"""FencedLock: redis-py's Lock API, drop-in via ``lock_class=``, plus fence tokens."""
+"""FencedLock: redis-py's Lock API, drop-in via ``lock_class=``, plus fence tokens.
+
+redis-py's own lock tests run against it in ``scripts/peer-suite.sh``; these are the
+promises of our own: tokens, hand-off, the keys beside the lock, checked arguments.
+"""
 
 from __future__ import annotations
 
+import functools
+import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +21,8 @@ import fencing
 from fencing import FencedLock, RedisFence
 from fencing.testing.servers import RedisServer, free_port
 
-LEASE = "fencing:{invoice:42}:lease"
+LEASE = "invoice:42"  # the lock's own key, as redis-py keeps it
+COUNTER = "fencing:{invoice:42}:counter"
 
 
 def lock(client: redis.Redis, name: str = "invoice:42", **kwargs: object) -> FencedLock:
@@ -31,7 +39,7 @@ def test_acquire_release_locked_owned_and_fence_token(redis_client: redis.Redis)
     assert isinstance(token, fencing.FenceToken) and token.name == "invoice:42"
     assert first.locked() and first.owned()
     assert redis_client.get(LEASE) == first.local.token
-    assert first.local.token.startswith(b"%d:" % token)
+    assert redis_client.get(COUNTER) == b"%d" % token
     assert 0 < redis_client.pttl(LEASE) <= 10_000
     other = lock(redis_client, timeout=10)
     assert other.acquire(blocking=False) is False
@@ -44,19 +52,19 @@ def test_acquire_release_locked_owned_and_fence_token(redis_client: redis.Redis)
     other.release()
 
 
-def test_shares_leases_and_counter_with_redis_fence(redis_client: redis.Redis) -> None:
+def test_shares_the_token_counter_with_redis_fence_not_the_lease(
+    redis_client: redis.Redis,
+) -> None:
     fence = RedisFence(redis_client, "invoice:42", ttl=10)
     held = fence.acquire()
     the_lock = lock(redis_client, timeout=10)
-    assert the_lock.acquire(blocking=False) is False
-    fence.release(held)
-    assert the_lock.acquire(blocking=False)
+    assert the_lock.acquire(blocking=False) is True  # another lease: no exclusion
     locked_token = the_lock.fence_token
     assert locked_token is not None and locked_token > held
-    with pytest.raises(fencing.AcquireTimeout):
-        fence.acquire(timeout=0)
+    fence.release(held)
+    assert fence.acquire(timeout=0) > locked_token  # one counter: tokens still increase
+    assert the_lock.owned()
     the_lock.release()
-    assert fence.acquire(timeout=0) > locked_token
 
 
 def test_no_timeout_means_no_expiry(redis_client: redis.Redis) -> None:
@@ -74,7 +82,8 @@ def test_user_token_and_decoded_client(redis_server: RedisServer) -> None:
     client = redis.Redis(port=redis_server.port, decode_responses=True)
     named = lock(client, "decoded", timeout=5)
     assert named.acquire(token="mine")
-    assert named.local.token == b"%d:mine" % named.fence_token  # type: ignore[str-format]
+    assert named.local.token == b"mine" and client.get("decoded") == "mine"
+    assert named.fence_token is not None
     assert named.owned() is True
     named.release()
     assert named.owned() is False
@@ -204,3 +213,88 @@ def test_bad_input_is_refused_before_any_io() -> None:
         made.acquire(sleep="1")  # type: ignore[arg-type]
     with pytest.raises(redis.exceptions.ConnectionError):  # only now does it do I/O
         made.acquire(blocking=False)
+
+
+def test_queued_waiters_leave_the_lock_value_bare_and_are_handed_the_lock(
+    redis_client: redis.Redis,
+) -> None:
+    holder = lock(redis_client, timeout=30)
+    assert holder.acquire(blocking=False)
+    first = holder.fence_token
+    waiter = lock(redis_client, timeout=30, sleep=20, thread_local=False)
+    thread = threading.Thread(target=waiter.acquire, kwargs={"blocking_timeout": 25})
+    thread.start()
+    queue = "fencing:{invoice:42}:lock:queue"
+    for _ in range(500):
+        if redis_client.llen(queue):
+            break
+        time.sleep(0.01)
+    assert redis_client.llen(queue) == 1  # queued for the hand-off...
+    assert redis_client.get(LEASE) == holder.local.token  # ...without marking the value
+    assert holder.owned() and holder.extend(1)
+    holder.release()  # hands the lock over: the waiter holds it with a fresh token
+    thread.join(25)
+    assert redis_client.get(LEASE) == waiter.local.token
+    assert first is not None and waiter.fence_token is not None and waiter.fence_token > first
+    assert redis_client.llen(queue) == 0
+    waiter.release()
+    assert redis_client.get(LEASE) is None
+
+
+def test_a_redis_fence_release_never_hands_its_lease_to_a_lock_waiter(
+    redis_client: redis.Redis,
+) -> None:
+    fence = RedisFence(redis_client, "invoice:42", ttl=30)
+    holder = lock(redis_client, timeout=30)
+    assert holder.acquire(blocking=False)
+    waiter = lock(redis_client, timeout=30, sleep=0.05)
+    assert waiter.acquire(blocking_timeout=0.2) is False  # it queued, then left
+    fence.release(fence.acquire(timeout=0))
+    assert redis_client.get(LEASE) == holder.local.token and waiter.fence_token is None
+    holder.release()
+
+
+def interrupt_after(seconds: float, call: Callable[[], object]) -> bool:
+    """Run ``call`` with a KeyboardInterrupt due after ``seconds``; True if it landed in
+    ``call`` (or just after it, before the alarm was disarmed)."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        call()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except KeyboardInterrupt:
+        return True
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    return False
+
+
+DELAYS = [0.0002 * 1.5**i for i in range(16)]  # 0.2 ms .. 88 ms: before, in and after calls
+
+
+def test_an_interrupted_acquire_leaves_no_orphan_lock_and_no_place_in_the_queue(
+    redis_client: redis.Redis,
+) -> None:
+    queue = ("fencing:{invoice:42}:lock:queue", "fencing:{invoice:42}:lock:waiting")
+    landed = 0
+    for delay in DELAYS:  # uncontended: a lost reply may have taken the lock
+        mine = lock(redis_client, timeout=30)
+        landed += interrupt_after(delay, mine.acquire)
+        if mine.local.token is not None:  # it was granted before the interrupt
+            mine.release()
+        assert redis_client.get(LEASE) is None, f"an orphan lock after {delay * 1000:.1f} ms"
+    holder = lock(redis_client, timeout=30)
+    for delay in DELAYS:  # contended: the waiter queues, then is interrupted
+        assert holder.acquire(blocking=False)
+        waiter = lock(redis_client, timeout=30)
+        assert interrupt_after(delay, functools.partial(waiter.acquire, blocking_timeout=20))
+        landed += 1
+        assert redis_client.exists(*queue) == 0, f"still queued after {delay * 1000:.1f} ms"
+        holder.release()  # nobody to hand it to
+        assert redis_client.get(LEASE) is None
+    assert landed > len(DELAYS)

@@ -4,72 +4,281 @@
 ``redis.lock.Lock`` (acquire/release/extend/reacquire/locked/owned, blocking,
 blocking_timeout, sleep, thread_local, the context manager, ``LockError`` and
 ``LockNotOwnedError``, and redis-py's own connection errors) and adds
-``lock.fence_token``. It runs the very scripts and keys of ``RedisFence``, so a
-``FencedLock`` and a ``RedisFence`` on one name exclude each other and share a token
-counter. Imports the Redis issuer helpers and redis-py.
+``lock.fence_token``.
+
+Its lease is the lock's own key, holding the lock token exactly as redis-py's ``Lock``
+keeps it, so during a rolling migration a ``redis.lock.Lock`` and a ``FencedLock`` on
+one name exclude each other, and either one's release leaves the other's lease alone.
+The token counter lives beside it, under ``key_prefix(name)`` (see ``_scripts``): the
+same counter as a ``RedisFence`` of that name, whose lease is another key, so the two
+share tokens but do not exclude each other.
+
+``LockBase`` is everything but I/O, shared with the asyncio lock (``_async_lock``):
+arguments, keys, the plan of an acquire (run by ``_protocol``'s one acquire flow), and
+the fence token. Imports the core's protocol, the Redis issuer and scripts, redis-py.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import contextlib
+from collections.abc import Callable
+from typing import Any
 
+import redis.lock
 from redis.exceptions import LockNotOwnedError
-from redis.lock import Lock
 
-from .._core import SYSTEM_CLOCK, millis, new_holder_id, pause_with
+from .._core import millis, new_holder_id
 from .._errors import AcquireTimeout
-from .._protocol import Calls, TryAcquire, Waiting, acquire_sync, first_attempt
+from .._flow import run_sync
+from .._protocol import (
+    Calls,
+    Flow,
+    Release,
+    TryAcquire,
+    TryAcquireQueued,
+    Waiting,
+    acquire_sync,
+    first_attempt,
+    leave_queue,
+)
 from .._token import FenceToken
 from .._validate import check_name, check_timeout, check_ttl
-from ._issuer import SYNC_CLIENTS, RedisIssuer, check_client
-from ._scripts import DEFAULT_COUNTER_IDLE, lease_key, lease_value
+from ..issuer import Busy
+from ._issuer import (
+    SYNC_CLIENTS,
+    AsyncRedisIssuer,
+    ClientStep,
+    Eval,
+    Pop,
+    R,
+    RedisIssuer,
+    RedisSteps,
+    _parse_release,
+    check_client,
+    socket_timeout_of,
+)
+from ._scripts import (
+    DEFAULT_COUNTER_IDLE,
+    LOCK_ACQUIRE,
+    LOCK_RELEASE,
+    LockKeys,
+    block_seconds,
+    holder_bytes,
+    lock_acquire_args,
+    lock_keys,
+    lock_release_args,
+    parse_acquire,
+)
 
 
-class FencedLock(Lock):
-    """redis-py's ``Lock``, granted by the fencing scripts, with ``fence_token``.
+class LockSteps(RedisSteps):
+    """The Redis steps of one lock: ``LOCK_ACQUIRE``/``LOCK_RELEASE`` on its own keys.
 
-    Differences from ``redis.lock.Lock``, all compatible:
+    The ``name`` the protocol passes is the lock's own; the keys were built once, with
+    the client's encoder. A lock renews through redis-py's ``extend``/``reacquire``.
+    """
 
-    - the lock's key is ``fencing:{<name>}:lease`` (``name`` must be a ``str``), and it
-      holds ``b"<fence token>:<lock token>"``; ``lock.local.token`` is that value;
-    - a blocked ``acquire`` is handed the lock by the holder's release (it queues and
-      BLPOPs its own wake key, as ``RedisFence`` does) instead of sleeping ``sleep``
-      seconds between attempts; ``sleep`` still bounds each wait;
-    - ``timeout``, ``sleep`` and ``blocking_timeout`` are checked: a bad value raises
-      ``TypeError``/``ValueError`` at once.
+    def __init__(
+        self, keys: LockKeys, counter_idle: float | None, socket_timeout: float | None
+    ) -> None:
+        super().__init__(counter_idle, socket_timeout)
+        self.keys = keys
 
-    ``fence_token`` is the ``FenceToken`` of this thread's (or, with
-    ``thread_local=False``, this object's) acquisition, or ``None`` when not held. It
-    stays set after the lease expires on the server: pass it to the resource, whose
-    guard is what rejects a write made after expiry.
+    def acquire(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> Eval[int | Busy]:
+        args = lock_acquire_args(self.keys, holder, ttl_ms, self._idle_ms, queue_ms, queued)
+        return Eval(LOCK_ACQUIRE, args, parse_acquire)
+
+    def release(self, name: str, token: int, holder: str) -> Eval[bool]:
+        return self.release_value(name, holder_bytes(holder))
+
+    def release_value(self, name: str, value: bytes) -> Eval[bool]:
+        return Eval(LOCK_RELEASE, lock_release_args(self.keys, value), _parse_release)
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
+        raise NotImplementedError("a FencedLock renews with redis-py's extend and reacquire")
+
+    def await_handoff(self, name: str, holder: str, seconds: float) -> Pop | None:
+        wait = block_seconds(seconds, self._socket_timeout)
+        return None if wait is None else Pop(self.keys.wake(holder), wait)
+
+
+class LockIssuer(RedisIssuer):
+    """The Redis issuer as a ``FencedLock`` needs it: its steps; redis-py's errors pass."""
+
+    wrapped = ()
+
+    def __init__(self, client: Any, steps: LockSteps) -> None:
+        self.client = client
+        self.steps = steps
+
+
+class AsyncLockIssuer(AsyncRedisIssuer):
+    """``LockIssuer`` on ``redis.asyncio``: redis-py's errors pass unchanged."""
+
+    def __init__(self, client: Any, steps: LockSteps) -> None:
+        self.client = client
+        self.steps = steps
+
+    async def result_of(self, step: ClientStep[R]) -> R:
+        await step.aperform(self.client)
+        return step.result
+
+
+class LockBase:
+    """What the blocking and the asyncio ``FencedLock`` share: everything but I/O.
+
+    A mixin placed before redis-py's ``Lock`` class; the subclass names its clients.
     """
 
     #: How long a token counter survives without acquisitions (see ``RedisFence``).
     counter_idle: float | None = DEFAULT_COUNTER_IDLE
+    _clients: tuple[type, ...]
+    _client_kind: str
+    #: The clock of the redis-py ``Lock`` it replaces (see ``_redis_py_clock``).
+    _clock: Callable[[], float]
+    # set by redis-py's Lock.__init__
+    redis: Any
+    name: Any  # a str: checked
+    timeout: float | None
+    sleep: float
+    blocking: bool
+    blocking_timeout: float | None
+    local: Any
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
-        check_client(redis, SYNC_CLIENTS, "redis.Redis")
+        check_client(redis, self._clients, self._client_kind)
         check_name(name)
-        super().__init__(redis, name, *args, **kwargs)
+        super().__init__(redis, name, *args, **kwargs)  # type: ignore[call-arg]
         if self.timeout is not None:
             check_ttl(self.timeout, "timeout")
         self.sleep = _check_sleep(self.sleep)
         check_timeout(self.blocking_timeout)
+        self.local.fence = None
         self._ttl_ms = 0 if self.timeout is None else millis(self.timeout)
-        self._issuer = _LockIssuer(redis, counter_idle=self.counter_idle)
-        self._calls = Calls(self._issuer, self.name, pause_with(SYSTEM_CLOCK))
-        self._waiting = _waiting(self.sleep)
-
-    def register_scripts(self) -> None:
-        """Nothing to register: the fencing scripts are sent by SHA, loaded on NOSCRIPT."""
+        self._encode = _encoder(redis).encode
+        keys = lock_keys(name, self._encode)
+        self._steps = LockSteps(keys, self.counter_idle, socket_timeout_of(redis))
+        self._waiting = self._waiting_for(self.sleep)
 
     @property
     def fence_token(self) -> FenceToken | None:
-        """The fence token of the current acquisition, ``None`` when not held."""
-        value = getattr(self.local, "token", None)
-        if value is None:
+        """The fence token of the current acquisition, ``None`` when not held.
+
+        It stays set after the lease expired on the server: pass it to the resource,
+        whose guard is what rejects a write made after the expiry.
+        """
+        if getattr(self.local, "token", None) is None:
             return None
-        return FenceToken(int(value.split(b":", 1)[0]), self.name)
+        fence: int | None = getattr(self.local, "fence", None)
+        return None if fence is None else FenceToken(fence, self.name)
+
+    def extend(self, additional_time: float, replace_ttl: bool = False) -> Any:
+        """Add (or, with ``replace_ttl``, set) ``additional_time`` seconds; redis-py's."""
+        check_ttl(additional_time, "additional_time")
+        return super().extend(additional_time, replace_ttl)  # type: ignore[misc]
+
+    def _plan(
+        self,
+        sleep: float | None,
+        blocking: bool | None,
+        blocking_timeout: float | None,
+        token: str | bytes | None,
+    ) -> tuple[TryAcquire | TryAcquireQueued, float | None, Waiting]:
+        """An acquire's first attempt, timeout and way of waiting (arguments checked)."""
+        waiting = self._waiting if sleep is None else self._waiting_for(_check_sleep(sleep))
+        if blocking is None:
+            blocking = self.blocking
+        if blocking_timeout is None:
+            blocking_timeout = self.blocking_timeout
+        else:
+            check_timeout(blocking_timeout)
+        holder = new_holder_id() if token is None else self._encode(token).decode("latin-1")
+        timeout = blocking_timeout if blocking else 0
+        return first_attempt(holder, self._ttl_ms, timeout, waiting), timeout, waiting
+
+    def _attempt(self, token: str | bytes) -> TryAcquire:
+        """redis-py's ``do_acquire(token)``: one attempt, no queueing."""
+        return TryAcquire(self._encode(token).decode("latin-1"), self._ttl_ms)
+
+    def _granted(self, holder: str, fence: int | Busy) -> bool:
+        """Record an attempt's outcome in ``local``; True if it was granted."""
+        if isinstance(fence, Busy):
+            return False
+        self.local.token = holder_bytes(holder)
+        self.local.fence = fence
+        return True
+
+    def _release_step(self, expected_token: str | bytes) -> Eval[bool]:
+        """The release of the lock held with ``expected_token`` (a hand-off if queued)."""
+        return self._steps.release_value(self.name, self._encode(expected_token))
+
+    def _not_owned(self) -> LockNotOwnedError:
+        return LockNotOwnedError(
+            "Cannot release a lock that's no longer owned", lock_name=self.name
+        )
+
+    def _waiting_for(self, sleep: float) -> Waiting:
+        """Hand-offs (with a ``timeout``), each wait at most ``sleep`` seconds; polling
+        every ``sleep`` seconds (without), as redis-py's ``Lock`` does."""
+        return Waiting(True, False, self._clock, max_block=sleep, interval=sleep)
+
+
+def abandon_flow(first: TryAcquire | TryAcquireQueued) -> Flow[None]:
+    """After an acquire stopped by an error mid-call: give back what it may hold.
+
+    An attempt whose reply was lost (a cancelled task, an interrupt) may have taken the
+    lock, or queued its waiter; with ``timeout=None`` nothing would ever free it.
+    """
+    if isinstance(first, TryAcquireQueued):
+        yield from leave_queue(first.holder, first.ttl_ms)
+    else:
+        yield Release(0, first.holder)
+
+
+#: redis-py's lock module, whose ``mod_time`` its ``Lock`` reads at each call.
+_REDIS_PY_LOCK: Any = redis.lock
+
+
+def _redis_py_clock() -> float:
+    """redis-py's ``Lock`` clock, looked up on each call as redis-py does, so that
+    whatever drives redis-py's lock time (its test suite's fake clock) drives ours."""
+    now: float = _REDIS_PY_LOCK.mod_time.monotonic()
+    return now
+
+
+def _redis_py_sleep(seconds: float) -> bool:
+    """redis-py's ``Lock`` sleep (see ``_redis_py_clock``); never asked to stop."""
+    _REDIS_PY_LOCK.mod_time.sleep(seconds)
+    return False
+
+
+class FencedLock(LockBase, redis.lock.Lock):
+    """redis-py's ``Lock``, granted by the fencing scripts, with ``fence_token``.
+
+    Differences from ``redis.lock.Lock``, all compatible:
+
+    - each acquisition also issues a fence token (``fence_token``), strictly larger than
+      every token issued for the name before, by a ``FencedLock`` or a ``RedisFence``;
+    - a blocked ``acquire`` of a lock with a ``timeout`` is handed the lock by the
+      holder's release (it queues and BLPOPs its own wake key, as ``RedisFence`` does)
+      instead of sleeping ``sleep`` seconds between attempts; ``sleep`` still bounds
+      each wait. Without a ``timeout`` it polls every ``sleep`` seconds, as redis-py;
+    - ``name``, ``timeout``, ``sleep`` and ``blocking_timeout`` are checked: a bad value
+      raises ``TypeError``/``ValueError`` at once (``name`` must be a ``str``).
+
+    ``fence_token`` is the ``FenceToken`` of this thread's (or, with
+    ``thread_local=False``, this object's) acquisition, or ``None`` when not held.
+    """
+
+    _clients = SYNC_CLIENTS
+    _client_kind = "redis.Redis"
+    _clock = staticmethod(_redis_py_clock)
+
+    def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(redis, name, *args, **kwargs)
+        self._calls = Calls(LockIssuer(redis, self._steps), name, _redis_py_sleep)
 
     def acquire(
         self,
@@ -78,91 +287,31 @@ class FencedLock(Lock):
         blocking_timeout: float | None = None,
         token: str | bytes | None = None,
     ) -> bool:
-        """Take the lock; True once held. See ``redis.lock.Lock.acquire``.
-
-        A blocked attempt queues for a direct hand-off from the holder's release and
-        waits at most ``sleep`` seconds (or until the lease expires) for it before it
-        tries again.
-        """
-        sleep = self.sleep if sleep is None else _check_sleep(sleep)
-        blocking = self.blocking if blocking is None else blocking
-        if blocking_timeout is None:
-            blocking_timeout = self.blocking_timeout
-        else:
-            check_timeout(blocking_timeout)
-        holder = self._holder(new_holder_id() if token is None else token)
-        waiting = self._waiting if sleep == self.sleep else _waiting(sleep)
-        timeout = blocking_timeout if blocking else 0
-        first = first_attempt(holder, self._ttl_ms, timeout, waiting)
+        """Take the lock; True once held. See ``redis.lock.Lock.acquire``."""
+        first, timeout, waiting = self._plan(sleep, blocking, blocking_timeout, token)
         try:
             granted = acquire_sync(self.name, first, timeout, waiting, self._calls)
         except AcquireTimeout:
             return False
-        self.local.token = lease_value(granted, holder)
-        return True
+        except BaseException:
+            with contextlib.suppress(Exception):  # best effort: the caller needs the error
+                run_sync(abandon_flow(first), self._calls)
+            raise
+        return self._granted(first.holder, granted)
 
     def do_acquire(self, token: str | bytes) -> bool:
-        """One attempt with holder ``token`` (redis-py's hook); sets ``local.token``."""
-        holder = self._holder(token)
-        attempt = TryAcquire(holder, self._ttl_ms)
+        """One attempt with lock token ``token`` (redis-py's hook); sets ``local``."""
+        attempt = self._attempt(token)
         attempt.perform(self._calls)
-        if not isinstance(attempt.result, int):
-            return False
-        self.local.token = lease_value(attempt.result, holder)
-        return True
-
-    def _holder(self, token: str | bytes) -> str:
-        """redis-py's lock token as a holder id: its bytes, as latin-1 (see ``holder_bytes``)."""
-        encoded: bytes = self.redis.get_encoder().encode(token)
-        return encoded.decode("latin-1")
-
-    def locked(self) -> bool:
-        """True if anyone holds the lock."""
-        return bool(self.redis.exists(lease_key(self.name)))
-
-    def owned(self) -> bool:
-        """True if this lock (this thread, with ``thread_local``) holds it right now."""
-        mine = getattr(self.local, "token", None)
-        if mine is None:
-            return False
-        stored = self.redis.get(lease_key(self.name))
-        if isinstance(stored, str):
-            stored = self.redis.get_encoder().encode(stored)
-        return stored in (mine, b"+" + mine)  # "+": marked while waiters queue
+        return self._granted(attempt.holder, attempt.result)
 
     def do_release(self, expected_token: str | bytes) -> None:
-        value = self.redis.get_encoder().encode(expected_token)
-        if not self._issuer.result_of(self._issuer.steps.release_value(self.name, value)):
-            raise LockNotOwnedError(
-                "Cannot release a lock that's no longer owned", lock_name=self.name
-            )
-
-    def do_extend(self, additional_time: float, replace_ttl: bool) -> Literal[True]:
-        seconds = check_ttl(additional_time, "additional_time")
-        self._renew(millis(seconds), add=not replace_ttl, what="extend")
-        return True
-
-    def do_reacquire(self) -> Literal[True]:
-        self._renew(self._ttl_ms, add=False, what="reacquire")
-        return True
-
-    def _renew(self, ms: int, *, add: bool, what: str) -> None:
-        step = self._issuer.steps.extend(self.name, self.local.token, ms, add=add, what=what)
-        if not self._issuer.result_of(step):
-            raise LockNotOwnedError(
-                f"Cannot {what} a lock that's no longer owned", lock_name=self.name
-            )
-
-
-class _LockIssuer(RedisIssuer):
-    """The Redis issuer as ``FencedLock`` needs it: redis-py's errors pass unchanged."""
-
-    wrapped = ()
-
-
-def _waiting(sleep: float) -> Waiting:
-    """How a ``FencedLock`` waits: hand-offs, each wait at most ``sleep`` seconds."""
-    return Waiting(True, False, SYSTEM_CLOCK.monotonic, max_block=sleep)
+        """redis-py's hook: release the lock held with ``expected_token``."""
+        self.local.fence = None
+        step = self._release_step(expected_token)
+        step.perform(self.redis)
+        if not step.result:
+            raise self._not_owned()
 
 
 def _check_sleep(sleep: object) -> float:
@@ -170,3 +319,9 @@ def _check_sleep(sleep: object) -> float:
     if seconds is None:
         raise TypeError("sleep must be a number of seconds, not None")
     return seconds
+
+
+def _encoder(client: Any) -> Any:
+    """The client's encoder (a cluster client has it itself, a plain one in its pool)."""
+    get = getattr(client, "get_encoder", None)
+    return get() if get is not None else client.connection_pool.get_encoder()

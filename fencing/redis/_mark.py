@@ -17,7 +17,8 @@ atomically with the write (``FileStore``, the SQL guard, or your own Lua script)
 On Redis Cluster (a ``redis.cluster.RedisCluster`` client) the mark is one key, so its
 script runs on the node serving that key's slot.
 
-Imports the core's errors, the redis error translation and the client check.
+Imports the core's errors and ``Mark`` protocol, the redis error translation and the
+client check.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._errors import FenceUnavailable, rejected
+from .._marks import Mark
 from ._errors import redis_errors
 from ._issuer import SYNC_CLIENTS, SYNC_KINDS, SyncClient, check_client
 
@@ -81,7 +83,7 @@ def _check_key(key: object) -> str:
     return key
 
 
-class RedisMark:
+class RedisMark(Mark):
     """A high-water mark at ``key`` in Redis (``redis.Redis`` or
     ``redis.cluster.RedisCluster``), for guards in any number of processes.
 
@@ -90,6 +92,8 @@ class RedisMark:
     that means. Redis errors are raised as ``FenceUnavailable`` and admit nothing. The
     mark is as durable as the server's persistence: a Redis that restarts without it
     forgets the mark and admits old tokens again.
+
+    ``claim(token)`` is the same Lua step with nothing run after it: one round trip.
     """
 
     def __init__(self, client: SyncClient, key: str) -> None:
@@ -113,5 +117,5 @@ class RedisMark:
             reply = self._raise(keys=[self.key], args=[str(token)])
         admitted, mark = parse_reply(reply, self.key)
         if not admitted:
-            raise rejected(token, mark, resource)
+            raise rejected(token, mark, resource, "callable", "redis")
         yield

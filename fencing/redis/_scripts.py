@@ -1,8 +1,9 @@
 """The Redis issuer's Lua scripts, key layout, argument builders and reply parsers.
 
-Everything here is pure (no I/O) and shared by the sync and asyncio issuers and by
-``FencedLock``, so a ``RedisFence``, an ``AsyncRedisFence`` and a ``FencedLock`` on the
-same name use the same keys, exclude each other and share one token counter.
+Everything here is pure (no I/O) and shared by the sync and asyncio issuers and locks,
+so a ``RedisFence`` and an ``AsyncRedisFence`` on the same name use the same keys and
+exclude each other, and a ``FencedLock`` of that name shares their token counter (its
+lease is the lock's own key, see ``LOCK_ACQUIRE`` and ``LockKeys``).
 
 Key layout of the fence ``<name>`` (one hash tag, so all keys of a fence live in one
 Redis Cluster slot, the slot of ``<name>``; names with a ``}`` differ: see
@@ -39,6 +40,7 @@ from __future__ import annotations
 import binascii
 import hashlib
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -263,6 +265,107 @@ return 1
 )
 
 
+# -- FencedLock's scripts: the lease is the lock's own key, as redis.lock.Lock keeps it ------
+
+LOCK_ACQUIRE = Script(
+    _lua("""
+-- FencedLock acquire: take a lock as redis.lock.Lock does (SET name token NX PX) and
+-- issue the fence's next token in the same step.
+-- KEYS[1] the lock's own key (its name): the lock token while held, nothing else, so a
+--         redis.lock.Lock on the same name sees the lock held, and is seen
+-- KEYS[2] the fence's counter (shared with RedisFence and AsyncRedisFence of the name)
+-- KEYS[3] the lock's queue of waiters; its waiting hash and wake keys start with the
+--         same prefix ('...lock:waiting', '...lock:wake:<lock token>')
+-- ARGV[1] the lock token (redis-py's, any bytes)
+-- ARGV[2] lease ttl in ms; "0" = the lock never expires (redis-py's timeout=None)
+-- ARGV[3] counter idle lifetime in ms; "0" = the counter never expires
+-- ARGV[4] ms to queue the waiter for a hand-off when the lock is busy; "0" = do not
+--         queue it (and take it out of the queue if it is in)
+-- ARGV[5] present ("1") when an earlier attempt of this waiter queued it
+-- Returns the new token (an integer > 0) when the lock was free or had been handed to
+-- this waiter, else {pttl}: the lock's remaining ms, or -1 when it has no expiry.
+-- Unlike RedisFence's ACQUIRE, queueing does not mark the lease: its value must stay
+-- the bare lock token that redis-py's own release compares.
+local holder = ARGV[1]
+local prefix = string.sub(KEYS[3], 1, -6)
+local digits, now = next_token(KEYS[2])
+if set(KEYS[1], holder, ARGV[2], true) then
+  set(KEYS[2], digits, ARGV[3], false)
+  if ARGV[5] then
+    leave(prefix, holder)
+  end
+  return tonumber(digits)
+end
+if ARGV[5] and redis.call('GET', KEYS[1]) == holder then
+  -- a release handed the lock over and the wake-up was not heard: the token it pushed
+  -- may have expired with the wake key, so issue a fresh one (also above all others)
+  redis.call('DEL', prefix .. 'wake:' .. holder)
+  set(KEYS[2], digits, ARGV[3], false)
+  return tonumber(digits)
+end
+if ARGV[4] == '0' then
+  if ARGV[5] then
+    leave(prefix, holder)
+  end
+else
+  local ms = tonumber(ARGV[4])
+  local place = string.format('%d', now + ms) .. ':' .. ARGV[2] .. ':' .. ARGV[3]
+  local waiting = prefix .. 'waiting'
+  if redis.call('HSET', waiting, holder, place) == 1 then
+    redis.call('RPUSH', KEYS[3], holder)
+  end
+  if redis.call('PTTL', KEYS[3]) < ms then
+    redis.call('PEXPIRE', KEYS[3], ms)
+    redis.call('PEXPIRE', waiting, ms)
+  end
+end
+return {redis.call('PTTL', KEYS[1])}
+"""),
+    numkeys=3,
+)
+
+LOCK_RELEASE = Script(
+    _lua("""
+-- FencedLock release: end a lock held with the given lock token, or hand it over.
+-- KEYS[1] the lock's own key, KEYS[2] the fence's counter, KEYS[3] the lock's queue
+--         (as in LOCK_ACQUIRE)
+-- ARGV[1] the lock token expected
+-- Returns 1 when released; 0 when the lock is not held with that token (by nobody, by
+-- another FencedLock or by a redis.lock.Lock), and then nothing is changed. The lock
+-- goes to the first queued waiter whose deadline has not passed, with its own ttl and
+-- a fresh token pushed to its wake key; waiters whose deadline passed are dropped on
+-- the way; with no such waiter it is deleted. redis.lock.Lock's own release deletes
+-- the key without looking at the queue: its FencedLock waiters then find the lock free
+-- at their next attempt (at most their `sleep` later).
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local prefix = string.sub(KEYS[3], 1, -6)
+local waiting = prefix .. 'waiting'
+local waiter = redis.call('LPOP', KEYS[3])
+while waiter do
+  local place = redis.call('HGET', waiting, waiter)
+  redis.call('HDEL', waiting, waiter)
+  if place then
+    local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
+    local digits, now = next_token(KEYS[2])
+    if tonumber(deadline) > now then
+      set(KEYS[1], waiter, ttl, false)
+      set(KEYS[2], digits, idle, false)
+      local wake = prefix .. 'wake:' .. waiter
+      redis.call('RPUSH', wake, digits)
+      redis.call('PEXPIRE', wake, tonumber(deadline) - now)
+      return 1
+    end
+  end
+  waiter = redis.call('LPOP', KEYS[3])
+end
+redis.call('DEL', KEYS[1])
+return 1
+"""),
+    numkeys=3,
+)
+
 STATUS = Script(
     """
 -- fencing status: read a fence's lease, counter and queue in one step (changes nothing).
@@ -423,6 +526,32 @@ def fence_keys(name: str) -> FenceKeys:
     return FenceKeys(prefix + b"lease", prefix)
 
 
+class LockKeys(NamedTuple):
+    """The keys of one ``FencedLock`` as bytes, encoded as its client encodes the name.
+
+    The lease is the lock's own key, ``name``; the counter is the fence's, shared with
+    ``RedisFence``; the queue, waiting hash and wake keys are the lock's own (a
+    ``RedisFence`` release must never hand a waiter of the lock a lease of the fence).
+    All start from ``key_prefix(name)``, whose slot is the slot of ``name`` itself (a
+    promise of ``key_prefix``), so the script's keys are in one Redis Cluster slot.
+    """
+
+    lease: bytes
+    counter: bytes
+    queue: bytes
+
+    def wake(self, holder: str) -> bytes:
+        """The key a release pushes the handed-over token to, for ``holder``."""
+        return self.queue[:-5] + b"wake:" + holder_bytes(holder)
+
+
+def lock_keys(name: str, encode: Callable[[str], bytes]) -> LockKeys:
+    """The keys of the lock ``name``, with ``encode`` (its client's encoder: redis-py
+    writes ``name`` to the lock key with it, and a ``redis.lock.Lock`` must find it)."""
+    prefix = encode(key_prefix(name))
+    return LockKeys(encode(name), prefix + b"counter", prefix + b"lock:queue")
+
+
 def holder_bytes(holder: str) -> bytes:
     """A holder id as sent to Redis: latin-1, so that a ``FencedLock``'s lock token (any
     bytes, decoded as latin-1 to pass through the fence protocol) arrives unchanged.
@@ -452,6 +581,19 @@ def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple
 def release_args(name: str, value: bytes) -> tuple[Any, ...]:
     """KEYS and ARGV of ``RELEASE`` for the lease holding ``value``."""
     return (fence_keys(name).lease, value)
+
+
+def lock_acquire_args(
+    keys: LockKeys, holder: str, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
+) -> tuple[Any, ...]:
+    """KEYS and ARGV of ``LOCK_ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
+    args = (*keys, holder_bytes(holder), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
+    return (*args, b"1") if queued else args
+
+
+def lock_release_args(keys: LockKeys, value: bytes) -> tuple[Any, ...]:
+    """KEYS and ARGV of ``LOCK_RELEASE`` for the lock held with the lock token ``value``."""
+    return (*keys, value)
 
 
 def force_release_args(name: str, idle_ms: int) -> tuple[Any, ...]:

@@ -1,11 +1,12 @@
-"""``fencing.redis.aio``: the asyncio Redis fence and issuer, on ``redis.asyncio`` clients.
+"""``fencing.redis.aio``: the asyncio Redis fence, issuer and lock, on ``redis.asyncio`` clients.
 
 They share keys, leases and tokens with the blocking classes of ``fencing.redis``.
 """
 
 from __future__ import annotations
 
+from ._async_lock import AsyncFencedLock as FencedLock
 from ._issuer import AsyncRedisFence as RedisFence
 from ._issuer import AsyncRedisIssuer as RedisIssuer
 
-__all__ = ["RedisFence", "RedisIssuer"]
+__all__ = ["FencedLock", "RedisFence", "RedisIssuer"]
