@@ -207,3 +207,31 @@ def _until(check: Callable[[], bool], what: str) -> None:
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def test_a_fenced_lock_keeps_working_while_its_slot_migrates(
+    healed: RedisCluster, cluster_client: redis.cluster.RedisCluster
+) -> None:
+    """A ``FencedLock``'s lease is its own key (``name``), its counter and queue under
+    ``key_prefix(name)``: one slot, and only the lock key declared, so no step of the
+    migration makes Redis refuse its scripts (TRYAGAIN) for a key still to come."""
+    cluster = healed
+    name = f"lockmig:{uuid.uuid4().hex}"
+    slot = cluster.slot_of(name)
+    source = cluster.master_of_slot(slot)
+    target = next(master for master in cluster.masters() if master is not source)
+    lock = cluster_client.lock(name, timeout=30, lock_class=fencing.FencedLock)
+    other = cluster_client.lock(name, timeout=30, lock_class=fencing.FencedLock, sleep=0.1)
+    assert lock.acquire(blocking=False)
+    first = lock.fence_token
+    assert first is not None
+    cluster.begin_migration(slot, target)
+    assert lock.extend(5)
+    assert not other.acquire(blocking_timeout=0.2)  # queues (or polls), then gives up
+    cluster.move_keys(slot, target)
+    assert lock.extend(5)
+    lock.release()  # at the target, by ASK
+    assert other.acquire(blocking=False)
+    cluster.end_migration(slot, target)
+    assert other.fence_token is not None and other.fence_token > first
+    other.release()

@@ -273,63 +273,68 @@ LOCK_ACQUIRE = Script(
 -- issue the fence's next token in the same step.
 -- KEYS[1] the lock's own key (its name): the lock token while held, nothing else, so a
 --         redis.lock.Lock on the same name sees the lock held, and is seen
--- KEYS[2] the fence's counter (shared with RedisFence and AsyncRedisFence of the name)
--- KEYS[3] the lock's queue of waiters; its waiting hash and wake keys start with the
---         same prefix ('...lock:waiting', '...lock:wake:<lock token>')
--- ARGV[1] the lock token (redis-py's, any bytes)
--- ARGV[2] lease ttl in ms; "0" = the lock never expires (redis-py's timeout=None)
--- ARGV[3] counter idle lifetime in ms; "0" = the counter never expires
--- ARGV[4] ms to queue the waiter for a hand-off when the lock is busy; "0" = do not
+-- ARGV[1] the fence's counter key (shared with RedisFence and AsyncRedisFence of the name)
+-- ARGV[2] the lock's queue key; its waiting hash and wake keys start with the same
+--         prefix ('...lock:waiting', '...lock:wake:<lock token>')
+--         ARGV[1] and ARGV[2] are in the Redis Cluster slot of KEYS[1] (key_prefix's
+--         promise) but not declared: while the slot migrates, a declared key missing on
+--         its source makes Redis refuse the whole call (TRYAGAIN); undeclared, each is
+--         reached through here()
+-- ARGV[3] the lock token (redis-py's, any bytes)
+-- ARGV[4] lease ttl in ms; "0" = the lock never expires (redis-py's timeout=None)
+-- ARGV[5] counter idle lifetime in ms; "0" = the counter never expires
+-- ARGV[6] ms to queue the waiter for a hand-off when the lock is busy; "0" = do not
 --         queue it (and take it out of the queue if it is in)
--- ARGV[5] present ("1") when an earlier attempt of this waiter queued it
+-- ARGV[7] present ("1") when an earlier attempt of this waiter queued it
 -- Returns the new token (an integer > 0) when the lock was free or had been handed to
 -- this waiter, else {pttl}: the lock's remaining ms, or -1 when it has no expiry.
 -- Unlike RedisFence's ACQUIRE, queueing does not mark the lease: its value must stay
 -- the bare lock token that redis-py's own release compares.
-local holder = ARGV[1]
-local prefix = string.sub(KEYS[3], 1, -6)
-local digits, now = next_token(KEYS[2])
-if set(KEYS[1], holder, ARGV[2], true) then
-  set(KEYS[2], digits, ARGV[3], false)
-  if ARGV[5] then
+local counter, queue, holder = ARGV[1], ARGV[2], ARGV[3]
+local prefix = string.sub(queue, 1, -6)
+local digits, now = next_token(counter)
+if set(KEYS[1], holder, ARGV[4], true) then
+  set(counter, digits, ARGV[5], false)
+  if ARGV[7] then
     leave(prefix, holder)
   end
   return tonumber(digits)
 end
-if ARGV[5] and redis.call('GET', KEYS[1]) == holder then
+if ARGV[7] and redis.call('GET', KEYS[1]) == holder then
   -- a release handed the lock over and the wake-up was not heard: the token it pushed
   -- may have expired with the wake key, so issue a fresh one (also above all others)
-  redis.call('DEL', prefix .. 'wake:' .. holder)
-  set(KEYS[2], digits, ARGV[3], false)
+  here('DEL', prefix .. 'wake:' .. holder)
+  set(counter, digits, ARGV[5], false)
   return tonumber(digits)
 end
-if ARGV[4] == '0' then
-  if ARGV[5] then
+if ARGV[6] == '0' then
+  if ARGV[7] then
     leave(prefix, holder)
   end
 else
-  local ms = tonumber(ARGV[4])
-  local place = string.format('%d', now + ms) .. ':' .. ARGV[2] .. ':' .. ARGV[3]
+  local ms = tonumber(ARGV[6])
+  local place = string.format('%d', now + ms) .. ':' .. ARGV[4] .. ':' .. ARGV[5]
   local waiting = prefix .. 'waiting'
-  if redis.call('HSET', waiting, holder, place) == 1 then
-    redis.call('RPUSH', KEYS[3], holder)
+  local added = here('HSET', waiting, holder, place)
+  if added == 1 then
+    here('RPUSH', queue, holder)
   end
-  if redis.call('PTTL', KEYS[3]) < ms then
-    redis.call('PEXPIRE', KEYS[3], ms)
-    redis.call('PEXPIRE', waiting, ms)
+  if added and (here('PTTL', queue) or -2) < ms then
+    here('PEXPIRE', queue, ms)
+    here('PEXPIRE', waiting, ms)
   end
 end
 return {redis.call('PTTL', KEYS[1])}
 """),
-    numkeys=3,
+    numkeys=1,
 )
 
 LOCK_RELEASE = Script(
     _lua("""
 -- FencedLock release: end a lock held with the given lock token, or hand it over.
--- KEYS[1] the lock's own key, KEYS[2] the fence's counter, KEYS[3] the lock's queue
---         (as in LOCK_ACQUIRE)
--- ARGV[1] the lock token expected
+-- KEYS[1] the lock's own key; ARGV[1] the fence's counter key, ARGV[2] the lock's
+--         queue key (as in LOCK_ACQUIRE)
+-- ARGV[3] the lock token expected
 -- Returns 1 when released; 0 when the lock is not held with that token (by nobody, by
 -- another FencedLock or by a redis.lock.Lock), and then nothing is changed. The lock
 -- goes to the first queued waiter whose deadline has not passed, with its own ttl and
@@ -337,33 +342,35 @@ LOCK_RELEASE = Script(
 -- the way; with no such waiter it is deleted. redis.lock.Lock's own release deletes
 -- the key without looking at the queue: its FencedLock waiters then find the lock free
 -- at their next attempt (at most their `sleep` later).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+if redis.call('GET', KEYS[1]) ~= ARGV[3] then
   return 0
 end
-local prefix = string.sub(KEYS[3], 1, -6)
+local counter, queue = ARGV[1], ARGV[2]
+local prefix = string.sub(queue, 1, -6)
 local waiting = prefix .. 'waiting'
-local waiter = redis.call('LPOP', KEYS[3])
+local waiter = here('LPOP', queue)
 while waiter do
-  local place = redis.call('HGET', waiting, waiter)
-  redis.call('HDEL', waiting, waiter)
+  local place = here('HGET', waiting, waiter)
+  here('HDEL', waiting, waiter)
   if place then
     local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
-    local digits, now = next_token(KEYS[2])
+    local digits, now = next_token(counter)
     if tonumber(deadline) > now then
       set(KEYS[1], waiter, ttl, false)
-      set(KEYS[2], digits, idle, false)
+      set(counter, digits, idle, false)
       local wake = prefix .. 'wake:' .. waiter
-      redis.call('RPUSH', wake, digits)
-      redis.call('PEXPIRE', wake, tonumber(deadline) - now)
+      if here('RPUSH', wake, digits) then
+        here('PEXPIRE', wake, tonumber(deadline) - now)
+      end
       return 1
     end
   end
-  waiter = redis.call('LPOP', KEYS[3])
+  waiter = here('LPOP', queue)
 end
 redis.call('DEL', KEYS[1])
 return 1
 """),
-    numkeys=3,
+    numkeys=1,
 )
 
 STATUS = Script(
@@ -586,13 +593,15 @@ def release_args(name: str, value: bytes) -> tuple[Any, ...]:
 def lock_acquire_args(
     keys: LockKeys, holder: str, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
 ) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``LOCK_ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
+    """KEYS and ARGV of ``LOCK_ACQUIRE`` (the lock key, then the counter and queue keys
+    as its first arguments); ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
     args = (*keys, holder_bytes(holder), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
     return (*args, b"1") if queued else args
 
 
 def lock_release_args(keys: LockKeys, value: bytes) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``LOCK_RELEASE`` for the lock held with the lock token ``value``."""
+    """KEYS and ARGV of ``LOCK_RELEASE`` (as ``LOCK_ACQUIRE``'s) for the lock held with
+    the lock token ``value``."""
     return (*keys, value)
 
 
