@@ -27,8 +27,10 @@ from typing import Any
 
 import acquire
 import cluster
+import etcd_family
 import guards
 import handoff
+import replicas
 import report
 import throughput
 import web
@@ -41,6 +43,8 @@ FAMILIES = {
     "guards": guards.run,
     "throughput": throughput.run,
     "cluster": cluster.run,
+    "replicas": replicas.run,
+    "etcd": etcd_family.run,
     "http": web.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -4,11 +4,14 @@
 URL                                                    backend
 =====================================================  ==============================
 ``redis://``, ``rediss://``, ``unix://``                Redis (``RedisFence``)
+``redis+sentinel://``, ``rediss+sentinel://``          Redis behind Sentinel
 ``redis+cluster://host:port[,host:port...]``            Redis Cluster (``RedisFence``)
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
+``etcd://host:port[,host:port...]``, ``etcds://``       etcd (``EtcdFence``)
 *none*: ``$FENCING_URL``, else the embedded default    SQLite file, see ``default_url``
 =====================================================  ==============================
 
+Redis URLs also take ``?min_replicas=N&replica_timeout=S`` (see docs/redis.md).
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
 ``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens). The
 embedded default is a SQLite file in the per-user state directory
@@ -35,6 +38,7 @@ from ._fence import Fence
 ENV_VAR = "FENCING_URL"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 _SQL_SCHEMES = ("sqlite", "postgresql", "postgres")
+_ETCD_SCHEMES = ("etcd", "etcds")
 
 
 def default_path() -> Path:
@@ -69,6 +73,7 @@ _BACKENDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(
         ("redis+cluster", "rediss+cluster"), ("fencing.redis._backend", "RedisClusterBackend")
     ),
+    **dict.fromkeys(_ETCD_SCHEMES, ("fencing.etcd._backend", "EtcdBackend")),
 }
 
 
@@ -90,5 +95,5 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "redis+cluster://, sqlite:///path or postgresql://"
+        "redis+sentinel://, redis+cluster://, sqlite:///path, postgresql:// or etcd://"
     )

@@ -290,11 +290,13 @@ def test_bad_cluster_urls_are_refused_at_connect(url: str) -> None:
 def test_cluster_url_keeps_auth_tls_and_options() -> None:
     backend = RedisClusterBackend("rediss+cluster://u:p%40ss@h1:7000,[::1]:7001/0?socket_timeout=2")
     assert backend._hosts == [("h1", 7000), ("::1", 7001)]
-    assert backend._options == {
+    assert backend._client_options == {
         "username": "u", "password": "p@ss", "socket_timeout": 2.0, "ssl": True
     }  # fmt: skip
     with pytest.raises(ValueError, match="database 0 only"):
         fencing.connect("redis+cluster://h1:7000/1")
+    with pytest.raises(ValueError, match="min_replicas needs one primary"):
+        fencing.connect("redis+cluster://h1:7000?min_replicas=1")
 
 
 # -- clients of the wrong kind ---------------------------------------------------------------

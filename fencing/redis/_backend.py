@@ -1,12 +1,21 @@
-"""``fencing.connect("redis://...")``: fences on the Redis server of a URL, and
-``fencing.connect("redis+cluster://host:port[,host:port...]")``: fences on a Redis Cluster.
+"""``fencing.connect("redis://...")``: fences on the Redis server of a URL.
 
-Imports the Redis issuer and redis-py.
+``redis://``, ``rediss://`` and ``unix://`` URLs go to redis-py's ``from_url``;
+``redis+sentinel://`` and ``rediss+sentinel://`` to the primary Redis Sentinel names
+(``_sentinel``); ``redis+cluster://host:port[,host:port...]`` and ``rediss+cluster://``
+to a Redis Cluster (``RedisClusterBackend``). Every one of them also takes the fence's
+replication options, taken out before the rest reaches redis-py (a cluster refuses them):
+
+- ``min_replicas``: a lease counts once that many replicas acknowledged it (``WAIT``);
+- ``replica_timeout``: seconds to wait for them (default 1, or half ``socket_timeout``).
+
+Imports the Redis issuer, the Sentinel URLs and redis-py.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, urlencode
 
 import redis
 import redis.asyncio
@@ -17,7 +26,40 @@ import redis.connection
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
-from ._issuer import AsyncClient, AsyncRedisFence, RedisFence, RedisIssuer, SyncClient
+from ._issuer import (
+    AsyncClient,
+    AsyncRedisFence,
+    RedisFence,
+    RedisIssuer,
+    SyncClient,
+    check_min_replicas,
+)
+from ._sentinel import (
+    SentinelURL,
+    async_sentinel_client,
+    is_sentinel_url,
+    parse_sentinel_url,
+    seconds,
+    sentinel_client,
+    whole,
+)
+
+
+def fence_options(url: str) -> tuple[str, dict[str, Any]]:
+    """``url`` without ``min_replicas``/``replica_timeout``, and those as fence arguments."""
+    base, mark, query = url.partition("?")
+    options: dict[str, Any] = {}
+    rest = []
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key == "min_replicas":
+            options[key] = check_min_replicas(whole(value, key))
+        elif key == "replica_timeout":
+            options[key] = seconds(value, key)
+        else:
+            rest.append((key, value))
+    if not options:
+        return url, options
+    return (base + mark + urlencode(rest) if rest else base), options
 
 
 class RedisBackend:
@@ -26,6 +68,10 @@ class RedisBackend:
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self._url, self._options = fence_options(url)
+        self._sentinel: SentinelURL | None = (
+            parse_sentinel_url(self._url) if is_sentinel_url(self._url) else None
+        )
         self._client: SyncClient | None = None
 
     def __repr__(self) -> str:
@@ -37,23 +83,27 @@ class RedisBackend:
         return self._client
 
     def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return RedisFence(self._sync_client(), name, ttl)
+        return RedisFence(self._sync_client(), name, ttl, **self._options)
 
     @property
     def issuer(self) -> RedisIssuer:
         """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
-        return RedisIssuer(self._sync_client())
+        return RedisIssuer(self._sync_client(), **self._options)
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        return AsyncRedisFence(self.new_async_client(), name, ttl)
+        return AsyncRedisFence(self.new_async_client(), name, ttl, **self._options)
 
     def new_client(self) -> SyncClient:
         """A new blocking client for the URL (the backend keeps one for all its fences)."""
-        return redis.Redis.from_url(self.url)
+        if self._sentinel is not None:
+            return sentinel_client(self._sentinel)
+        return redis.Redis.from_url(self._url)
 
     def new_async_client(self) -> AsyncClient:
         """A new asyncio client (each asyncio fence has its own, on its event loop)."""
-        return redis.asyncio.Redis.from_url(self.url)
+        if self._sentinel is not None:
+            return async_sentinel_client(self._sentinel)
+        return redis.asyncio.Redis.from_url(self._url)
 
 
 class RedisClusterBackend(RedisBackend):
@@ -63,22 +113,27 @@ class RedisClusterBackend(RedisBackend):
     The hosts are startup nodes: any one that answers tells the client the whole cluster.
     The options are redis-py's URL options (``socket_timeout=2``, ``ssl_cert_reqs=none``,
     ...), passed to ``redis.cluster.RedisCluster`` (``redis.asyncio.cluster.RedisCluster``
-    for asyncio fences). A cluster has database 0 only. No I/O happens until a fence is
-    used.
+    for asyncio fences); ``min_replicas`` is refused (a cluster client has no one primary
+    to ``WAIT`` on). A cluster has database 0 only. No I/O happens until a fence is used.
     """
 
     def __init__(self, url: str) -> None:
         super().__init__(url)
-        self._hosts, self._options = _parse_cluster_url(url)
+        if self._options.get("min_replicas"):
+            raise ValueError(
+                f"redis+cluster URL {url!r}: min_replicas needs one primary to WAIT on "
+                "(a redis:// or redis+sentinel:// URL), not a Redis Cluster"
+            )
+        self._hosts, self._client_options = _parse_cluster_url(self._url)
 
     def new_client(self) -> SyncClient:
         node = redis.cluster.ClusterNode
         nodes = [node(host, port) for host, port in self._hosts]  # type: ignore[no-untyped-call]
-        return redis.cluster.RedisCluster(startup_nodes=nodes, **self._options)
+        return redis.cluster.RedisCluster(startup_nodes=nodes, **self._client_options)
 
     def new_async_client(self) -> AsyncClient:
         nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in self._hosts]
-        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **self._options)
+        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **self._client_options)
 
 
 def _parse_cluster_url(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
