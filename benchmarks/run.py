@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import acquire
+import cluster
 import etcd_family
 import guards
 import handoff
@@ -42,6 +43,7 @@ FAMILIES = {
     "handoff": handoff.run,
     "guards": guards.run,
     "throughput": throughput.run,
+    "cluster": cluster.run,
     "replicas": replicas.run,
     "etcd": etcd_family.run,
     "http": web.run,

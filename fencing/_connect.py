@@ -5,6 +5,7 @@ URL                                                    backend
 =====================================================  ==============================
 ``redis://``, ``rediss://``, ``unix://``                Redis (``RedisFence``)
 ``redis+sentinel://``, ``rediss+sentinel://``          Redis behind Sentinel
+``redis+cluster://host:port[,host:port...]``            Redis Cluster (``RedisFence``)
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
 ``etcd://host:port[,host:port...]``, ``etcds://``       etcd (``EtcdFence``)
 ``zookeeper://host:port[,host:port...][/chroot]``       ZooKeeper (``ZooKeeperFence``)
@@ -70,6 +71,9 @@ class Backend(Protocol):
 _BACKENDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(_REDIS_SCHEMES, ("fencing.redis._backend", "RedisBackend")),
     **dict.fromkeys(_SQL_SCHEMES, ("fencing.sql._backend", "SqlBackend")),
+    **dict.fromkeys(
+        ("redis+cluster", "rediss+cluster"), ("fencing.redis._backend", "RedisClusterBackend")
+    ),
     **dict.fromkeys(_ETCD_SCHEMES, ("fencing.etcd._backend", "EtcdBackend")),
     "zookeeper": ("fencing.zookeeper._backend", "ZooKeeperBackend"),
 }
@@ -83,8 +87,9 @@ def connect(url: str | None = None) -> Backend:
             default_path().parent.mkdir(parents=True, exist_ok=True)
     if not isinstance(url, str):
         raise TypeError(f"url must be a str, not {type(url).__name__}")
-    scheme = url.partition("://")[0].partition("+")[0].lower() if "://" in url else ""
-    found = _BACKENDS.get(scheme)
+    full = url.partition("://")[0].lower() if "://" in url else ""
+    scheme = full.partition("+")[0]  # postgresql+psycopg: the driver is SQLAlchemy's business
+    found = _BACKENDS.get(full) or _BACKENDS.get(scheme)
     if found is not None:
         if scheme == "postgres":  # the libpq spelling; SQLAlchemy wants postgresql
             url = "postgresql" + url[len("postgres") :]
@@ -92,5 +97,6 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "redis+sentinel://, sqlite:///path, postgresql://, etcd:// or zookeeper://"
+        "redis+sentinel://, redis+cluster://, sqlite:///path, postgresql://, etcd:// or "
+        "zookeeper://"
     )

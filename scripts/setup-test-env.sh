@@ -17,6 +17,7 @@ if [ "$mode" = test ]; then
     # redis-server binary is the Sentinel too; the redis-sentinel package adds only a
     # service and a redis-sentinel link, so it is not needed)
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+    command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)  # redis-cli --cluster create
     compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
     command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
     command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)

@@ -1,6 +1,6 @@
-"""Session-wide real servers: a ``redis-server``, a PostgreSQL cluster, a 3-member etcd
-cluster and ZooKeeper (a standalone server, and a 3-server ensemble for failover tests)
-on free ports.
+"""Session-wide real servers: a ``redis-server``, a Redis Cluster (3 masters, a replica
+each), a PostgreSQL cluster, a 3-member etcd cluster and ZooKeeper (a standalone server,
+and a 3-server ensemble for failover tests) on free ports.
 
 A test that needs a server fails (never skips) when the server cannot be started.
 Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
@@ -17,9 +17,11 @@ from typing import TypeVar
 import psycopg
 import pytest
 import redis
+import redis.cluster
 from sqlalchemy import create_engine
 
 from fencing.sql import create_tables
+from fencing.testing.redis_cluster import RedisCluster
 from fencing.testing.servers import (
     EtcdCluster,
     PostgresServer,
@@ -79,6 +81,23 @@ def sentinel_group() -> Iterator[SentinelGroup]:
     group = _start(lambda: SentinelGroup(down_after_ms=500).start())
     yield group
     group.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """One Redis Cluster for the session; a test that kills or freezes nodes heals it
+    (``RedisCluster.heal``) before it returns."""
+    cluster = _start(lambda: RedisCluster(masters=3, replicas=1).start())
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def cluster_client(redis_cluster: RedisCluster) -> Iterator[redis.cluster.RedisCluster]:
+    """A blocking client of the session's Redis Cluster."""
+    client = redis_cluster.client()
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,9 @@
 
 ``redis://``, ``rediss://`` and ``unix://`` URLs go to redis-py's ``from_url``;
 ``redis+sentinel://`` and ``rediss+sentinel://`` to the primary Redis Sentinel names
-(``_sentinel``). Every one of them also takes the fence's replication options, taken
-out before the rest reaches redis-py:
+(``_sentinel``); ``redis+cluster://host:port[,host:port...]`` and ``rediss+cluster://``
+to a Redis Cluster (``RedisClusterBackend``). Every one of them also takes the fence's
+replication options, taken out before the rest reaches redis-py (a cluster refuses them):
 
 - ``min_replicas``: a lease counts once that many replicas acknowledged it (``WAIT``);
 - ``replica_timeout``: seconds to wait for them (default 1, or half ``socket_timeout``).
@@ -18,11 +19,21 @@ from urllib.parse import parse_qsl, urlencode
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+import redis.connection
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
-from ._issuer import AsyncRedisFence, RedisFence, RedisIssuer, check_min_replicas
+from ._issuer import (
+    AsyncClient,
+    AsyncRedisFence,
+    RedisFence,
+    RedisIssuer,
+    SyncClient,
+    check_min_replicas,
+)
 from ._sentinel import (
     SentinelURL,
     async_sentinel_client,
@@ -52,7 +63,8 @@ def fence_options(url: str) -> tuple[str, dict[str, Any]]:
 
 
 class RedisBackend:
-    """Fences on the Redis server of ``url`` (one client for all blocking fences)."""
+    """Fences on the Redis server of ``url`` (one client for all blocking fences; each
+    asyncio fence opens its own, on the event loop that uses it)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -60,18 +72,14 @@ class RedisBackend:
         self._sentinel: SentinelURL | None = (
             parse_sentinel_url(self._url) if is_sentinel_url(self._url) else None
         )
-        self._client: redis.Redis | None = None
+        self._client: SyncClient | None = None
 
     def __repr__(self) -> str:
-        return f"RedisBackend({self.url!r})"
+        return f"{type(self).__name__}({self.url!r})"
 
-    def _sync_client(self) -> redis.Redis:
+    def _sync_client(self) -> SyncClient:
         if self._client is None:
-            self._client = (
-                sentinel_client(self._sentinel)
-                if self._sentinel is not None
-                else redis.Redis.from_url(self._url)
-            )
+            self._client = self.new_client()
         return self._client
 
     def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
@@ -83,9 +91,74 @@ class RedisBackend:
         return RedisIssuer(self._sync_client(), **self._options)
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        client = (
-            async_sentinel_client(self._sentinel)
-            if self._sentinel is not None
-            else redis.asyncio.Redis.from_url(self._url)
-        )
-        return AsyncRedisFence(client, name, ttl, **self._options)
+        return AsyncRedisFence(self.new_async_client(), name, ttl, **self._options)
+
+    def new_client(self) -> SyncClient:
+        """A new blocking client for the URL (the backend keeps one for all its fences)."""
+        if self._sentinel is not None:
+            return sentinel_client(self._sentinel)
+        return redis.Redis.from_url(self._url)
+
+    def new_async_client(self) -> AsyncClient:
+        """A new asyncio client (each asyncio fence has its own, on its event loop)."""
+        if self._sentinel is not None:
+            return async_sentinel_client(self._sentinel)
+        return redis.asyncio.Redis.from_url(self._url)
+
+
+class RedisClusterBackend(RedisBackend):
+    """Fences on the Redis Cluster of ``redis+cluster://[user:password@]host:port[,host:
+    port...][/0][?option=value...]`` (``rediss+cluster://`` for TLS).
+
+    The hosts are startup nodes: any one that answers tells the client the whole cluster.
+    The options are redis-py's URL options (``socket_timeout=2``, ``ssl_cert_reqs=none``,
+    ...), passed to ``redis.cluster.RedisCluster`` (``redis.asyncio.cluster.RedisCluster``
+    for asyncio fences); ``min_replicas`` is refused (a cluster client has no one primary
+    to ``WAIT`` on). A cluster has database 0 only. No I/O happens until a fence is used.
+    """
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        if self._options.get("min_replicas"):
+            raise ValueError(
+                f"redis+cluster URL {url!r}: min_replicas needs one primary to WAIT on "
+                "(a redis:// or redis+sentinel:// URL), not a Redis Cluster"
+            )
+        self._hosts, self._client_options = _parse_cluster_url(self._url)
+
+    def new_client(self) -> SyncClient:
+        node = redis.cluster.ClusterNode
+        nodes = [node(host, port) for host, port in self._hosts]  # type: ignore[no-untyped-call]
+        return redis.cluster.RedisCluster(startup_nodes=nodes, **self._client_options)
+
+    def new_async_client(self) -> AsyncClient:
+        nodes = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in self._hosts]
+        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **self._client_options)
+
+
+def _parse_cluster_url(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
+    """``redis[s]+cluster://[auth@]h1:p1,h2:p2[/0][?options]`` -> (the hosts, the client
+    options): redis-py parses the URL of the first host (auth, TLS, options); the hosts
+    then go to the client as startup nodes, not in a URL (``RedisCluster.from_url`` with
+    more startup nodes leaves a socket open)."""
+    scheme, _, rest = url.partition("://")
+    base = scheme.lower().partition("+")[0]
+    end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    auth, at, netloc = rest[:end].rpartition("@")
+    hosts = [_host_port(part, url) for part in netloc.split(",")]
+    first = f"{base}://{auth}{at}{netloc.split(',')[0]}{rest[end:]}"
+    options: dict[str, Any] = redis.connection.parse_url(first)  # type: ignore[no-untyped-call]
+    for key in ("host", "port", "path"):
+        options.pop(key, None)
+    if options.pop("db", 0) != 0:
+        raise ValueError(f"redis+cluster URL {url!r}: a Redis Cluster has database 0 only")
+    if options.pop("connection_class", None) is not None:  # rediss: a cluster client's way
+        options["ssl"] = True
+    return hosts, options
+
+
+def _host_port(part: str, url: str) -> tuple[str, int]:
+    host, colon, port = part.strip().rpartition(":")
+    if not colon or not host or not port.isdigit():
+        raise ValueError(f"redis+cluster URL {url!r}: expected host:port, got {part!r}")
+    return host.strip("[]"), int(port)

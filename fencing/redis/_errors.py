@@ -3,7 +3,9 @@
 A refusal by the server's ACL or of the client's credentials means the deployment is
 not set up for fencing: ``FenceSetupError``, saying which permissions the Redis user
 needs, or where the password goes. Every other redis-py error is ``FenceUnavailable``
-(a Sentinel that names no primary says why that may be).
+(a Sentinel that names no primary says why that may be; a Redis Cluster redirection,
+``MOVED``/``ASK``, which only a standalone client sees, says to use a cluster client).
+
 Imports the core's errors and redis-py.
 """
 
@@ -29,6 +31,9 @@ _SCRIPT_NOPERM = "can't run this command or subcommand"
 #: What redis-py raises when no Sentinel names a primary (blocking, asyncio).
 _NO_PRIMARY = (redis.sentinel.MasterNotFoundError, redis.asyncio.sentinel.MasterNotFoundError)
 
+#: Only a standalone client sees these: a cluster client follows the redirection.
+_REDIRECTIONS = (redis.exceptions.MovedError, redis.exceptions.AskError)
+
 
 def redis_failure(what: str, exc: Exception) -> FencingError:
     """The ``fencing`` error for a redis-py error; raise it ``from exc``."""
@@ -47,6 +52,11 @@ def redis_failure(what: str, exc: Exception) -> FencingError:
         return FenceUnavailable(
             f"{what} sentinel: no primary for the service (an unknown service name, or no "
             f"Sentinel answered): {exc}"
+        )
+    if isinstance(exc, _REDIRECTIONS):
+        return FenceUnavailable(
+            f"{issuer_error(what, exc)} (the server is a Redis Cluster node: use a "
+            "redis.cluster.RedisCluster client, or a redis+cluster:// URL)"
         )
     return issuer_error(what, exc)
 

@@ -26,7 +26,7 @@ Imports the core (fences, errors, validation), the scripts module and redis-py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from contextlib import suppress
 from functools import partial
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union, cast
@@ -60,7 +60,7 @@ from ._scripts import (
     idle_millis,
     lease_value,
     name_of,
-    names_pattern,
+    names_patterns,
     parse_acquire,
     parse_flag,
     parse_force_release,
@@ -76,12 +76,22 @@ SyncClient = Union[redis.Redis, "redis.cluster.RedisCluster"]
 AsyncClient = Union[redis.asyncio.Redis, "redis.asyncio.cluster.RedisCluster"]
 SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
 ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+SYNC_KINDS = "redis.Redis or redis.cluster.RedisCluster"
+ASYNC_KINDS = "redis.asyncio.Redis or redis.asyncio.cluster.RedisCluster"
 
 
 def check_client(client: object, kinds: tuple[type, ...], wanted: str) -> None:
-    """A ``TypeError`` now, rather than a confusing failure at the first call."""
-    if not isinstance(client, kinds):
-        raise TypeError(f"client must be a {wanted} client, not {type(client).__name__}")
+    """A ``TypeError`` at construction, rather than a confusing failure at the first
+    call; a client of the other kind (blocking or asyncio) is told which class takes it."""
+    if isinstance(client, kinds):
+        return
+    kind = type(client)
+    message = f"client must be a {wanted} client, not {kind.__module__}.{kind.__qualname__}"
+    if isinstance(client, ASYNC_CLIENTS):
+        message += " (an asyncio client: use fencing.aio.RedisFence)"
+    elif isinstance(client, SYNC_CLIENTS):
+        message += " (a blocking client: use fencing.RedisFence)"
+    raise TypeError(message)
 
 
 def check_replicated_client(client: object, min_replicas: int) -> None:
@@ -97,9 +107,10 @@ def check_replicated_client(client: object, min_replicas: int) -> None:
 def socket_timeout_of(client: Any) -> float | None:
     """The client's ``socket_timeout``: a BLPOP must not block longer than that."""
     kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
-    if kwargs is None:  # a cluster client keeps them elsewhere
-        kwargs = getattr(client, "nodes_manager", None)
-        kwargs = getattr(kwargs, "connection_kwargs", {})
+    if kwargs is None:  # a cluster client keeps them elsewhere (asyncio: on itself)
+        kwargs = getattr(client, "connection_kwargs", None)
+    if kwargs is None:
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", {})
     timeout = kwargs.get("socket_timeout")
     return None if timeout is None else float(timeout)
 
@@ -446,7 +457,7 @@ class RedisIssuer:
         min_replicas: int = 0,
         replica_timeout: float | None = None,
     ) -> None:
-        check_client(client, SYNC_CLIENTS, "redis.Redis")
+        check_client(client, SYNC_CLIENTS, SYNC_KINDS)
         check_replicated_client(client, min_replicas)
         self.client = client
         self.steps = RedisSteps(
@@ -507,11 +518,12 @@ class RedisIssuer:
         particular order; on Redis Cluster redis-py scans every primary."""
         seen: set[str] = set()
         try:
-            for key in self.client.scan_iter(match=names_pattern(prefix), count=1000):
-                name = name_of(key)
-                if name is not None and name not in seen:
-                    seen.add(name)
-                    yield name
+            for pattern in names_patterns(prefix):
+                for key in self.client.scan_iter(match=pattern, count=1000):
+                    name = name_of(key)
+                    if name is not None and name.startswith(prefix) and name not in seen:
+                        seen.add(name)
+                        yield name
         except RedisError as exc:
             raise redis_failure("redis", exc) from exc
 
@@ -527,11 +539,18 @@ class AsyncRedisIssuer:
         min_replicas: int = 0,
         replica_timeout: float | None = None,
     ) -> None:
-        check_client(client, ASYNC_CLIENTS, "redis.asyncio.Redis")
+        check_client(client, ASYNC_CLIENTS, ASYNC_KINDS)
         check_replicated_client(client, min_replicas)
         self.client = client
         self.steps = RedisSteps(
             counter_idle, socket_timeout_of(client), min_replicas, replica_timeout
+        )
+        # redis-py 8.1's asyncio cluster client, used by several tasks at once while it
+        # (re)discovers the cluster from inside a command, drops connections in use
+        # ("'NoneType' object has no attribute 'writelines'"); its own initialize(),
+        # awaited first, does the discovery under a lock (and costs nothing once done).
+        self._ready: Callable[[], Awaitable[object]] | None = (
+            client.initialize if isinstance(client, redis.asyncio.cluster.RedisCluster) else None
         )
 
     def __repr__(self) -> str:
@@ -541,6 +560,8 @@ class AsyncRedisIssuer:
         """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``
         (``FenceSetupError`` when the server's ACL refuses)."""
         try:
+            if self._ready is not None:
+                await self._ready()
             await step.aperform(self.client)
         except RedisError as exc:
             raise redis_failure("redis", exc) from exc

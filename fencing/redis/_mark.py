@@ -14,7 +14,11 @@ and then paused may still run its call after a newer one started, and admitted c
 may run concurrently. To close that gap the check must happen inside the resource,
 atomically with the write (``FileStore``, the SQL guard, or your own Lua script).
 
-Imports the core's errors and ``Mark`` protocol, the redis error translation and redis-py.
+On Redis Cluster (a ``redis.cluster.RedisCluster`` client) the mark is one key, so its
+script runs on the node serving that key's slot.
+
+Imports the core's errors and ``Mark`` protocol, the redis error translation and the
+client check.
 """
 
 from __future__ import annotations
@@ -23,11 +27,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import redis
-
 from .._errors import FenceUnavailable, rejected
 from .._marks import Mark
 from ._errors import redis_errors
+from ._issuer import SYNC_CLIENTS, SYNC_KINDS, SyncClient, check_client
 
 #: The compare-and-set. Tokens are compared as canonical decimal strings (length first,
 #: then byte by byte), never as Lua numbers: those are doubles, exact only below 2**53.
@@ -81,7 +84,8 @@ def _check_key(key: object) -> str:
 
 
 class RedisMark(Mark):
-    """A high-water mark at ``key`` in Redis, for guards in any number of processes.
+    """A high-water mark at ``key`` in Redis (``redis.Redis`` or
+    ``redis.cluster.RedisCluster``), for guards in any number of processes.
 
     Check-and-raise is atomic (Lua, sent by EVALSHA and reloaded after a script flush);
     the guarded call is not serialized: see this module's docstring for exactly what
@@ -92,11 +96,8 @@ class RedisMark(Mark):
     ``claim(token)`` is the same Lua step with nothing run after it: one round trip.
     """
 
-    def __init__(self, client: redis.Redis, key: str) -> None:
-        if not isinstance(client, redis.Redis):
-            raise TypeError(
-                f"client must be a redis.Redis (sync) client, not {type(client).__name__}"
-            )
+    def __init__(self, client: SyncClient, key: str) -> None:
+        check_client(client, SYNC_CLIENTS, SYNC_KINDS)
         self.client = client
         self.key = _check_key(key)
         self._raise = client.register_script(RAISE_MARK)

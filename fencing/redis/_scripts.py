@@ -6,7 +6,8 @@ exclude each other, and a ``FencedLock`` of that name shares their token counter
 lease is the lock's own key, see ``LOCK_ACQUIRE`` and ``LockKeys``).
 
 Key layout of the fence ``<name>`` (one hash tag, so all keys of a fence live in one
-Redis Cluster slot)::
+Redis Cluster slot, the slot of ``<name>``; names with a ``}`` differ: see
+``key_prefix``)::
 
     fencing:{<name>}:lease         "<token>:<holder>" while held, with the lease's PX expiry;
                                    "+<token>:<holder>" while waiters are queued
@@ -36,7 +37,9 @@ Imports the core's millis, the errors and the issuer protocols only (no redis-py
 
 from __future__ import annotations
 
+import binascii
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -65,6 +68,23 @@ class Script:
 
 #: Lua shared by the scripts that issue tokens or queue waiters.
 _LUA_HELPERS = """
+-- A command on a key other than KEYS[1] (every such key of a fence is in its slot).
+-- On Redis Cluster, while that slot migrates, the source master refuses a command on a
+-- key it does not hold ("non local key"); here() then returns false: the key counts as
+-- absent and a write to it is skipped. Every caller can do without: a missing counter
+-- gives way to the clock, a waiter left out of the queue or not woken finds the lease
+-- at its next attempt. Any other error is raised.
+local function here(...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    if string.find(reply.err, 'non local key', 1, true) then
+      return false
+    end
+    error(reply)
+  end
+  return reply
+end
+
 -- The next token of a fence, as digits: max(counter + 1, server clock in
 -- microseconds), so a lost or stale counter restarts above every earlier token unless
 -- the server clock stepped back further than the time that passed. Also returns the
@@ -72,27 +92,28 @@ _LUA_HELPERS = """
 local function next_token(counter)
   local now = redis.call('TIME')
   local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local last = tonumber(redis.call('GET', counter))
+  local last = tonumber(here('GET', counter))
   if last and last >= token then
     token = last + 1
   end
   return string.format('%d', token), math.floor(tonumber(now[1]) * 1000 + tonumber(now[2]) / 1000)
 end
 
--- SET key value, with PX ms unless ms is '0' (no expiry), and NX when nx is true.
+-- SET key value, with PX ms unless ms is '0' (no expiry), and NX when nx is true
+-- (through here(): the same for KEYS[1], which is always local).
 local function set(key, value, ms, nx)
   if ms == '0' then
-    if nx then return redis.call('SET', key, value, 'NX') end
-    return redis.call('SET', key, value)
+    if nx then return here('SET', key, value, 'NX') end
+    return here('SET', key, value)
   end
-  if nx then return redis.call('SET', key, value, 'NX', 'PX', ms) end
-  return redis.call('SET', key, value, 'PX', ms)
+  if nx then return here('SET', key, value, 'NX', 'PX', ms) end
+  return here('SET', key, value, 'PX', ms)
 end
 
 -- Take holder out of the queue of the fence whose keys start with prefix.
 local function leave(prefix, holder)
-  if redis.call('HDEL', prefix .. 'waiting', holder) == 1 then
-    redis.call('LREM', prefix .. 'queue', 1, holder)
+  if here('HDEL', prefix .. 'waiting', holder) == 1 then
+    here('LREM', prefix .. 'queue', 1, holder)
   end
 end
 """
@@ -125,7 +146,7 @@ if set(KEYS[1], digits .. ':' .. holder, ARGV[2], true) then
   set(counter, digits, ARGV[3], false)
   if ARGV[5] then  -- a waiter that took an expired lease: serve the others at release
     leave(prefix, holder)
-    if redis.call('EXISTS', prefix .. 'queue') == 1 then
+    if here('EXISTS', prefix .. 'queue') == 1 then
       redis.call('SET', KEYS[1], '+' .. digits .. ':' .. holder, 'KEEPTTL')
     end
   end
@@ -136,7 +157,7 @@ local queue = prefix .. 'queue'
 if ARGV[5] then
   local token, owner = string.match(held, '^%+?(%d+):(.*)$')
   if owner == holder then  -- a release handed it over; the wake-up was not heard
-    redis.call('DEL', prefix .. 'wake:' .. holder)
+    here('DEL', prefix .. 'wake:' .. holder)
     return tonumber(token)
   end
 end
@@ -148,15 +169,16 @@ else
   local ms = tonumber(ARGV[4])
   local place = string.format('%d', now + ms) .. ':' .. ARGV[2] .. ':' .. ARGV[3]
   local waiting = prefix .. 'waiting'
-  if redis.call('HSET', waiting, holder, place) == 1 then
-    redis.call('RPUSH', queue, holder)
+  local added = here('HSET', waiting, holder, place)
+  if added == 1 then
+    here('RPUSH', queue, holder)
   end
-  if string.sub(held, 1, 1) ~= '+' then  -- mark the lease: its release serves the queue
+  if added and string.sub(held, 1, 1) ~= '+' then  -- mark the lease: its release serves the queue
     redis.call('SET', KEYS[1], '+' .. held, 'KEEPTTL')
   end
-  if redis.call('PTTL', queue) < ms then
-    redis.call('PEXPIRE', queue, ms)
-    redis.call('PEXPIRE', waiting, ms)
+  if added and (here('PTTL', queue) or -2) < ms then
+    here('PEXPIRE', queue, ms)
+    here('PEXPIRE', waiting, ms)
   end
 end
 return {redis.call('PTTL', KEYS[1])}
@@ -213,27 +235,28 @@ if held ~= '+' .. ARGV[1] then
 end
 local prefix = string.sub(KEYS[1], 1, -6)
 local queue, waiting, counter = prefix .. 'queue', prefix .. 'waiting', prefix .. 'counter'
-local waiter = redis.call('LPOP', queue)
+local waiter = here('LPOP', queue)
 while waiter do
-  local place = redis.call('HGET', waiting, waiter)
-  redis.call('HDEL', waiting, waiter)
+  local place = here('HGET', waiting, waiter)
+  here('HDEL', waiting, waiter)
   if place then
     local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
     local digits, now = next_token(counter)
     if tonumber(deadline) > now then
       local value = digits .. ':' .. waiter
-      if redis.call('EXISTS', queue) == 1 then
+      if here('EXISTS', queue) == 1 then
         value = '+' .. value
       end
       set(KEYS[1], value, ttl, false)
       set(counter, digits, idle, false)
       local wake = prefix .. 'wake:' .. waiter
-      redis.call('RPUSH', wake, digits)
-      redis.call('PEXPIRE', wake, tonumber(deadline) - now)
+      if here('RPUSH', wake, digits) then
+        here('PEXPIRE', wake, tonumber(deadline) - now)
+      end
       return 1
     end
   end
-  waiter = redis.call('LPOP', queue)
+  waiter = here('LPOP', queue)
 end
 redis.call('DEL', KEYS[1])
 return 1
@@ -250,63 +273,68 @@ LOCK_ACQUIRE = Script(
 -- issue the fence's next token in the same step.
 -- KEYS[1] the lock's own key (its name): the lock token while held, nothing else, so a
 --         redis.lock.Lock on the same name sees the lock held, and is seen
--- KEYS[2] the fence's counter (shared with RedisFence and AsyncRedisFence of the name)
--- KEYS[3] the lock's queue of waiters; its waiting hash and wake keys start with the
---         same prefix ('...lock:waiting', '...lock:wake:<lock token>')
--- ARGV[1] the lock token (redis-py's, any bytes)
--- ARGV[2] lease ttl in ms; "0" = the lock never expires (redis-py's timeout=None)
--- ARGV[3] counter idle lifetime in ms; "0" = the counter never expires
--- ARGV[4] ms to queue the waiter for a hand-off when the lock is busy; "0" = do not
+-- ARGV[1] the fence's counter key (shared with RedisFence and AsyncRedisFence of the name)
+-- ARGV[2] the lock's queue key; its waiting hash and wake keys start with the same
+--         prefix ('...lock:waiting', '...lock:wake:<lock token>')
+--         ARGV[1] and ARGV[2] are in the Redis Cluster slot of KEYS[1] (key_prefix's
+--         promise) but not declared: while the slot migrates, a declared key missing on
+--         its source makes Redis refuse the whole call (TRYAGAIN); undeclared, each is
+--         reached through here()
+-- ARGV[3] the lock token (redis-py's, any bytes)
+-- ARGV[4] lease ttl in ms; "0" = the lock never expires (redis-py's timeout=None)
+-- ARGV[5] counter idle lifetime in ms; "0" = the counter never expires
+-- ARGV[6] ms to queue the waiter for a hand-off when the lock is busy; "0" = do not
 --         queue it (and take it out of the queue if it is in)
--- ARGV[5] present ("1") when an earlier attempt of this waiter queued it
+-- ARGV[7] present ("1") when an earlier attempt of this waiter queued it
 -- Returns the new token (an integer > 0) when the lock was free or had been handed to
 -- this waiter, else {pttl}: the lock's remaining ms, or -1 when it has no expiry.
 -- Unlike RedisFence's ACQUIRE, queueing does not mark the lease: its value must stay
 -- the bare lock token that redis-py's own release compares.
-local holder = ARGV[1]
-local prefix = string.sub(KEYS[3], 1, -6)
-local digits, now = next_token(KEYS[2])
-if set(KEYS[1], holder, ARGV[2], true) then
-  set(KEYS[2], digits, ARGV[3], false)
-  if ARGV[5] then
+local counter, queue, holder = ARGV[1], ARGV[2], ARGV[3]
+local prefix = string.sub(queue, 1, -6)
+local digits, now = next_token(counter)
+if set(KEYS[1], holder, ARGV[4], true) then
+  set(counter, digits, ARGV[5], false)
+  if ARGV[7] then
     leave(prefix, holder)
   end
   return tonumber(digits)
 end
-if ARGV[5] and redis.call('GET', KEYS[1]) == holder then
+if ARGV[7] and redis.call('GET', KEYS[1]) == holder then
   -- a release handed the lock over and the wake-up was not heard: the token it pushed
   -- may have expired with the wake key, so issue a fresh one (also above all others)
-  redis.call('DEL', prefix .. 'wake:' .. holder)
-  set(KEYS[2], digits, ARGV[3], false)
+  here('DEL', prefix .. 'wake:' .. holder)
+  set(counter, digits, ARGV[5], false)
   return tonumber(digits)
 end
-if ARGV[4] == '0' then
-  if ARGV[5] then
+if ARGV[6] == '0' then
+  if ARGV[7] then
     leave(prefix, holder)
   end
 else
-  local ms = tonumber(ARGV[4])
-  local place = string.format('%d', now + ms) .. ':' .. ARGV[2] .. ':' .. ARGV[3]
+  local ms = tonumber(ARGV[6])
+  local place = string.format('%d', now + ms) .. ':' .. ARGV[4] .. ':' .. ARGV[5]
   local waiting = prefix .. 'waiting'
-  if redis.call('HSET', waiting, holder, place) == 1 then
-    redis.call('RPUSH', KEYS[3], holder)
+  local added = here('HSET', waiting, holder, place)
+  if added == 1 then
+    here('RPUSH', queue, holder)
   end
-  if redis.call('PTTL', KEYS[3]) < ms then
-    redis.call('PEXPIRE', KEYS[3], ms)
-    redis.call('PEXPIRE', waiting, ms)
+  if added and (here('PTTL', queue) or -2) < ms then
+    here('PEXPIRE', queue, ms)
+    here('PEXPIRE', waiting, ms)
   end
 end
 return {redis.call('PTTL', KEYS[1])}
 """),
-    numkeys=3,
+    numkeys=1,
 )
 
 LOCK_RELEASE = Script(
     _lua("""
 -- FencedLock release: end a lock held with the given lock token, or hand it over.
--- KEYS[1] the lock's own key, KEYS[2] the fence's counter, KEYS[3] the lock's queue
---         (as in LOCK_ACQUIRE)
--- ARGV[1] the lock token expected
+-- KEYS[1] the lock's own key; ARGV[1] the fence's counter key, ARGV[2] the lock's
+--         queue key (as in LOCK_ACQUIRE)
+-- ARGV[3] the lock token expected
 -- Returns 1 when released; 0 when the lock is not held with that token (by nobody, by
 -- another FencedLock or by a redis.lock.Lock), and then nothing is changed. The lock
 -- goes to the first queued waiter whose deadline has not passed, with its own ttl and
@@ -314,33 +342,35 @@ LOCK_RELEASE = Script(
 -- the way; with no such waiter it is deleted. redis.lock.Lock's own release deletes
 -- the key without looking at the queue: its FencedLock waiters then find the lock free
 -- at their next attempt (at most their `sleep` later).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+if redis.call('GET', KEYS[1]) ~= ARGV[3] then
   return 0
 end
-local prefix = string.sub(KEYS[3], 1, -6)
+local counter, queue = ARGV[1], ARGV[2]
+local prefix = string.sub(queue, 1, -6)
 local waiting = prefix .. 'waiting'
-local waiter = redis.call('LPOP', KEYS[3])
+local waiter = here('LPOP', queue)
 while waiter do
-  local place = redis.call('HGET', waiting, waiter)
-  redis.call('HDEL', waiting, waiter)
+  local place = here('HGET', waiting, waiter)
+  here('HDEL', waiting, waiter)
   if place then
     local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
-    local digits, now = next_token(KEYS[2])
+    local digits, now = next_token(counter)
     if tonumber(deadline) > now then
       set(KEYS[1], waiter, ttl, false)
-      set(KEYS[2], digits, idle, false)
+      set(counter, digits, idle, false)
       local wake = prefix .. 'wake:' .. waiter
-      redis.call('RPUSH', wake, digits)
-      redis.call('PEXPIRE', wake, tonumber(deadline) - now)
+      if here('RPUSH', wake, digits) then
+        here('PEXPIRE', wake, tonumber(deadline) - now)
+      end
       return 1
     end
   end
-  waiter = redis.call('LPOP', KEYS[3])
+  waiter = here('LPOP', queue)
 end
 redis.call('DEL', KEYS[1])
 return 1
 """),
-    numkeys=3,
+    numkeys=1,
 )
 
 STATUS = Script(
@@ -400,9 +430,54 @@ return {held, pttl}
 # -- keys and arguments ------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1024)
 def key_prefix(name: str) -> str:
-    """``fencing:{<name>}:``: every key of the fence ``name`` starts with it."""
-    return f"fencing:{{{name}}}:"
+    """What every key of the fence ``name`` starts with: its hash tag puts them all in the
+    Redis Cluster slot of ``name`` itself (``slot(key_prefix(name) + anything) ==
+    slot(name)``), so a script touches one slot, and a key named ``name`` (a lock's own
+    key) sits beside them.
+
+    - a name without ``}``: ``fencing:{<name>}:`` (the tag is the whole name, as in 0.1);
+    - a name with a hash tag of its own (``orders{eu}:7``): ``fencing:{eu}:orders{eu}:7:``,
+      the user's tag, so users co-locate fences on purpose;
+    - any other name with a ``}`` (``a}b``, ``x{}y``): ``fencing:{<t>}:<name>:``, where
+      ``t`` is the first hexadecimal number in the name's slot (see ``_slot_twin``).
+
+    Distinct names never share a prefix: one ``}`` in the first form, at least two in
+    the others, where the tag is followed by the name itself.
+    """
+    if "}" not in name:
+        return f"fencing:{{{name}}}:"
+    tag = hash_tag(name)
+    return f"fencing:{{{_slot_twin(name) if tag is None else tag}}}:{name}:"
+
+
+def hash_tag(key: str) -> str | None:
+    """The hash tag of ``key`` by Redis Cluster's rule: what lies between the first ``{``
+    and the first ``}`` after it, if that is not empty; else ``None`` (the whole key is
+    hashed). ``{`` and ``}`` are ASCII, so the rule reads the same on str and UTF-8."""
+    start = key.find("{")
+    if start < 0:
+        return None
+    end = key.find("}", start + 1)
+    return None if end <= start + 1 else key[start + 1 : end]
+
+
+def key_slot(key: str) -> int:
+    """The Redis Cluster slot of ``key`` (sent as UTF-8): CRC16 of its hash tag (or of
+    the whole key) modulo 16384; ``binascii.crc_hqx`` is that CRC16 (XMODEM)."""
+    tag = hash_tag(key)
+    return binascii.crc_hqx((key if tag is None else tag).encode(), 0) % 16384
+
+
+def _slot_twin(name: str) -> str:
+    """The first hexadecimal number (``0``, ``1``, ... ``a``, ...) whose slot is the slot of
+    ``name``: a hash tag for names that cannot be their own. 16384 tries on average
+    (milliseconds), and every slot has one below ``0x4cd71`` (checked by the tests);
+    ``key_prefix`` caches the result."""
+    slot = key_slot(name)
+    number = next(i for i in itertools.count() if binascii.crc_hqx(b"%x" % i, 0) % 16384 == slot)
+    return f"{number:x}"
 
 
 def lease_key(name: str) -> str:
@@ -410,21 +485,33 @@ def lease_key(name: str) -> str:
 
 
 #: The keys whose presence means a fence exists: its lease, or its counter.
-_NAMED_SUFFIXES = (b"}:lease", b"}:counter")
+_NAMED_SUFFIXES = ("lease", "counter")
 
 
-def names_pattern(prefix: str) -> bytes:
-    """The SCAN ``MATCH`` pattern of the keys of fences whose names start with ``prefix``."""
+def names_patterns(prefix: str) -> tuple[bytes, ...]:
+    """The SCAN ``MATCH`` patterns of the keys of fences whose names may start with
+    ``prefix``: ``fencing:{<prefix>*`` for names without ``}`` (``name_of`` and a
+    ``startswith`` weed out the rest), and ``fencing:{*}:<prefix>*`` for those with one."""
     escaped = "".join("\\" + c if c in "*?[]\\" else c for c in prefix)
-    return f"fencing:{{{escaped}*".encode()
+    plain = f"fencing:{{{escaped}*".encode()
+    return (plain, f"fencing:{{*}}:{escaped}*".encode()) if prefix else (plain,)
 
 
 def name_of(key: bytes) -> str | None:
-    """The fence name of a lease or counter key, else ``None`` (a queue, wake or other key)."""
-    head = b"fencing:{"
+    """The fence name of a lease or counter key, else ``None`` (a queue, wake or other
+    key): the name whose ``key_prefix`` the key starts with (see there for the forms)."""
+    try:
+        text = key.decode()
+    except UnicodeDecodeError:  # fence names are UTF-8
+        return None
+    head = "fencing:{"
     for suffix in _NAMED_SUFFIXES:
-        if key.startswith(head) and key.endswith(suffix) and len(key) > len(head + suffix):
-            return key[len(head) : -len(suffix)].decode("utf-8", "surrogateescape")
+        if text.startswith(head) and text.endswith(":" + suffix):
+            rest = text[len(head) : -len(suffix)]  # "<name>}:" or "<tag>}:<name>:"
+            close = rest.find("}")
+            name = rest[:close] if close == len(rest) - 2 else rest[close + 2 : -1]
+            if name and key_prefix(name) + suffix == text:
+                return name
     return None
 
 
@@ -506,13 +593,15 @@ def release_args(name: str, value: bytes) -> tuple[Any, ...]:
 def lock_acquire_args(
     keys: LockKeys, holder: str, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
 ) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``LOCK_ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
+    """KEYS and ARGV of ``LOCK_ACQUIRE`` (the lock key, then the counter and queue keys
+    as its first arguments); ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
     args = (*keys, holder_bytes(holder), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
     return (*args, b"1") if queued else args
 
 
 def lock_release_args(keys: LockKeys, value: bytes) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``LOCK_RELEASE`` for the lock held with the lock token ``value``."""
+    """KEYS and ARGV of ``LOCK_RELEASE`` (as ``LOCK_ACQUIRE``'s) for the lock held with
+    the lock token ``value``."""
     return (*keys, value)
 
 

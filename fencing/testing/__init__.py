@@ -14,6 +14,9 @@
   provide a fixture (see docs/issuers.md). Needs pytest.
 - ``servers``: throwaway ``redis-server`` and PostgreSQL instances on free loopback
   ports, and ``SentinelGroup`` (a primary, a replica and three Sentinels) for failovers.
+- ``redis_cluster``: a real Redis Cluster (``RedisCluster``: 3 masters with a replica
+  each) on free loopback ports, and the faults a test needs: freeze, kill, cut
+  replication, promote a replica, migrate a slot, heal. Needs redis-py.
 
 Imports the public package only; import the submodules you need.
 """

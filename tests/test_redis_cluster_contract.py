@@ -1,0 +1,65 @@
+"""The public contracts (``fencing.testing.contract``) against Redis Cluster: the issuer
+blocking and asyncio (``redis.cluster.RedisCluster``,
+``redis.asyncio.cluster.RedisCluster``), its operations (status, names, force release)
+and the mark, on the session's cluster of 3 masters with a replica each.
+
+Names are random, so the contract's fences land on all three masters.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.cluster
+
+import fencing
+import fencing.aio
+from fencing import RedisMark
+from fencing.testing.contract import (
+    AsyncFenceContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeFence,
+    MakeMark,
+    MarkContract,
+    OperationsContract,
+)
+from fencing.testing.redis_cluster import RedisCluster
+
+
+class TestRedisClusterFence(FenceContract):
+    @pytest.fixture
+    def make_fence(self, cluster_client: redis.cluster.RedisCluster) -> MakeFence:
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return fencing.RedisFence(cluster_client, name, ttl)
+
+        return make
+
+
+class TestRedisClusterOperations(OperationsContract):
+    """``fencing status``/``list``/``release --force`` on the cluster (SCAN on every master)."""
+
+    make_fence = TestRedisClusterFence.make_fence
+
+
+class TestAsyncRedisClusterFence(AsyncFenceContract):
+    @pytest.fixture
+    async def make_fence(self, redis_cluster: RedisCluster) -> AsyncIterator[MakeAsyncFence]:
+        client = redis_cluster.async_client()
+
+        def make(name: str, ttl: float) -> fencing.AsyncFence:
+            return fencing.aio.RedisFence(client, name, ttl)
+
+        yield make
+        await client.aclose()
+
+
+class TestRedisClusterMark(MarkContract):
+    #: Only check-and-raise is one atomic Lua step; the guarded call runs outside Redis.
+    serializes_calls = False
+
+    @pytest.fixture
+    def make_mark(self, cluster_client: redis.cluster.RedisCluster) -> MakeMark:
+        return lambda: RedisMark(cluster_client, f"mark:{uuid.uuid4().hex}")
