@@ -22,12 +22,8 @@ the throwaway cluster.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
-import random
-import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from typing import Any
 
 import aetcd
@@ -39,7 +35,8 @@ from fencing.etcd import EtcdFence, EtcdIssuer
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
 from fencing.testing.servers import EtcdCluster
-from harness import Context, Table, Variant, now_ns, run_rounds, timed
+from handoff_rig import MIN_HOLD, handoff_rounds
+from harness import Context, Table, Variant, run_rounds, timed
 
 TTL = 10  # seconds: no lease expires during a measurement
 FLOOR = "etcd floor: grant, txn, txn (grpc, bare)"
@@ -51,7 +48,6 @@ PEER = "aetcd Lock (asyncio)"
 ACQUIRE_ORDER = [FLOOR, AA, FENCE, AFLOOR, AFENCE, PEER]
 HANDOFF_ORDER = [FLOOR, FENCE, AFENCE, PEER]
 ASYNC = {AFLOOR, AFENCE, PEER}
-MIN_HOLD = 0.005  # time for the waiter to reach its watch before the release
 
 
 # -- the bare floor --------------------------------------------------------------------------
@@ -240,16 +236,9 @@ def _acquire(ctx: Context, clients: Clients) -> Table:
 
 
 def _handoff(ctx: Context, clients: Clients, endpoint: str) -> Table:
-    spawn = multiprocessing.get_context("spawn")
-    ours, theirs = spawn.Pipe()
-    waiter = spawn.Process(target=waiter_main, args=(theirs, endpoint), daemon=True)
-    waiter.start()
-    variants = [Variant(kind, _handoff_batch(clients, kind, ours)) for kind in HANDOFF_ORDER]
-    try:
-        stats = run_rounds(variants, rounds=ctx.scale(3, 10), per_round=ctx.scale(5, 10), warmup=2)
-    finally:
-        ours.send(("stop",))
-        waiter.join(10)
+    stats = handoff_rounds(
+        ctx, clients, Clients, endpoint, HANDOFF_ORDER, lambda kind: f"bench-handoff-{kind}"
+    )
     return Table(
         "etcd-handoff",
         "etcd: hand-off latency (release -> waiter in another process holds)",
@@ -261,48 +250,3 @@ def _handoff(ctx: Context, clients: Clients, endpoint: str) -> Table:
             f"hold {MIN_HOLD * 1e3:.0f} ms + U(0, 2 ms) after the waiter says it is about to wait",
         ],
     )
-
-
-def _handoff_batch(clients: Clients, kind: str, waiter: Connection) -> Callable[[int], list[int]]:
-    name = f"bench-handoff-{kind}"
-    acquire, release = clients.holder(kind, name)
-
-    def batch(n: int) -> list[int]:
-        out = []
-        for _ in range(n):
-            acquire()
-            waiter.send(("go", kind, name))
-            _receive(waiter, kind)
-            time.sleep(MIN_HOLD + random.uniform(0, 0.002))
-            start = now_ns()
-            release()
-            out.append(_receive(waiter, kind) - start)
-        return out
-
-    return batch
-
-
-def _receive(waiter: Connection, kind: str, timeout: float = 30.0) -> Any:
-    if not waiter.poll(timeout):
-        raise TimeoutError(f"{kind}: the waiter process did not answer within {timeout} s")
-    return waiter.recv()
-
-
-def waiter_main(conn: Connection, endpoint: str) -> None:
-    """The waiter process: on ("go", kind, name) acquire, note the time, release, report."""
-    clients = Clients(endpoint)
-    holders: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {}
-    while True:
-        message = conn.recv()
-        if message[0] == "stop":
-            break
-        _, kind, name = message
-        if kind not in holders:
-            holders[kind] = clients.holder(kind, name)
-        acquire, release = holders[kind]
-        conn.send("ready")
-        acquire()
-        held_at = now_ns()
-        release()
-        conn.send(held_at)
-    clients.close()

@@ -26,6 +26,7 @@ import redis
 import redis.asyncio
 
 import locks
+from handoff_rig import MIN_HOLD, receive
 from harness import Batch, Context, Table, Variant, now_ns, run_rounds
 
 ORDER = [
@@ -40,7 +41,6 @@ ORDER = [
     locks.ASYNC_FENCE,
     locks.ASYNC_FENCED_LOCK,
 ]
-MIN_HOLD = 0.005  # time for the waiter to reach its blocking wait before the release
 
 
 def run(ctx: Context) -> list[Table]:
@@ -122,21 +122,14 @@ def _batch(
         for _ in range(n):
             acquire()
             waiter.send(("go", kind.name, fence))
-            _receive(waiter, kind.name)  # the waiter is about to block
+            receive(waiter, kind.name)  # the waiter is about to block
             time.sleep(MIN_HOLD + random.uniform(0, kind.poll))
             start = release()
-            held_at = _receive(waiter, kind.name)
+            held_at = receive(waiter, kind.name)
             out.append(held_at - start)
         return out
 
     return batch
-
-
-def _receive(waiter: Connection, kind: str, timeout: float = 30.0) -> Any:
-    """The waiter's next message; a clear error instead of a hang if it never comes."""
-    if not waiter.poll(timeout):
-        raise TimeoutError(f"{kind}: the waiter process did not answer within {timeout} s")
-    return waiter.recv()
 
 
 async def _held_at(holder: Any) -> int:

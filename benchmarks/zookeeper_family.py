@@ -22,12 +22,8 @@ Imports kazoo, fencing.zookeeper, the harness and the throwaway ensemble.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-import random
 import threading
-import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -37,7 +33,8 @@ from fencing.testing.servers import ZooKeeperEnsemble
 from fencing.zookeeper import ZooKeeperFence
 from fencing.zookeeper._requests import future_of
 from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
-from harness import Context, Table, Variant, now_ns, run_rounds, timed
+from handoff_rig import MIN_HOLD, handoff_rounds
+from harness import Context, Table, Variant, run_rounds, timed
 
 TTL = 10.0  # seconds: hold()'s period only; ZooKeeper leases live with the session
 FLOOR = "zookeeper floor: create + delete ephemeral (kazoo, bare)"
@@ -48,7 +45,6 @@ AFENCE = "fencing.zookeeper.aio.ZooKeeperFence"
 PEER = "kazoo Lock"
 ACQUIRE_ORDER = [FLOOR, AA, FENCE, AFLOOR, AFENCE, PEER]
 HANDOFF_ORDER = [FLOOR, FENCE, AFENCE, PEER]
-MIN_HOLD = 0.005  # time for the waiter to reach its watch before the release
 
 Holder = tuple[Callable[[], Any], Callable[[], Any]]
 
@@ -175,16 +171,14 @@ def _acquire(ctx: Context, clients: Clients) -> Table:
 
 
 def _handoff(ctx: Context, clients: Clients, hosts: str) -> Table:
-    spawn = multiprocessing.get_context("spawn")
-    ours, theirs = spawn.Pipe()
-    waiter = spawn.Process(target=waiter_main, args=(theirs, hosts), daemon=True)
-    waiter.start()
-    variants = [Variant(kind, _handoff_batch(clients, kind, ours)) for kind in HANDOFF_ORDER]
-    try:
-        stats = run_rounds(variants, rounds=ctx.scale(3, 10), per_round=ctx.scale(5, 10), warmup=2)
-    finally:
-        ours.send(("stop",))
-        waiter.join(10)
+    stats = handoff_rounds(
+        ctx,
+        clients,
+        Clients,
+        hosts,
+        HANDOFF_ORDER,
+        lambda kind: f"handoff-{HANDOFF_ORDER.index(kind)}",
+    )
     return Table(
         "zookeeper-handoff",
         "ZooKeeper: hand-off latency (release -> waiter in another process holds)",
@@ -196,48 +190,3 @@ def _handoff(ctx: Context, clients: Clients, hosts: str) -> Table:
             f"hold {MIN_HOLD * 1e3:.0f} ms + U(0, 2 ms) after the waiter says it is about to wait",
         ],
     )
-
-
-def _handoff_batch(clients: Clients, kind: str, waiter: Connection) -> Callable[[int], list[int]]:
-    name = f"handoff-{HANDOFF_ORDER.index(kind)}"
-    acquire, release = clients.holder(kind, name)
-
-    def batch(n: int) -> list[int]:
-        out = []
-        for _ in range(n):
-            acquire()
-            waiter.send(("go", kind, name))
-            _receive(waiter, kind)
-            time.sleep(MIN_HOLD + random.uniform(0, 0.002))
-            start = now_ns()
-            release()
-            out.append(_receive(waiter, kind) - start)
-        return out
-
-    return batch
-
-
-def _receive(waiter: Connection, kind: str, timeout: float = 30.0) -> Any:
-    if not waiter.poll(timeout):
-        raise TimeoutError(f"{kind}: the waiter process did not answer within {timeout} s")
-    return waiter.recv()
-
-
-def waiter_main(conn: Connection, hosts: str) -> None:
-    """The waiter process: on ("go", kind, name) acquire, note the time, release, report."""
-    clients = Clients(hosts)
-    holders: dict[str, Holder] = {}
-    while True:
-        message = conn.recv()
-        if message[0] == "stop":
-            break
-        _, kind, name = message
-        if kind not in holders:
-            holders[kind] = clients.holder(kind, name)
-        acquire, release = holders[kind]
-        conn.send("ready")
-        acquire()
-        held_at = now_ns()
-        release()
-        conn.send(held_at)
-    clients.close()
