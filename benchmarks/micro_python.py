@@ -11,12 +11,20 @@ Python: argument building, reply parsing, and the fence's own machinery. Rows:
 - ``RedisFence`` as shipped (the uncontended acquire and the release call the issuer
   directly; flows run only when the lease is busy): what the fence adds to the issuer.
 
-Imports redis-py, fencing's Redis modules and the benchmark floors.
+``--otel`` measures the cost of fencing's OpenTelemetry instruments (docs/observability.md):
+``off`` (default: OpenTelemetry never imported), ``api`` (the API imported, no SDK set),
+``sdk`` (an SDK meter provider set, read by an in-memory reader), ``traces`` (also an SDK
+tracer provider, every span sampled). Run it once per mode and compare the rows.
+
+Imports redis-py, fencing's Redis modules and the benchmark floors (the OpenTelemetry
+API and SDK only with ``--otel``).
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
+import sys
 import timeit
 import uuid
 from collections.abc import Callable
@@ -41,7 +49,29 @@ class StubRedis(redis.Redis):
         return "stub"
 
 
+def set_up_otel(mode: str) -> None:
+    """Import OpenTelemetry and set global providers as ``--otel mode`` says."""
+    if mode == "off":
+        return
+    from opentelemetry import metrics, trace
+
+    if mode in ("sdk", "traces"):
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+    if mode == "traces":
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--otel", choices=("off", "api", "sdk", "traces"), default="off")
+    args = parser.parse_args()
+    set_up_otel(args.otel)
+    print(f"OpenTelemetry: {args.otel} (imported: {'opentelemetry' in sys.modules})")
     client = StubRedis()
     floor = FencedFloor(client, "floor")
     fence = RedisFence(client, "fence", 10)

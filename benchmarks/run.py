@@ -30,6 +30,7 @@ import guards
 import handoff
 import report
 import throughput
+import web
 from fencing.testing.servers import PostgresServer, RedisServer
 from harness import Context, Table, pin
 
@@ -38,6 +39,7 @@ FAMILIES = {
     "handoff": handoff.run,
     "guards": guards.run,
     "throughput": throughput.run,
+    "http": web.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -7,7 +7,8 @@ pyproject.toml:
 - core, flat: ``_log`` <- ``_errors``; ``_token`` <- ``_validate``; ``issuer`` (the
   protocols for issuer writers) and ``_flow`` (the sync/async drivers) import nothing;
   ``_protocol`` <- ``_core`` <- ``_fence``/``_async_fence`` <- ``_memory``; ``_records``
-  <- ``_file_store``/``_marks`` <- ``_guard``; ``_connect`` finds backends by name.
+  <- ``_file_store``/``_marks`` <- ``_guard``; ``_connect`` finds backends by name;
+  ``_metrics`` (the OpenTelemetry hooks the others call) <- ``metrics`` (its public face).
 - backends, each a package that imports the core and never another backend:
   ``fencing.redis``, ``fencing.sql``.
 - on top: ``fencing.testing`` (servers, simulation, the contract) and ``fencing.cli``.

@@ -27,6 +27,8 @@ class AsyncFence(FenceCore):
     ``clock`` gives the deadlines' time; waiting itself is ``asyncio.sleep``.
     """
 
+    _calls: AsyncCalls
+
     def __init__(
         self,
         issuer: AsyncIssuer,

@@ -5,7 +5,7 @@ writes the logs and expresses each operation as a flow (see ``_protocol``). The 
 ``Fence`` and the asyncio ``AsyncFence`` only drive those flows (``_flow``), and each
 ``hold()`` keeps its own state (``HoldState``). Time comes from a ``Clock`` passed in.
 
-Imports the errors, token, validation, log and protocol modules.
+Imports the errors, token, validation, log, telemetry and protocol modules.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from typing import Protocol
 
 from ._errors import FenceUnavailable, LeaseLost
 from ._log import acquire_log, lost_log, release_log, renew_log
+from ._metrics import lease_lost
 from ._protocol import (
+    AsyncCalls,
+    Calls,
     Flow,
     Release,
     Renew,
@@ -83,6 +86,8 @@ class FenceCore:
     ``renew``/``release`` can name the exact lease (holder id and token are compared by
     the issuer in one atomic step).
     """
+
+    _calls: Calls | AsyncCalls  # the port of the subclass's issuer (blocking or asyncio)
 
     def __init__(
         self,
@@ -184,6 +189,7 @@ class FenceCore:
                 left = self.ttl - (self.clock.monotonic() - last_ok)
                 if left < 0.001:  # a lease's resolution: nothing of it can be left
                     lost_log.warning("fence %r: token %d presumed lost: %s", self.name, token, exc)
+                    lease_lost(self._calls, self._holders.get(token))
                     self._forget(token)
                     hold.lose()
                     return
@@ -273,8 +279,10 @@ class HoldState:
 
     def renewal_crashed(self) -> None:
         """A renewal died of an unexpected error: the holder must not believe it holds."""
-        lost_log.exception("fence %r: renewal of token %d failed", self._fence.name, self.token)
-        self._fence._forget(self.token)
+        fence = self._fence
+        lost_log.exception("fence %r: renewal of token %d failed", fence.name, self.token)
+        lease_lost(fence._calls, fence._holders.get(self.token))
+        fence._forget(self.token)
         self._lost.set()
 
 

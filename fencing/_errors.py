@@ -1,4 +1,4 @@
-"""The exception tree of ``fencing``. Imports nothing from the package.
+"""The exception tree of ``fencing``.
 
 ::
 
@@ -13,12 +13,13 @@
 Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
 ``raise ... from driver_error`` so the cause stays visible (``issuer_error``).
 
-Imports only the log module.
+Imports only the log and telemetry modules.
 """
 
 from __future__ import annotations
 
 from ._log import guard_log
+from ._metrics import write_rejected
 
 
 class FencingError(Exception):
@@ -89,9 +90,13 @@ class FenceSetupError(FencingError):
     """
 
 
-def rejected(token: int, current: int | None, resource: str) -> StaleTokenError:
-    """Log a stale rejection on ``fencing.guard`` and return the error to raise."""
+def rejected(
+    token: int, current: int | None, resource: str, guard: str, mark: str | None = None
+) -> StaleTokenError:
+    """Log a stale rejection on ``fencing.guard``, count it (``fencing.writes.rejected``,
+    by ``guard`` kind and ``mark`` kind) and return the error to raise."""
     guard_log.warning("%s: rejected stale token %d (high-water mark %s)", resource, token, current)
+    write_rejected(guard, resource, mark)
     return StaleTokenError(token, current, resource=resource)
 
 

@@ -23,6 +23,8 @@ class Fence(FenceCore):
     ``clock`` (default: the system's) is where waiting reads and spends time.
     """
 
+    _calls: Calls
+
     def __init__(
         self, issuer: Issuer, name: str, ttl: float = DEFAULT_TTL, *, clock: Clock | None = None
     ) -> None:

@@ -1,9 +1,10 @@
 """``FileStore``: a file whose writes are guarded by fence tokens.
 
 The data and its token live in one file record (``_records``), replaced by one atomic
-rename and made durable by one ``fsync``. ``FileStore.write`` and ``FileStore.update``
-(a guarded read-modify-write) share one compare-and-replace under the record's
-``flock``; ``update`` only adds the read and the call inside the lock. ``flock`` is
+rename and made durable by one ``fsync``. ``FileStore.write``, ``FileStore.update`` (a
+guarded read-modify-write) and ``FileStore.claim`` (raise the mark, keep the data) share
+one compare-and-replace under the record's ``flock``; ``update`` only adds the read and
+the call inside the lock, ``claim`` writes the data back unchanged. ``flock`` is
 reliable on local file systems only; do not share a store over NFS.
 
 A ``FileStore`` opens its lock file once (lazily) and keeps the descriptor until
@@ -25,7 +26,15 @@ from collections.abc import Callable
 from types import TracebackType
 
 from ._errors import rejected
-from ._records import PathArg, check_record_path, read_record, read_token, replace_record, sidecar
+from ._records import (
+    PathArg,
+    check_record_path,
+    read_data,
+    read_record,
+    read_token,
+    replace_record,
+    sidecar,
+)
 from ._validate import check_mark_token
 
 
@@ -51,7 +60,9 @@ class FileStore:
     crashes (a crash mid-write leaves the previous data and token).
 
     Never written: ``read()`` raises ``FileNotFoundError`` and ``token`` is ``None`` (so
-    "never written" is distinguishable from "written with empty data" or "token 0").
+    "never written" is distinguishable from "written with empty data" or "token 0"); a
+    store claimed before its first write still reads as never written, with the claim
+    as its ``token``.
     """
 
     def __init__(self, path: PathArg) -> None:
@@ -96,7 +107,7 @@ class FileStore:
 
     @property
     def token(self) -> int | None:
-        """The high-water mark: the token of the last accepted write, ``None`` if none."""
+        """The high-water mark: the token of the last accepted write or claim, ``None`` if none."""
         return read_token(self.path)
 
     def read(self) -> bytes:
@@ -142,19 +153,43 @@ class FileStore:
         result: list[memoryview] = []
 
         def produce() -> memoryview:
-            try:
-                current: bytes | None = read_record(self.path)[1]
-            except FileNotFoundError:
-                current = None
-            result.append(_check_data(fn(current), "update's fn result"))
+            current = read_data(self.path)
+            data = None if current is None else current.tobytes()
+            result.append(_check_data(fn(data), "update's fn result"))
             return result[0]
 
         self._replace_if_fresh(value, produce)
         return result[0].tobytes()
 
-    def _replace_if_fresh(self, token: int, produce: Callable[[], memoryview]) -> None:
+    def claim(self, token: int) -> None:
+        """Raise the high-water mark to ``token`` and keep the data: claim before you read.
+
+        ``StaleTokenError`` if ``token`` is below the mark (nothing written); the same
+        token as the mark is a no-op. From then on every write, update and claim with an
+        older token is refused, so a holder that paused past its lease cannot write
+        between this holder's ``read()`` and its ``write()`` (the read-then-write window,
+        which a write-only check leaves open)::
+
+            store.claim(token)               # older holders are shut out from here on
+            data = store.read()
+            store.write(change(data), token)
+
+        ``update`` does all three under one lock; ``claim`` is for reads and writes that
+        cannot run under it (a slow computation, several stores, another process).
+
+        Crash-safe like a write: the record is rewritten with the new token and the same
+        data (one atomic rename, one ``fsync``), so a claim costs what a write of the same
+        size costs. A store never written stays never written (``read()`` raises
+        ``FileNotFoundError``; ``token`` is the claim). A corrupt record raises
+        ``ValueError`` and is left as it is; a bad token raises ``TypeError`` /
+        ``ValueError`` before anything is read.
+        """
+        self._replace_if_fresh(check_mark_token(token), None)
+
+    def _replace_if_fresh(self, token: int, produce: Callable[[], memoryview] | None) -> None:
         """The guard: under the lock, refuse ``token`` if below the mark, else replace the
-        record with ``token`` and ``produce()`` (called only once the token is admitted)."""
+        record with ``token`` and ``produce()`` (called only once the token is admitted);
+        ``produce=None`` is a claim: the data stays, a record already at ``token`` stays."""
         with self._mutex:
             fd = self._fd
             if fd < 0 or self._pid != os.getpid():  # first write, closed, or forked child
@@ -165,8 +200,11 @@ class FileStore:
             try:
                 current = read_token(self.path)
                 if current is not None and token < current:
-                    raise rejected(token, current, f"FileStore({str(self.path)!r})")
-                replace_record(self.path, token, produce())
+                    raise rejected(token, current, f"FileStore({str(self.path)!r})", "file")
+                if produce is not None:
+                    replace_record(self.path, token, produce())
+                elif current != token:
+                    replace_record(self.path, token, read_data(self.path))
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 

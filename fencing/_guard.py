@@ -40,6 +40,16 @@ class Guarded(Generic[P, R]):
         with self.mark.admit(value, self.name):
             return self.fn(*args, **kwargs)
 
+    def claim(self, token: int) -> None:
+        """Raise the mark to ``token`` without calling ``fn``: claim before you read.
+
+        ``StaleTokenError`` if ``token`` is below the mark (nothing changed); the same
+        token again is a no-op. Use it when the call's arguments are computed from a read
+        of the resource: after the claim every older token is refused, so a stale holder
+        can no longer write between your read and your call. See ``Mark.claim``.
+        """
+        self.mark.claim(token, self.name)
+
 
 @overload
 def guard(
@@ -60,6 +70,8 @@ def guard(
 
     The mark is raised when a token is admitted, before ``fn`` runs, and stays raised if
     ``fn`` raises: a retry with the same token is accepted, a lower one is refused.
+    ``guarded.claim(token)`` raises it without calling ``fn``: a holder that reads the
+    resource before calling claims first, so no older token is admitted in between.
 
     What each mark guarantees:
 

@@ -1,10 +1,12 @@
 """High-water marks for ``guard``: where the highest accepted token lives, and what
 serializes the check with the guarded call.
 
-A mark's one operation is ``admit(token, resource)``, a context manager: it raises
+A mark's operation is ``admit(token, resource)``, a context manager: it raises
 ``StaleTokenError`` (nothing called) if ``token`` is below the mark, else raises the mark
-to ``token`` and runs the ``with`` block (the guarded call). The mark is raised at
-admission, before the call, and stays raised if the call fails:
+to ``token`` and runs the ``with`` block (the guarded call). ``claim(token)`` is an
+admission with nothing to run: it raises the mark (or refuses, the same way) so that a
+holder that is about to read the resource has shut out every older token first. The
+mark is raised at admission, before the call, and stays raised if the call fails:
 
 - a retry with the same token is still accepted (equal tokens always are);
 - a lower token is refused even if the newer call failed: its lease was superseded
@@ -16,7 +18,10 @@ admission, before the call, and stays raised if the call fails:
 their lock across check, raise and call, so guarded calls are fully serialized.
 ``RedisMark`` (``_redis_mark``) is atomic only for check-and-raise.
 
-Imports the errors module and the file record (``_records``).
+Every mark kind gets ``claim`` from the ``Mark`` protocol (its default method): one
+admission path per mark, so a claim refuses exactly what a guarded call would.
+
+Imports the errors and validation modules and the file record (``_records``).
 """
 
 from __future__ import annotations
@@ -28,11 +33,16 @@ from typing import Protocol, runtime_checkable
 
 from ._errors import rejected
 from ._records import PathArg, check_record_path, locked, read_token, replace_record
+from ._validate import check_mark_token
 
 
 @runtime_checkable
 class Mark(Protocol):
-    """What ``guard`` needs from a high-water mark backend."""
+    """What ``guard`` needs from a high-water mark backend.
+
+    A backend implements ``current`` and ``admit``; subclassing ``Mark`` gives it
+    ``claim``, built on ``admit``.
+    """
 
     @property
     def current(self) -> int | None:
@@ -43,8 +53,24 @@ class Mark(Protocol):
         """Refuse (``StaleTokenError``) or raise the mark to ``token`` and run the block."""
         ...
 
+    def claim(self, token: int, resource: str | None = None) -> None:
+        """Raise the mark to ``token`` without running anything; ``StaleTokenError`` if
+        ``token`` is below the mark (the mark unchanged). The same token again is a no-op.
 
-class MemoryMark:
+        A holder claims before it reads the resource, so a stale holder's write that
+        would land between its read and its write is refused (the read-then-write
+        window). Atomic like an admission: on a mark that serializes guarded calls
+        (memory, file) it also waits for a guarded call that is running to return.
+        ``resource`` names the resource in the error (default: the mark's ``repr``).
+        Bad tokens (bool, float, str, negative, above 2**63-1) raise
+        ``TypeError``/``ValueError`` with the mark unchanged.
+        """
+        value = check_mark_token(token)
+        with self.admit(value, repr(self) if resource is None else resource):
+            pass
+
+
+class MemoryMark(Mark):
     """The high-water mark in this process's memory; a lock serializes check and call.
 
     Guards threads of one process; forgotten when the process exits (a restarted process
@@ -67,12 +93,12 @@ class MemoryMark:
     def admit(self, token: int, resource: str) -> Iterator[None]:
         with self._lock:
             if self._mark is not None and token < self._mark:
-                raise rejected(token, self._mark, resource)
+                raise rejected(token, self._mark, resource, "callable", "memory")
             self._mark = token
             yield
 
 
-class FileMark:
+class FileMark(Mark):
     """The high-water mark in a small file, durable and shared by processes of one host.
 
     The ``flock`` of its sidecar lock file is held across check, durable raise (fsync +
@@ -97,7 +123,7 @@ class FileMark:
         with locked(self.path):
             current = read_token(self.path)
             if current is not None and token < current:
-                raise rejected(token, current, resource)
+                raise rejected(token, current, resource, "callable", "file")
             if current != token:
                 replace_record(self.path, token, memoryview(b""))
             yield

@@ -19,7 +19,7 @@ Rules that keep the protocol honest:
    the queue and releases a lease handed to it meanwhile, so no lease goes to a
    waiter that has gone.
 
-Imports the errors, the flow drivers and the issuer protocols.
+Imports the errors, the flow drivers, the issuer protocols and the telemetry hooks.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import TypeVar, cast
 
 from ._errors import AcquireTimeout, FencingError
 from ._flow import run_async, run_sync
+from ._metrics import GRANTED, AcquireWatch, live, releasing, renewing
 from .issuer import (
     AsyncHandOff,
     AsyncIssuer,
@@ -204,10 +205,12 @@ class Renew:
         self.ttl_ms = ttl_ms
 
     def perform(self, calls: Calls) -> None:
-        self.result = calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
+        with renewing(calls, self):
+            self.result = calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
 
     async def aperform(self, calls: AsyncCalls) -> None:
-        self.result = await calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
+        with renewing(calls, self):
+            self.result = await calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
 
 
 class Release:
@@ -221,9 +224,17 @@ class Release:
         self.holder = holder
 
     def perform(self, calls: Calls) -> None:
+        if GRANTED and self.holder in GRANTED:  # granted under telemetry: observe its end
+            with releasing(calls, self):
+                self.result = calls.issuer.release(calls.name, self.token, self.holder)
+            return
         self.result = calls.issuer.release(calls.name, self.token, self.holder)
 
     async def aperform(self, calls: AsyncCalls) -> None:
+        if GRANTED and self.holder in GRANTED:
+            with releasing(calls, self):
+                self.result = await calls.issuer.release(calls.name, self.token, self.holder)
+            return
         self.result = await calls.issuer.release(calls.name, self.token, self.holder)
 
 
@@ -435,8 +446,16 @@ def acquire_sync(
     timeout: float | None,
     waiting: Waiting,
     calls: Calls,
+    watched: bool = False,
 ) -> int:
-    """The blocking acquire: ``first`` performed directly, the wait flow only if busy."""
+    """The blocking acquire: ``first`` performed directly, the wait flow only if busy.
+
+    Once the application has set an OpenTelemetry SDK (``_metrics``), the acquire runs
+    again inside its watch (``watched``); until then the check is all it costs.
+    """
+    if not watched and (telemetry := live()) is not None:
+        with AcquireWatch(telemetry, calls, first.holder) as watch:
+            return watch.granted(acquire_sync(name, first, timeout, waiting, calls, True))
     first.perform(calls)
     if isinstance(first.result, Busy):
         return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
@@ -449,8 +468,12 @@ async def acquire_async(
     timeout: float | None,
     waiting: Waiting,
     calls: AsyncCalls,
+    watched: bool = False,
 ) -> int:
     """The asyncio twin of ``acquire_sync``."""
+    if not watched and (telemetry := live()) is not None:
+        with AcquireWatch(telemetry, calls, first.holder) as watch:
+            return watch.granted(await acquire_async(name, first, timeout, waiting, calls, True))
     await first.aperform(calls)
     if isinstance(first.result, Busy):
         return await run_async(wait_flow(name, first, first.result, timeout, waiting), calls)

@@ -7,7 +7,9 @@ it, then the data. Token and data are therefore replaced together by one atomic
 durable as the data it protects (invariant 4 of docs/design.md).
 
 Header, big-endian: ``magic`` (8 bytes, ``b"FENCING\\x01"``), ``token`` (u64), ``length``
-of the data (u64), CRC-32 of the preceding 24 bytes (u32).
+of the data (u64), CRC-32 of the preceding 24 bytes (u32). A ``length`` of ``NO_DATA``
+(2**64-1) is a record with a token and no data yet: a ``FileStore`` claimed before its
+first write, which reads as never written.
 
 Writers serialize on an exclusive ``fcntl.flock`` of a sidecar ``<name>.lock`` file
 (never deleted: deleting a lock file lets two writers lock two different files), so a
@@ -19,6 +21,7 @@ Imports the validation module only (POSIX only: ``fcntl``).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import struct
@@ -35,6 +38,9 @@ _HEAD = struct.Struct(">8sQQ")
 _HEADER_SIZE = _HEAD.size + 4
 
 PathArg = Union[str, "os.PathLike[str]"]
+
+#: The ``length`` of a record that holds a token and no data (a claim before any write).
+NO_DATA = 2**64 - 1
 
 
 def check_record_path(path: object, what: str) -> Path:
@@ -103,9 +109,12 @@ def read_token(path: Path) -> int | None:
 
 
 def read_record(path: Path) -> tuple[int, bytes]:
-    """``(token, data)`` of one version of the record (``FileNotFoundError`` if none)."""
+    """``(token, data)`` of one version of the record (``FileNotFoundError`` if none, or
+    if it holds a token and no data yet)."""
     with open(path, "rb") as file:
         token, length = _decode_header(file.read(_HEADER_SIZE), path)
+        if length == NO_DATA:
+            raise FileNotFoundError(errno.ENOENT, "claimed, never written", str(path))
         data = file.read(length + 1)
     if len(data) != length:
         raise ValueError(
@@ -129,6 +138,14 @@ def locked(path: Path) -> Iterator[None]:
         os.close(fd)  # closing the last descriptor releases the lock
 
 
+def read_data(path: Path) -> memoryview | None:
+    """The record's data, ``None`` if it has none (no record, or a claim before any write)."""
+    try:
+        return memoryview(read_record(path)[1])
+    except FileNotFoundError:
+        return None
+
+
 def sidecar(path: Path, suffix: str) -> Path:
     return path.with_name(f".{path.name}{suffix}")
 
@@ -138,8 +155,9 @@ def sidecar(path: Path, suffix: str) -> Path:
 _before_replace: Callable[[Path], None] | None = None
 
 
-def replace_record(path: Path, token: int, data: memoryview) -> None:
-    """Durably replace the record with ``token`` + ``data``; the caller holds the lock.
+def replace_record(path: Path, token: int, data: memoryview | None) -> None:
+    """Durably replace the record with ``token`` + ``data`` (``None``: a token and no data
+    yet, see ``NO_DATA``); the caller holds the lock.
 
     Write a temp file in the same directory, fsync it, ``os.replace`` it over the record,
     fsync the directory. A crash at any point leaves either the old record or the new
@@ -149,8 +167,9 @@ def replace_record(path: Path, token: int, data: memoryview) -> None:
     tmp = sidecar(path, ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
     try:
-        _write_all(fd, _encode_header(token, data.nbytes))
-        _write_all(fd, data)
+        _write_all(fd, _encode_header(token, NO_DATA if data is None else data.nbytes))
+        if data is not None:
+            _write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

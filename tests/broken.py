@@ -95,6 +95,16 @@ class AdmitsLowerTokens(MemoryMark):
             yield
 
 
+class ClaimsNothing(MemoryMark):
+    """Guards calls correctly, but its ``claim`` checks the token and never raises the
+    mark: the read-then-write window stays open."""
+
+    def claim(self, token: int, resource: str | None = None) -> None:
+        before = self._mark
+        super().claim(token, resource)
+        self._mark = before  # checked, then forgotten
+
+
 class ForgetsTheCounter(MemoryIssuer):
     """Its force-release drops the name's token counter too: the next token restarts
     at 1, below the evicted holder's, which a guard would then prefer."""
@@ -114,4 +124,8 @@ ISSUERS: dict[str, type[MemoryIssuer]] = {
     "ignores-holder": IgnoresTheHolder,
     "forgets-counter": ForgetsTheCounter,
 }
-MARKS: dict[str, type[MemoryMark]] = {"correct": MemoryMark, "admits-lower": AdmitsLowerTokens}
+MARKS: dict[str, type[MemoryMark]] = {
+    "correct": MemoryMark,
+    "admits-lower": AdmitsLowerTokens,
+    "claims-nothing": ClaimsNothing,
+}

@@ -97,6 +97,14 @@ MARK_FAILURES = {
     "test_tokens_compare_exactly",
     "test_mark_stays_raised_when_the_call_fails",
     "test_racing_admissions_keep_token_order",
+    "test_claim_raises_the_mark_without_calling",
+    "test_claim_below_the_mark_is_refused_and_equal_is_a_no_op",
+}
+#: The checks a mark whose claim does not raise it must fail.
+CLAIM_FAILURES = {
+    "test_claim_raises_the_mark_without_calling",
+    "test_claim_below_the_mark_is_refused_and_equal_is_a_no_op",
+    "test_claim_waits_for_a_running_call_or_not_as_declared",
 }
 
 
@@ -164,7 +172,13 @@ def test_contract_fails_a_mark_that_admits_lower_tokens(pytester: pytest.Pyteste
     assert "TestMark::test_fresh_mark_is_empty" in passed  # the harness itself runs
 
 
+def test_contract_fails_a_mark_whose_claim_changes_nothing(pytester: pytest.Pytester) -> None:
+    passed, failed = run_contract(pytester, MARK_MODULE.format(mark="claims-nothing"))
+    assert {f"TestMark::{test}" for test in CLAIM_FAILURES} <= failed
+    assert "TestMark::test_lower_token_is_refused_without_calling" in passed
+
+
 def test_mark_contract_passes_the_correct_mark(pytester: pytest.Pytester) -> None:
     passed, failed = run_contract(pytester, MARK_MODULE.format(mark="correct"))
     assert not failed, f"the correct mark failed {sorted(failed)}"
-    assert {f"TestMark::{test}" for test in MARK_FAILURES} <= passed
+    assert {f"TestMark::{test}" for test in MARK_FAILURES | CLAIM_FAILURES} <= passed

@@ -110,3 +110,30 @@ def test_demo_plot(tmp_path: Path, suffix: str) -> None:
 def test_demo_refuses_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
     code, output, _ = demo(*args, state=tmp_path)
     assert code != 0 and message in output
+
+
+def test_demo_over_http(tmp_path: Path) -> None:
+    """The same pause across a real HTTP call: the service refuses client 1's write."""
+    code, output, _ = demo("--http", state=tmp_path)
+    assert code == 0, output
+    first, second = tokens(output)
+    assert "storage: one item of an HTTP service (PUT /note, uvicorn); fenced" in output
+    assert (
+        f"client 1  writes with token {first}: REJECTED, token {second} was already accepted"
+        in output
+    )
+    assert (
+        f"the service holds: 'created; client 2 wrote with token {second}' "
+        f"(fence_token {second})" in output
+    )
+
+
+def test_demo_over_http_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
+    code, output, _ = demo("--http", "--unfenced", state=tmp_path)
+    assert code == 0, output
+    first, _ = tokens(output)
+    assert "<-- LOST UPDATE" in output
+    assert (
+        f"the service holds: 'created; client 1 wrote with token {first}' (fence_token {first})"
+        in output
+    )

@@ -33,6 +33,22 @@ EXPECTED: dict[str, list[str]] = {
         "second holder waited 0.2s and gave up: the lease is taken",
         "second holder got token 2",
     ],
+    "http_service.py": [
+        "holder 2 wrote with token 2",
+        "holder 1 refused: stale fence token 1 rejected by /items/invoice-42",
+        "the service holds 'total=100'",
+        "no token: 428 Fence token required",
+    ],
+    "observability.py": [
+        "a second worker gave up waiting for the lease",
+        "the store refused our stale token 1",
+        'fencing_acquire_duration_seconds_count{fencing_backend="memory",'
+        'fencing_outcome="acquired"} 2.0',
+        'fencing_acquire_duration_seconds_count{fencing_backend="memory",'
+        'fencing_outcome="timeout"} 1.0',
+        'fencing_lease_held_duration_seconds_count{fencing_backend="memory"} 1.0',
+        'fencing_writes_rejected_total{fencing_guard="file"} 1.0',
+    ],
     "cache_fill.py": [  # SQL tokens are clock-floored: no fixed numbers
         "but the write was refused as stale",
         "and filled the cache",

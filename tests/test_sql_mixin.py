@@ -167,6 +167,8 @@ def test_bad_tokens_are_refused_when_stamped(db: DB) -> None:
         invoice.fence_token = "5"
     with pytest.raises(ValueError):
         invoice.fence_token = -1
+    with pytest.raises(ValueError, match="2\\*\\*63-1"):  # BIGINT: refused here, not by the driver
+        invoice.fence_token = 2**63
     invoice.fence_token = fencing.FenceToken(3, "x")
     assert invoice.fence_token == 3
 
@@ -206,6 +208,17 @@ def test_core_guarded_update_and_delete(db: DB) -> None:
             conn.execute(guarded_delete(table, 5, table.c.id == 1))
         conn.execute(guarded_delete(table, 5, table.c.id == 2))
     assert db.row(1) == (6, 6) and db.row(2) is None and db.row(3) == (5, 5)
+
+
+def test_the_highest_64_bit_token_is_written_and_guards(db: DB) -> None:
+    db.add(1)
+    table = db.Invoice.__table__
+    top = 2**63 - 1
+    with db.engine.begin() as conn:
+        conn.execute(guarded_update(table, top, table.c.id == 1, values={"total": 9}))
+        with pytest.raises(fencing.StaleTokenError):
+            conn.execute(guarded_update(table, top - 1, table.c.id == 1, values={"total": 0}))
+    assert db.row(1) == (9, top)
 
 
 def test_core_guarded_update_with_values_in_the_call(db: DB) -> None:
@@ -265,6 +278,10 @@ def test_orm_bulk_update_by_primary_key_is_guarded(db: DB) -> None:
 def test_bad_arguments_to_the_core_helpers(db: DB) -> None:
     with pytest.raises(TypeError):
         guarded_update(db.Invoice, "1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="2\\*\\*63-1"):  # refused before the driver sees it
+        guarded_update(db.Invoice, 2**63, values={"total": 1})
+    with pytest.raises(ValueError, match="2\\*\\*63-1"):
+        guarded_delete(db.Invoice, 2**63)
     with pytest.raises(ValueError):
         guarded_delete(db.Invoice, -1)
     with pytest.raises(ValueError):

@@ -7,18 +7,23 @@ memory mark). Few, short examples: each ``expire`` step really sleeps past the T
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import redis
 import sqlalchemy
 from hypothesis import settings
+from sim_worlds import (
+    ISSUERS,
+    FenceFactory,
+    SqlRow,
+    fence_factory,
+    quiet_lost_leases,
+    world_factory,
+)
 
 import fencing
-from fencing.sql import create_tables, guarded_update
 from fencing.testing.simulation import (
     GuardedResource,
     InvariantViolation,
@@ -26,86 +31,22 @@ from fencing.testing.simulation import (
     Resource,
     Simulation,
     StoreResource,
-    World,
     real_time_world,
 )
-from fencing.testing.statemachine import CLIENTS, REPRODUCIBLE, run_machine
+from fencing.testing.statemachine import REPRODUCIBLE, run_machine
 
-TTL = 0.06
 REAL = settings(REPRODUCIBLE, max_examples=8, stateful_step_count=12)
-
-FenceFactory = Callable[..., fencing.Fence]  # (name, ttl=TTL)
 
 
 @pytest.fixture(autouse=True)
-def quiet_lost_lease_warnings() -> Iterator[None]:
-    logger = logging.getLogger("fencing")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    yield
-    logger.setLevel(level)
+def quiet() -> Iterator[None]:
+    with quiet_lost_leases():
+        yield
 
 
-@pytest.fixture(params=["memory", "redis", "sqlite", "postgresql"])
+@pytest.fixture(params=ISSUERS)
 def make_fence(request: pytest.FixtureRequest, tmp_path: Path) -> FenceFactory:
-    """A factory of fences for one name on one real issuer, with a short TTL."""
-    if request.param == "memory":
-        issuer = fencing.MemoryIssuer()
-        return lambda name, ttl=TTL: fencing.MemoryFence(name, ttl, issuer=issuer)
-    if request.param == "redis":
-        client: redis.Redis = request.getfixturevalue("redis_client")
-        return lambda name, ttl=TTL: fencing.RedisFence(client, name, ttl)
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'issuer.db'}"
-    else:
-        url = request.getfixturevalue("pg_url")
-        engine = sqlalchemy.create_engine(url)
-        create_tables(engine)  # SQLite files get them on first use
-        engine.dispose()
-    fence = fencing.SqlFence(url, "warm-up", TTL)
-    fence.release(fence.acquire())  # the first use of a SQLite file creates its tables
-    return lambda name, ttl=TTL: fencing.SqlFence(url, name, ttl)
-
-
-def world_factory(
-    make_fence: FenceFactory, make_resource: Callable[[Path], Resource], tmp_path: Path
-) -> Callable[[], World]:
-    def make() -> World:
-        key = uuid.uuid4().hex[:12]
-        fences = [make_fence(f"machine-{key}") for _ in range(CLIENTS)]
-        return real_time_world(fences, make_resource(tmp_path / key))
-
-    return make
-
-
-class SqlRow:
-    """A ``Resource`` on one row of a fenced table, written with ``guarded_update``."""
-
-    metadata = sqlalchemy.MetaData()
-    table = sqlalchemy.Table(
-        "machine_rows",
-        metadata,
-        sqlalchemy.Column("id", sqlalchemy.String(40), primary_key=True),
-        sqlalchemy.Column("value", sqlalchemy.Text),
-        sqlalchemy.Column("fence_token", sqlalchemy.BigInteger, nullable=False, default=0),
-    )
-
-    def __init__(self, engine: sqlalchemy.Engine) -> None:
-        self.engine, self.id = engine, uuid.uuid4().hex
-        self.metadata.create_all(engine)
-        with engine.begin() as conn:
-            conn.execute(self.table.insert().values(id=self.id, value=None, fence_token=0))
-
-    def write(self, value: str, token: int) -> None:
-        statement = guarded_update(self.table, token, self.table.c.id == self.id)
-        with self.engine.begin() as conn:
-            conn.execute(statement.values(value=value))  # StaleRowError if stale
-
-    def read(self) -> str | None:
-        with self.engine.connect() as conn:
-            query = sqlalchemy.select(self.table.c.value).where(self.table.c.id == self.id)
-            value: str | None = conn.execute(query).scalar_one()
-            return value
+    return fence_factory(request, tmp_path)
 
 
 #: Which real guard each issuer is paired with (every guard is covered once); the SQL

@@ -14,7 +14,7 @@ and then paused may still run its call after a newer one started, and admitted c
 may run concurrently. To close that gap the check must happen inside the resource,
 atomically with the write (``FileStore``, the SQL guard, or your own Lua script).
 
-Imports the file store's token helpers, the redis error translation and redis-py.
+Imports the core's errors and ``Mark`` protocol, the redis error translation and redis-py.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 import redis
 
 from .._errors import FenceUnavailable, rejected
+from .._marks import Mark
 from ._errors import redis_errors
 
 #: The compare-and-set. Tokens are compared as canonical decimal strings (length first,
@@ -79,7 +80,7 @@ def _check_key(key: object) -> str:
     return key
 
 
-class RedisMark:
+class RedisMark(Mark):
     """A high-water mark at ``key`` in Redis, for guards in any number of processes.
 
     Check-and-raise is atomic (Lua, sent by EVALSHA and reloaded after a script flush);
@@ -87,6 +88,8 @@ class RedisMark:
     that means. Redis errors are raised as ``FenceUnavailable`` and admit nothing. The
     mark is as durable as the server's persistence: a Redis that restarts without it
     forgets the mark and admits old tokens again.
+
+    ``claim(token)`` is the same Lua step with nothing run after it: one round trip.
     """
 
     def __init__(self, client: redis.Redis, key: str) -> None:
@@ -113,5 +116,5 @@ class RedisMark:
             reply = self._raise(keys=[self.key], args=[str(token)])
         admitted, mark = parse_reply(reply, self.key)
         if not admitted:
-            raise rejected(token, mark, resource)
+            raise rejected(token, mark, resource, "callable", "redis")
         yield

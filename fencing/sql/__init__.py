@@ -3,6 +3,8 @@
 - ``SqlFence`` / ``AsyncSqlFence``: the issuer on a ``fencing_leases`` table.
 - ``FencedMixin``: guarded ORM rows (``UPDATE ... WHERE fence_token <= :token``).
 - ``guarded_update`` / ``guarded_delete``: the same guard for Core statements.
+- ``claim`` / ``claim_rows`` / ``fenced_get``: raise rows' tokens before reading them, so a
+  stale holder cannot write between this holder's read and its write.
 
 The asyncio twins live in ``fencing.sql.aio`` (``fencing[async]``, needs greenlet).
 Importing this package installs nothing on SQLAlchemy; mapping the first ``FencedMixin``
@@ -12,6 +14,7 @@ Imports SQLAlchemy (install ``fencing[sql]``) and the core; the core never impor
 
 from __future__ import annotations
 
+from ._claims import claim, claim_rows, fenced_get
 from ._errors import RowcountUnavailable, StaleRowError
 from ._guard import UNFENCED_OPTION
 from ._issuer import SqlFence, SqlIssuer
@@ -28,8 +31,11 @@ __all__ = [
     "SqlIssuer",
     "StaleRowError",
     "allow_unfenced",
+    "claim",
+    "claim_rows",
     "create_tables",
     "downgrade",
+    "fenced_get",
     "fenced_mapper_args",
     "guarded_delete",
     "guarded_update",

@@ -80,6 +80,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
 from .._errors import UnfencedWriteError
 from .._log import guard_log
+from .._metrics import write_rejected
 from ._errors import RowcountUnavailable, StaleRowError
 
 #: Option of an UPDATE/DELETE that writes a fenced table on purpose without a guard.
@@ -424,8 +425,10 @@ def _raise_flush(conn: Any, guard: FlushGuard, rows: Sequence[Mapping[str, Any]]
             where_text = ", ".join(f"{c.name}={v!r}" for c, v in key.items())
             resource = f"{column.table.name} ({where_text})"
             guard_log.warning("stale token %s refused by %s (row has %s)", token, resource, current)
+            write_rejected("sql", column.table.name)  # the table: rows are too many
             raise StaleRowError(int(token or 0), current, resource)
-    raise StaleRowError(0, None, column.table.name)  # row count off, every row fine: vanished
+    write_rejected("sql", column.table.name)  # row count off, every row fine: vanished
+    raise StaleRowError(0, None, column.table.name)
 
 
 def _raise_core(conn: Any, guard: CoreGuard, statement: Any) -> NoReturn:
@@ -434,6 +437,7 @@ def _raise_core(conn: Any, guard: CoreGuard, statement: Any) -> NoReturn:
     current = conn.execute(select(func.max(column)).where(*where)).scalar()
     resource = column.table.name
     guard_log.warning("stale token %s refused by %s (rows have %s)", token, resource, current)
+    write_rejected("sql", resource)
     raise StaleRowError(token, current, resource)
 
 

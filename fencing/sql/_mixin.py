@@ -37,7 +37,7 @@ from sqlalchemy.orm import (
 from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 
 from .._errors import UnfencedWriteError
-from .._validate import check_token
+from .._validate import check_mark_token
 from ._guard import fence_table
 
 COLUMN = "fence_token"
@@ -74,7 +74,7 @@ class FencedMixin:
 
     @validates(COLUMN)
     def _fencing_stamp(self, key: str, value: Any) -> int:
-        token = check_token(value)
+        token = check_mark_token(value)
         session = object_session(self)
         self.__dict__[_STAMP] = None if session is None else _generation(session)
         return token
@@ -85,6 +85,12 @@ def _generation(session: Session) -> object:
     if generation is None:
         generation = session.info[_GENERATION] = object()
     return generation
+
+
+def stamp(session: Session, row: FencedMixin) -> None:
+    """Mark ``row`` as written under its current token in ``session``'s transaction (a claim
+    has just raised the row's token in the database)."""
+    row.__dict__[_STAMP] = _generation(session)
 
 
 @contextmanager

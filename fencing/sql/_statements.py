@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import Column, ColumnElement, Delete, Table, Update, inspect
 
-from .._validate import check_token
+from .._validate import check_mark_token
 from ._guard import GUARD_OPTION, CoreGuard, FencedDelete, FencedUpdate, fence_column
 from ._mixin import COLUMN
 
@@ -71,6 +71,11 @@ def _base(target: Any, verb: str, expect: int | None) -> tuple[Any, Column[Any]]
     return base, column
 
 
+def fence_column_of(target: Any) -> Column[Any]:
+    """The fence column of a fenced ``Table`` or model (memoized with its statements)."""
+    return _base(target, "update", None)[1]
+
+
 def _check_expect(expect_rows: object) -> int | None:
     if expect_rows is None:
         return None
@@ -100,7 +105,7 @@ def guarded_update(
     ``values`` (column or column name -> value) are the other columns to SET; they may
     also be added by chaining ``.values(...)`` on the result.
     """
-    value = check_token(token)
+    value = check_mark_token(token)
     expect = _check_expect(expect_rows)
     base, column = _base(target, "update", expect)
     if values is None:
@@ -116,7 +121,7 @@ def guarded_delete(
     target: Any, token: int, *where: ColumnElement[bool], expect_rows: int | None = 1
 ) -> Delete:
     """DELETE rows matching ``where`` whose token is <= ``token``."""
-    value = check_token(token)
+    value = check_mark_token(token)
     expect = _check_expect(expect_rows)
     base, column = _base(target, "delete", expect)
     statement: Delete = base.where(*where, column <= value)

@@ -954,7 +954,10 @@ class MarkContract:
     empty mark. Tokens below the mark are refused (``StaleTokenError``, the guarded
     function not called), equal ones accepted, higher ones raise the mark, which stays
     raised when the guarded call fails; bad tokens are refused with nothing changed;
-    racing threads never get a lower token admitted after a higher one was.
+    racing threads never get a lower token admitted after a higher one was. ``claim``
+    raises the mark without calling anything, refuses a lower token the same way, is a
+    no-op for the mark's own token, and waits for a running guarded call exactly when
+    the mark serializes calls.
     """
 
     #: Capability. True (the default): the mark holds its lock across check, raise and
@@ -1064,6 +1067,82 @@ class MarkContract:
         with pytest.raises(error):
             guarded(token, 2)
         assert calls == [3] and guarded.mark.current == 3
+
+    def test_claim_raises_the_mark_without_calling(self, make_mark: MakeMark) -> None:
+        """The read-then-write window: once the new holder has claimed (before reading),
+        the old holder's write that would land before the new holder's is refused."""
+        calls: list[str] = []
+        write = guard(calls.append, mark=make_mark(), name="ledger")
+        write(3, "old holder, earlier")
+        write.claim(5)
+        assert write.mark.current == 5, f"claim(5) left the mark at {write.mark.current}"
+        assert calls == ["old holder, earlier"], f"claim called the guarded function: {calls}"
+        with pytest.raises(StaleTokenError) as info:
+            write(4, "stale, between the read and the write")
+        assert (info.value.token, info.value.current, info.value.resource) == (4, 5, "ledger")
+        write(5, "new holder, computed from its read")
+        assert calls == ["old holder, earlier", "new holder, computed from its read"]
+
+    def test_claim_below_the_mark_is_refused_and_equal_is_a_no_op(
+        self, make_mark: MakeMark
+    ) -> None:
+        mark = make_mark()
+        mark.claim(7)
+        mark.claim(FenceToken(7, "fence"))  # the same lease again
+        assert mark.current == 7
+        with pytest.raises(StaleTokenError) as info:
+            mark.claim(6, "orders")
+        assert (info.value.token, info.value.current, info.value.resource) == (6, 7, "orders")
+        assert mark.current == 7, "a refused claim changed the mark"
+        mark.claim(2**63 - 1)
+        assert mark.current == 2**63 - 1
+
+    @pytest.mark.parametrize(("token", "error"), BAD_MARK_TOKENS, ids=_ids(BAD_MARK_TOKENS))
+    def test_claim_with_a_bad_token_changes_nothing(
+        self, make_mark: MakeMark, token: Any, error: type[Exception]
+    ) -> None:
+        mark = make_mark()
+        with pytest.raises(error):
+            mark.claim(token)
+        assert mark.current is None
+        mark.claim(3)
+        with pytest.raises(error):
+            guard(print, mark=mark).claim(token)
+        assert mark.current == 3
+
+    def test_claim_waits_for_a_running_call_or_not_as_declared(self, make_mark: MakeMark) -> None:
+        """With ``serializes_calls`` a claim is ordered after a guarded call that runs (so
+        the claimer's read sees that call's effect); without, it returns at once."""
+        started, proceed = threading.Event(), threading.Event()
+        order: list[str] = []
+
+        def work() -> None:
+            order.append("call starts")
+            started.set()
+            proceed.wait(self.patience)
+            order.append("call ends")
+
+        guarded = guard(work, mark=make_mark())
+        call = _Background(lambda: guarded(5))
+        assert started.wait(self.patience)
+
+        def claim() -> None:
+            guarded.claim(6)
+            order.append("claimed")
+
+        claiming = _Background(claim)
+        if self.serializes_calls:
+            time.sleep(0.2)
+            assert claiming.running() and order == ["call starts"], "a claim overtook a call"
+            proceed.set()
+            claiming.result(self.patience)
+            assert order == ["call starts", "call ends", "claimed"]
+        else:
+            claiming.result(self.patience)
+            assert order == ["call starts", "claimed"]
+            proceed.set()
+        call.result(self.patience)
+        assert guarded.mark.current == 6
 
     def test_racing_admissions_keep_token_order(self, make_mark: MakeMark) -> None:
         """Threads guard calls with climbing tokens and replays of old ones: a token

@@ -23,13 +23,33 @@ that its lease has not run out by its own clock, and skips the write if it has. 
 freezes it *after* that check and *before* the write, so on resume the write goes out
 with a token that may be long superseded. Only a guard at the resource can stop it.
 
+How a client writes is the simulation's ``mode``:
+
+- ``"write"`` (the default): blind writes, as above.
+- ``"read-write"``: a client reads the value when it acquires (and again on ``read()``),
+  and computes its writes from what it read (then from what it wrote). A token orders
+  writes, not reads, so a stale holder's write that lands between a newer holder's read
+  and its write is accepted, and the newer write, computed from the older read,
+  silently drops it::
+
+      client 1 (token 1): acquire+read, pause ....................... resume: write 1
+      client 2 (token 2):            (expired) acquire+read ......................... write 2
+                                                                       ^ accepted    ^ LOST UPDATE
+
+- ``"claim-read-write"``: the client claims the resource with its token before each read
+  (``resource.claim(token)``: raise the high-water mark, data untouched), so every older
+  token is refused from then on and the window is closed.
+
 Every step is recorded in ``timeline``; ``check`` (run after every step) raises
 ``InvariantViolation`` with the timeline when an invariant of docs/design.md is broken:
 
 1. every issued token is unique and larger than all issued before;
 2. accepted writes carry non-decreasing tokens;
-3. a write whose token is below an already accepted one is never applied
-   (against an unfenced resource this is the *lost update*).
+3. a write whose token is below an already accepted (or claimed) one is never applied
+   (against an unfenced resource this is the *lost update*);
+4. in the read modes, an accepted write was computed from the value it replaces: no
+   write landed between the writer's read and its write (else an update was lost);
+   a claim never changes the value.
 
 Imports the public package only.
 """
@@ -39,7 +59,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from .. import AcquireTimeout, Fence, LeaseLost, MemoryIssuer, StaleTokenError, guard
 
@@ -89,11 +109,26 @@ class Resource(Protocol):
     ``write`` applies ``value`` if ``token`` passes the guard and raises
     ``StaleTokenError`` otherwise (with no side effect); an unfenced resource applies
     every write. ``read`` returns the current value (``None`` before the first write).
+    For the ``"claim-read-write"`` mode a resource also has ``claim(token)``: raise its
+    high-water mark to ``token`` without changing the value, or ``StaleTokenError``.
     """
 
     def write(self, value: str, token: int) -> None: ...
 
     def read(self) -> str | None: ...
+
+
+@runtime_checkable
+class Claimable(Protocol):
+    """A resource that can be claimed: ``claim(token)`` raises its high-water mark to
+    ``token`` without changing its value, or raises ``StaleTokenError``."""
+
+    def claim(self, token: int) -> None: ...
+
+
+#: How the simulated clients write (see the module docstring).
+Mode = Literal["write", "read-write", "claim-read-write"]
+MODES: tuple[Mode, ...] = ("write", "read-write", "claim-read-write")
 
 
 class Register:
@@ -112,9 +147,13 @@ class Register:
         return f"Register(fenced={self.fenced})"
 
     def write(self, value: str, token: int) -> None:
+        self.claim(token)
+        self.value = value
+
+    def claim(self, token: int) -> None:
+        """Raise the mark to ``token`` (refused below it when fenced); the value stays."""
         if self.fenced and self.high_water_mark is not None and token < self.high_water_mark:
             raise StaleTokenError(token, self.high_water_mark, "register")
-        self.value = value
         if self.high_water_mark is None or token > self.high_water_mark:
             self.high_water_mark = token
 
@@ -134,6 +173,9 @@ class StoreResource:
 
     def write(self, value: str, token: int) -> None:
         self.store.write(value.encode(), token)
+
+    def claim(self, token: int) -> None:
+        self.store.claim(token)
 
     def read(self) -> str | None:
         try:
@@ -155,6 +197,9 @@ class GuardedResource:
 
     def write(self, value: str, token: int) -> None:
         self.write_guarded(token, value)
+
+    def claim(self, token: int) -> None:
+        self.write_guarded.claim(token)
 
     def read(self) -> str | None:
         return self.value
@@ -251,6 +296,10 @@ class SimClient:
     acquired_at: float = 0.0
     paused: bool = False
     writes: int = 0
+    #: In the read modes: the value its next write is computed from (what it last read
+    #: or wrote), once it has read.
+    base: str | None = None
+    has_read: bool = False
 
     @property
     def name(self) -> str:
@@ -273,8 +322,29 @@ class SimClient:
             self.sim._acquired(self, None)
             return None
         self.token, self.acquired_at = int(token), started
+        self._forget_read()
         self.sim._acquired(self, self.token)
+        if self.sim.reads:
+            self.read()
         return self.token
+
+    def read(self) -> bool:
+        """Read the value the next writes are computed from (the read modes only; done
+        on every acquire); in ``"claim-read-write"``, claim the resource first.
+
+        Returns ``False`` if the claim was refused (a newer token holds the resource):
+        then nothing was read.
+        """
+        self._must_run("read")
+        token = self._token("read")
+        if self.sim.mode == "write":
+            raise RuntimeError("clients read only in the read modes")
+        if self.sim.mode == "claim-read-write" and not self.sim._claim(self, token):
+            self._forget_read()
+            return False
+        self.base, self.has_read = self.sim.world.resource.read(), True
+        self.sim._record(self, "read", token, repr(self.base))
+        return True
 
     def write(self, value: str | None = None) -> bool | None:
         """Check the lease by the client's clock, then write with its token.
@@ -287,6 +357,7 @@ class SimClient:
         if not self._lease_looks_valid():
             self.sim._record(self, "write skipped", token, "own lease ran out")
             self.token = None
+            self._forget_read()
             return None
         return self._send(token, value)
 
@@ -301,6 +372,7 @@ class SimClient:
         if not self._lease_looks_valid():
             self.sim._record(self, "pause skipped", token, "own lease ran out")
             self.token = None
+            self._forget_read()
             return False
         self.paused = True
         self.sim._record(self, "paused", token, "lease checked, write pending")
@@ -319,6 +391,7 @@ class SimClient:
         self._must_run("release")
         token = self._token("release")
         self.token = None
+        self._forget_read()
         try:
             self.fence.release(token)
         except LeaseLost:
@@ -340,6 +413,9 @@ class SimClient:
             raise RuntimeError(f"{self.name} holds no lease to {what} with")
         return self.token
 
+    def _forget_read(self) -> None:
+        self.base, self.has_read = None, False
+
     def _lease_looks_valid(self) -> bool:
         # Half the TTL as a safety margin: what a careful client does, and it still
         # does not help against a pause that comes after the check.
@@ -348,13 +424,18 @@ class SimClient:
     def _send(self, token: int, value: str | None) -> bool:
         self.writes += 1
         value = value if value is not None else f"{self.name}/token {token}/#{self.writes}"
-        return self.sim._write(self, token, value)
+        applied = self.sim._write(self, token, value)
+        if applied:
+            self.base = value  # the client's view: what it wrote
+        return applied
 
 
 class Simulation:
     """Clients taking a lease, writing, pausing, and a model that checks every step.
 
     Build it on a ``World`` or, by default, on ``virtual_world(clients, ttl=..., fenced=...)``.
+    ``mode`` is how clients write: blind, or computed from a read (with or without a
+    claim first); see the module docstring.
     """
 
     def __init__(
@@ -364,13 +445,20 @@ class Simulation:
         clients: int = 3,
         ttl: float = 10.0,
         fenced: bool = True,
+        mode: Mode = "write",
     ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+        self.mode: Mode = mode
         self.world = world if world is not None else virtual_world(clients, ttl=ttl, fenced=fenced)
+        if mode == "claim-read-write" and not isinstance(self.world.resource, Claimable):
+            raise TypeError(f"mode {mode!r} needs a resource with claim(token)")
         self.clients = [SimClient(self, i, fence) for i, fence in enumerate(self.world.fences)]
         self.timeline: list[Event] = []
         self.issued: list[int] = []
         self.accepted: list[int] = []
         self.rejected: list[int] = []
+        self.claimed: list[int] = []
         self._start = self.world.clock()
         self._lease: tuple[int, float] | None = None  # (token, expires at), if exact
 
@@ -395,8 +483,15 @@ class Simulation:
     # -- what the model knows --
 
     @property
+    def reads(self) -> bool:
+        """Clients compute each write from a read (the read modes)."""
+        return self.mode != "write"
+
+    @property
     def high_water_mark(self) -> int | None:
-        return max(self.accepted) if self.accepted else None
+        """The highest token an accepted write or claim carried, ``None`` before any."""
+        seen = self.accepted + self.claimed
+        return max(seen) if seen else None
 
     def format_timeline(self) -> str:
         """The timeline, one line per step, with times relative to the start."""
@@ -453,6 +548,32 @@ class Simulation:
         if mine:
             self._lease = None
 
+    def _claim(self, client: SimClient, token: int) -> bool:
+        mark = self.high_water_mark
+        before = self.world.resource.read()
+        resource = self.world.resource
+        assert isinstance(resource, Claimable)  # checked when the simulation was built
+        try:
+            resource.claim(token)
+        except StaleTokenError as exc:
+            self._record(client, "claim", token, f"REJECTED (stale: {exc.current} holds it)")
+            self.rejected.append(token)
+            self.check(
+                mark is not None and token < mark,
+                f"claim of token {token} rejected, but the highest token seen is {mark}",
+            )
+            return False
+        self._record(client, "claim", token, "accepted")
+        self.check(
+            self.world.resource.read() == before, f"claim of token {token} changed the value"
+        )
+        self.check(
+            mark is None or token >= mark,
+            f"claim of token {token} accepted after token {mark} had been accepted",
+        )
+        self.claimed.append(token)
+        return True
+
     def _write(self, client: SimClient, token: int, value: str) -> bool:
         mark = self.high_water_mark
         before = self.world.resource.read()
@@ -478,6 +599,13 @@ class Simulation:
                 False,
                 f"lost update: {client.name}'s write with token {token} was applied after a "
                 f"write with token {mark} had been accepted",
+            )
+        if self.reads and before != client.base:
+            self._record(client, "write", token, f"APPLIED over {before!r}: LOST UPDATE")
+            self.check(
+                False,
+                f"lost update: {client.name}'s write with token {token} was computed from a "
+                f"read of {client.base!r}, but {before!r} had been written since",
             )
         self._record(client, "write", token, "accepted")
         self.accepted.append(token)

@@ -34,6 +34,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--plot", metavar="FILE", help="also draw the timeline to FILE (.png or .svg; matplotlib)"
     )
+    parser.add_argument(
+        "--http",
+        action="store_true",
+        help="the resource is an HTTP service (fencing.http.FenceMiddleware; needs fencing[http])",
+    )
     parser.add_argument("--ttl", type=float, default=1.0, help="lease TTL in seconds (default 1.0)")
     parser.set_defaults(func=run)
 
@@ -48,7 +53,12 @@ def run(args: argparse.Namespace) -> int:
     from .run import format_timeline, run_demo
 
     try:
-        result = run_demo(args.url, fenced=not args.unfenced, ttl=args.ttl)
+        result = run_demo(args.url, fenced=not args.unfenced, ttl=args.ttl, http=args.http)
+    except ImportError as error:
+        print(
+            f"fencing demo: {error.name} is missing: pip install 'fencing[http]'", file=sys.stderr
+        )
+        return 1
     except (ValueError, TypeError, RuntimeError, TimeoutError) as error:
         print(f"fencing demo: {error}", file=sys.stderr)
         return 1

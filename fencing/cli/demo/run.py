@@ -1,17 +1,20 @@
 """``fencing demo``: Kleppmann's pause scenario with real processes and a real SIGSTOP.
 
 Two client processes share one fence (on ``fencing.connect(url)``: the embedded SQLite
-default, or Redis/PostgreSQL) and one guarded SQL row (a ``FencedMixin`` table in a
-temporary SQLite file). The controller (this process) freezes client 1 with SIGSTOP
-between its read and its write, for longer than the lease; client 2 takes the lease
-and writes; the controller resumes client 1 with SIGCONT and client 1 writes with its
-old token. The guard in the row's UPDATE refuses it. ``fenced=False`` writes the row
-without the guard, and client 2's update is lost.
+default, or Redis/PostgreSQL) and one guarded resource (``storage``): a SQL row (a
+``FencedMixin`` table in a temporary SQLite file) or, with ``http=True``, an item of an
+HTTP service that the controller runs (``fencing.http.FenceMiddleware``). The
+controller (this process) freezes client 1 with SIGSTOP between its read and its
+write, for longer than the lease; client 2 takes the lease and writes; the controller
+resumes client 1 with SIGCONT and client 1 writes with its old token. The guard (the
+row's UPDATE, or the service) refuses it. ``fenced=False`` writes without the guard,
+and client 2's update is lost.
 
 Every process reports what it does to a queue; ``time.monotonic`` is one system-wide
 clock on Linux, so the events of all processes merge into one timeline.
 
-Imports the public package, ``fencing.sql`` and SQLAlchemy (the ``sql`` extra).
+Imports the public package and the demo's storage (``fencing.sql`` and SQLAlchemy; for
+``http``, Starlette, uvicorn and httpx).
 """
 
 from __future__ import annotations
@@ -20,11 +23,9 @@ import logging
 import multiprocessing
 import os
 import signal
-import tempfile
 import time
 from dataclasses import dataclass, field
 from multiprocessing import connection
-from pathlib import Path
 from typing import Any
 
 DEMO_FENCE = "fencing-demo"
@@ -50,6 +51,8 @@ class DemoResult:
     fenced: bool
     url: str
     ttl: float
+    #: The resource is an item of an HTTP service, not a SQL row.
+    http: bool = False
     events: list[DemoEvent] = field(default_factory=list)
     final_text: str = ""
     final_token: int = 0
@@ -76,12 +79,6 @@ class DemoResult:
 # -- the two clients (run in child processes) --------------------------------------------
 
 
-def _models() -> tuple[Any, Any]:
-    from .models import Base, Note
-
-    return Base, Note
-
-
 class _Reporter:
     """Sends a client's events down its own pipe.
 
@@ -99,61 +96,47 @@ class _Reporter:
 def _client(
     who: str,
     url: str | None,
-    db_url: str,
+    storage: tuple[str, str],
     ttl: float,
     fenced: bool,
     go: Any,
     pipe: Any,
     work: float,
 ) -> None:
-    """Acquire, read the row, prepare the write (``work`` seconds), write, release."""
-    from sqlalchemy import create_engine, update
-    from sqlalchemy.orm import Session
-
+    """Acquire, read the resource, prepare the write (``work`` seconds), write, release."""
     import fencing
-    from fencing.sql import UNFENCED_OPTION
+
+    from .storage import open_storage
 
     logging.getLogger("fencing").setLevel(logging.ERROR)  # the timeline says it all
     report = _Reporter(pipe, who)
     try:
-        _, note_model = _models()
-        engine = create_engine(db_url)
+        resource = open_storage(*storage, fenced)
         fence = fencing.connect(url).fence(DEMO_FENCE, ttl=ttl)
         go.wait(30)
         token = fence.acquire(timeout=10)
         report("acquire", f"acquires the lease: token {token:d} (ttl {ttl:g}s)", int(token))
-        with Session(engine) as session:
-            note = session.get_one(note_model, 1)
-            report("info", f"reads the row: {note.text!r}; prepares its update", int(token))
-            text = f"{note.text}; {who} wrote with token {token:d}"  # read-modify-write
-            time.sleep(work)  # the controller may freeze us here, between read and write
-            try:
-                if fenced:
-                    note.text, note.fence_token = text, token
-                    session.commit()  # UPDATE ... WHERE id = 1 AND fence_token <= token
-                else:
-                    statement = update(note_model).where(note_model.id == 1)
-                    session.execute(
-                        statement.values(text=text, fence_token=token).execution_options(
-                            **{UNFENCED_OPTION: True}
-                        )
-                    )
-                    session.commit()
-            except fencing.StaleTokenError as error:
-                report(
-                    "write-rejected",
-                    f"writes with token {token:d}: REJECTED, token {error.current} "
-                    "was already accepted",
-                    int(token),
-                )
-            else:
-                report("write-ok", f"writes with token {token:d}: accepted", int(token))
+        seen = resource.read()
+        report("info", f"reads {seen!r}; prepares its update", int(token))
+        text = f"{seen}; {who} wrote with token {token:d}"  # read-modify-write
+        time.sleep(work)  # the controller may freeze us here, between read and write
+        try:
+            resource.write(text, int(token))
+        except fencing.StaleTokenError as error:
+            report(
+                "write-rejected",
+                f"writes with token {token:d}: REJECTED, token {error.current} "
+                "was already accepted",
+                int(token),
+            )
+        else:
+            report("write-ok", f"writes with token {token:d}: accepted", int(token))
         try:
             fence.release(token)
             report("release", f"releases token {token:d}", int(token))
         except fencing.LeaseLost:
             report("release", f"releases token {token:d}: the lease was already lost", int(token))
-        engine.dispose()
+        resource.close()
     except Exception as error:  # report, so the controller does not wait for ever
         report("error", f"failed: {type(error).__name__}: {error}")
 
@@ -192,27 +175,42 @@ class _Controller:
 
 
 def run_demo(
-    url: str | None = None, *, fenced: bool = True, ttl: float = DEFAULT_TTL
+    url: str | None = None, *, fenced: bool = True, ttl: float = DEFAULT_TTL, http: bool = False
 ) -> DemoResult:
-    """Play the scenario once and return its timeline (the caller prints or plots it)."""
-    from sqlalchemy import create_engine
-    from sqlalchemy.orm import Session
+    """Play the scenario once and return its timeline (the caller prints or plots it).
 
+    The fence comes from ``fencing.connect(url)``; ``http`` puts the resource behind an
+    HTTP service instead of in a SQL row."""
     import fencing
+
+    from .storage import Service, SqlRow
 
     backend = fencing.connect(url)
     shown_url = getattr(backend, "url", str(url))
-    result = DemoResult(fenced=fenced, url=shown_url, ttl=ttl)
-    workdir = Path(tempfile.mkdtemp(prefix="fencing-demo-"))
-    db_url = f"sqlite:///{workdir / 'storage.db'}"
-    base, note_model = _models()
-    engine = create_engine(db_url)
-    base.metadata.create_all(engine)
-    with Session(engine) as session:
-        session.add(note_model(id=1, text="created"))
-        session.commit()
-    engine.dispose()
+    if http:  # the service runs here: its refusals are in the timeline, not the log
+        logging.getLogger("fencing").setLevel(logging.ERROR)
+    service = Service(fenced).start() if http else None
+    storage = ("http", service.url) if service is not None else ("sql", SqlRow.create())
+    result = DemoResult(fenced=fenced, url=shown_url, ttl=ttl, http=http)
+    try:
+        _play(result, url, storage, fenced, ttl)
+    finally:
+        if service is not None:
+            service.close()
+    if service is not None:
+        result.final_text, result.final_token = service.final()
+    else:
+        row = SqlRow(storage[1], fenced)
+        result.final_text, result.final_token = row.final()
+        row.close()
+    _mark_lost_update(result)
+    return result
 
+
+def _play(
+    result: DemoResult, url: str | None, storage: tuple[str, str], fenced: bool, ttl: float
+) -> None:
+    """Run the two clients against ``storage`` and direct the pause."""
     context = multiprocessing.get_context("fork")
     pipes = {who: context.Pipe(duplex=False) for who in ("client 1", "client 2")}
     go1, go2 = context.Event(), context.Event()
@@ -222,11 +220,11 @@ def run_demo(
     clients = {
         "client 1": context.Process(
             target=_client,
-            args=("client 1", url, db_url, ttl, fenced, go1, pipes["client 1"][1], prepare),
+            args=("client 1", url, storage, ttl, fenced, go1, pipes["client 1"][1], prepare),
         ),
         "client 2": context.Process(
             target=_client,
-            args=("client 2", url, db_url, ttl, fenced, go2, pipes["client 2"][1], prepare),
+            args=("client 2", url, storage, ttl, fenced, go2, pipes["client 2"][1], prepare),
         ),
     }
     for process in clients.values():
@@ -236,7 +234,8 @@ def run_demo(
     control = _Controller([reader for reader, _ in pipes.values()], result, timeout=30)
     frozen = clients["client 1"]
     try:
-        control.note("info", "starts two client processes sharing one fence and one row")
+        shared = "one HTTP service's item" if result.http else "one row"
+        control.note("info", f"starts two client processes sharing one fence and {shared}")
         go1.set()
         control.wait_for("client 1", "info")  # client 1 has read the row
         assert frozen.pid is not None
@@ -261,13 +260,6 @@ def run_demo(
             if process.is_alive():
                 process.kill()
                 process.join()
-    engine = create_engine(db_url)
-    with Session(engine) as session:
-        note = session.get_one(note_model, 1)
-        result.final_text, result.final_token = note.text, note.fence_token
-    engine.dispose()
-    _mark_lost_update(result)
-    return result
 
 
 def _mark_lost_update(result: DemoResult) -> None:
@@ -291,10 +283,14 @@ def _mark_lost_update(result: DemoResult) -> None:
 def format_timeline(result: DemoResult) -> str:
     """The readable timeline: relative times, who, what; then the verdict."""
     start = result.events[0].at if result.events else 0.0
-    mode = "fenced: the row's UPDATE checks the token" if result.fenced else "UNFENCED: lock only"
+    from .storage import HttpItem, SqlRow
+
+    storage = HttpItem.description if result.http else SqlRow.description
+    guard = "the service" if result.http else "the row's UPDATE"
+    mode = f"fenced: {guard} checks the token" if result.fenced else "UNFENCED: lock only"
     lines = [
         f"fencing demo: one lease (ttl {result.ttl:g}s) issued by {result.url}",
-        f"storage: one SQL row (demo_notes, id=1); {mode}",
+        f"storage: {storage}; {mode}",
         "",
     ]
     for event in sorted(result.events, key=lambda e: e.at):
@@ -304,7 +300,8 @@ def format_timeline(result: DemoResult) -> str:
         lines.append(f"  {event.at - start:6.3f}s  {event.who:<8}  {event.text}{marker}")
     lines.append("")
     lines.extend(_leases(result, start))
-    lines.append(f"the row holds: {result.final_text!r} (fence_token {result.final_token})")
+    where = "the service holds" if result.http else "the row holds"
+    lines.append(f"{where}: {result.final_text!r} (fence_token {result.final_token})")
     lines.append(_verdict(result))
     return "\n".join(lines)
 
@@ -328,7 +325,8 @@ def _verdict(result: DemoResult) -> str:
     if result.fenced and result.as_expected:
         return (
             f"fencing worked: client 1 woke up believing it held the lease and wrote with "
-            f"token {t1}, but the row had accepted token {t2}, so the write was refused."
+            f"token {t1}, but the {'service' if result.http else 'row'} had accepted token "
+            f"{t2}, so the write was refused."
         )
     if not result.fenced and result.as_expected:
         return (
