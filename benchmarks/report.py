@@ -3,7 +3,8 @@
 Targets are never timed assertions in tests: they are read off one run's tables, where
 every ratio compares two variants measured interleaved in the same process.
 
-Imports the harness, and matplotlib (only when plotting).
+Imports the harness, the ``replicas`` family (its target's ratio), and matplotlib (only
+when plotting).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import replicas
 from harness import Stats, Table
 
 REDIS_FENCE = "fencing.RedisFence"
@@ -90,12 +92,44 @@ def targets(tables: list[Table]) -> list[dict[str, Any]]:
             scope = _scope_verdict(table, dialect)
             if scope is not None:
                 out.append(scope)
+    replicated = replicas.added_over_ack(tables)
+    if replicated is not None:  # issue 10: min_replicas=1 costs the acknowledgement, no more
+        out.append(
+            _verdict(
+                "min_replicas=1: time added / what WAIT 1 adds to the bare script (medians)",
+                replicated,
+                1.2,
+                False,
+            )
+        )
     store = _row(tables, "guards-file", "fencing.FileStore.write")
     if store is not None:
         r50, _ = store[0].ratios(store[1])
         out.append(
             _verdict("FileStore.write / plain write+fsync+rename (medians)", r50, 1.2, False)
         )
+    out.extend(_etcd_verdicts(tables))
+    return out
+
+
+ETCD_FENCES = ("fencing.etcd.EtcdFence", "fencing.etcd.aio.EtcdFence")
+ETCD_PEER = "aetcd Lock (asyncio)"
+
+
+def _etcd_verdicts(tables: list[Table]) -> list[dict[str, Any]]:
+    """Issue 11: the etcd fences within 1.2x of the bare etcd calls, and ahead of aetcd's
+    Lock on hand-off (medians)."""
+    out = []
+    for name in ETCD_FENCES:
+        for family, what in (("etcd-acquire", "acquire+release"), ("etcd-handoff", "hand-off")):
+            row = _row(tables, family, name)
+            if row is not None:
+                ratio = row[0].ratios(row[1])[0]
+                out.append(_verdict(f"etcd {what}: {name} / bare floor", ratio, 1.2, False))
+        row, peer = _row(tables, "etcd-handoff", name), _row(tables, "etcd-handoff", ETCD_PEER)
+        if row is not None and peer is not None:
+            ratio = row[1].median / peer[1].median
+            out.append(_verdict(f"etcd hand-off: {name} / aetcd Lock", ratio, 1.0, False))
     return out
 
 

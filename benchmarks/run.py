@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import acquire
+import etcd_family
 import guards
 import handoff
+import replicas
 import report
 import throughput
 import web
@@ -39,6 +41,8 @@ FAMILIES = {
     "handoff": handoff.run,
     "guards": guards.run,
     "throughput": throughput.run,
+    "replicas": replicas.run,
+    "etcd": etcd_family.run,
     "http": web.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"

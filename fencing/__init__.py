@@ -29,6 +29,7 @@ from ._errors import (
     FenceUnavailable,
     FencingError,
     LeaseLost,
+    NotReplicated,
     StaleTokenError,
     UnfencedWriteError,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "MemoryFence",
     "MemoryIssuer",
     "MemoryMark",
+    "NotReplicated",
     "RedisFence",
     "RedisIssuer",
     "RedisMark",

@@ -4,10 +4,13 @@
 URL                                                    backend
 =====================================================  ==============================
 ``redis://``, ``rediss://``, ``unix://``                Redis (``RedisFence``)
+``redis+sentinel://``, ``rediss+sentinel://``          Redis behind Sentinel
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
+``etcd://host:port[,host:port...]``, ``etcds://``       etcd (``EtcdFence``)
 *none*: ``$FENCING_URL``, else the embedded default    SQLite file, see ``default_url``
 =====================================================  ==============================
 
+Redis URLs also take ``?min_replicas=N&replica_timeout=S`` (see docs/redis.md).
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
 ``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens). The
 embedded default is a SQLite file in the per-user state directory
@@ -34,6 +37,7 @@ from ._fence import Fence
 ENV_VAR = "FENCING_URL"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
 _SQL_SCHEMES = ("sqlite", "postgresql", "postgres")
+_ETCD_SCHEMES = ("etcd", "etcds")
 
 
 def default_path() -> Path:
@@ -65,6 +69,7 @@ class Backend(Protocol):
 _BACKENDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(_REDIS_SCHEMES, ("fencing.redis._backend", "RedisBackend")),
     **dict.fromkeys(_SQL_SCHEMES, ("fencing.sql._backend", "SqlBackend")),
+    **dict.fromkeys(_ETCD_SCHEMES, ("fencing.etcd._backend", "EtcdBackend")),
 }
 
 
@@ -85,5 +90,5 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "sqlite:///path or postgresql://"
+        "redis+sentinel://, sqlite:///path, postgresql:// or etcd://"
     )

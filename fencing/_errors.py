@@ -8,6 +8,7 @@
     ├── StaleTokenError                            a guard refused a token below its high-water mark
     ├── UnfencedWriteError                         a fenced SQL row was updated without a new token
     ├── FenceUnavailable                           the issuer or mark backend is unreachable/failing
+    │   └── NotReplicated                          too few replicas acknowledged a lease in time
     └── FenceSetupError                            the backend answers but is not set up for fencing
 
 Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
@@ -79,6 +80,25 @@ class FenceUnavailable(FencingError):
     have been taken on the server if only the reply was lost; that orphan lease simply
     expires, and a retry receives a newer token.
     """
+
+
+class NotReplicated(FenceUnavailable):
+    """Fewer replicas than ``min_replicas`` acknowledged a lease within the replica timeout.
+
+    From ``acquire``: the lease was released again, nothing is held (``token`` is the
+    token it had). From ``renew``: the lease is still held on the primary with its new
+    lifetime, but a failover now could lose the renewal; ``hold()`` retries it like an
+    unreachable issuer. ``acks`` replicas acknowledged, ``wanted`` were asked for.
+    """
+
+    def __init__(self, name: str, token: int, acks: int, wanted: int, detail: str) -> None:
+        self.name = name
+        self.token = token
+        self.acks = acks
+        self.wanted = wanted
+        super().__init__(
+            f"fence {name!r}, token {token}: {acks} of {wanted} replicas acknowledged; {detail}"
+        )
 
 
 class FenceSetupError(FencingError):

@@ -2,7 +2,7 @@
 # Prepare this machine: system packages when missing, then a virtual environment (.venv)
 # with the package and its extras. Safe to run again; installs only what is missing.
 #   scripts/setup-test-env.sh        everything the test suite needs: redis-server and
-#                                    PostgreSQL (the tests start their own throwaway
+#                                    PostgreSQL, etcd (the tests start their own throwaway
 #                                    servers), and the development extras
 #   scripts/setup-test-env.sh demo   only what `fencing demo` needs (no server)
 set -euo pipefail
@@ -12,9 +12,15 @@ mode="${1:-test}"
 missing=()
 python3 -c "import ensurepip, venv" >/dev/null 2>&1 || missing+=(python3-venv python3-pip)
 if [ "$mode" = test ]; then
+    # also the Sentinels of the failover tests: they run `redis-server --sentinel` (Debian's
+    # redis-server binary is the Sentinel too; the redis-sentinel package adds only a
+    # service and a redis-sentinel link, so it is not needed)
     command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
     compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
     command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
+    command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+    command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the etcd TLS test's CA
 fi
 if ((${#missing[@]})); then
     echo "installing system packages: ${missing[*]}"

@@ -1,4 +1,5 @@
-"""Session-wide real servers: a ``redis-server`` and a PostgreSQL cluster on free ports.
+"""Session-wide real servers: a ``redis-server``, a PostgreSQL cluster and a 3-member etcd
+cluster on free ports.
 
 A test that needs a server fails (never skips) when the server cannot be started.
 Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
@@ -18,7 +19,13 @@ import redis
 from sqlalchemy import create_engine
 
 from fencing.sql import create_tables
-from fencing.testing.servers import PostgresServer, RedisServer, ServerError
+from fencing.testing.servers import (
+    EtcdCluster,
+    PostgresServer,
+    RedisServer,
+    SentinelGroup,
+    ServerError,
+)
 
 T = TypeVar("T")
 
@@ -62,11 +69,29 @@ def redis_factory() -> Iterator[Callable[..., RedisServer]]:
         server.close()
 
 
+@pytest.fixture
+def sentinel_group() -> Iterator[SentinelGroup]:
+    """A fresh primary, replica and three Sentinels (``down-after-milliseconds`` 500) that
+    a test may fail over; about 0.2 s to start, a failover about 3 s."""
+    group = _start(lambda: SentinelGroup(down_after_ms=500).start())
+    yield group
+    group.close()
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresServer]:
     server = _start(lambda: PostgresServer().start())
     yield server
     server.close()
+
+
+@pytest.fixture(scope="session")
+def etcd_cluster() -> Iterator[EtcdCluster]:
+    """One 3-member etcd cluster for the session (about 2 s to start). Tests that kill or
+    freeze a member restore it before they end (``restart``/``thaw``)."""
+    cluster = _start(lambda: EtcdCluster().start())
+    yield cluster
+    cluster.close()
 
 
 @pytest.fixture

@@ -18,6 +18,18 @@ SEARCH = settings(FAST, max_examples=2000)
 
 
 @pytest.fixture(autouse=True)
+def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hypothesis (6.131+) also draws literals it finds in the project's own loaded
+    modules; the shrunk schedule would then change with any constant added anywhere in
+    the code base. Without them the search depends on this test alone."""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    monkeypatch.setattr(providers, "_get_local_constants", Constants)
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def quiet_lost_lease_warnings() -> Iterator[None]:
     """Thousands of schedules lose leases on purpose; their warnings are noise here."""
     logger = logging.getLogger("fencing")

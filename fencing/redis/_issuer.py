@@ -9,6 +9,13 @@ carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
 ``_flow``); the two issuer classes only choose which, and map redis-py's errors to
 ``FenceUnavailable`` in one place each.
 
+With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
+the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAIT N ms``
+(``WAITAOF 0 N ms`` on Redis >= 7.2 with the append-only file on, found once by
+``Probe``) in the same pipeline, on the same connection (``Replicated``): one round
+trip plus the replicas' acknowledgement. Too few acknowledgements: an acquired lease is
+released again and ``NotReplicated`` raised (``RedisSteps.replicated``, a flow).
+
 Tokens come from ``max(counter + 1, server clock in microseconds)`` inside the script, so
 they keep increasing even when the counter key is lost (eviction, restart without
 persistence, FLUSHALL, a failover that lost the last write), unless the Redis server's
@@ -19,19 +26,22 @@ Imports the core (fences, errors, validation), the scripts module and redis-py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import suppress
 from functools import partial
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union, cast
 
 import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 from .._async_fence import AsyncFence
-from .._core import DEFAULT_TTL
+from .._core import DEFAULT_TTL, millis
+from .._errors import NotReplicated, issuer_error
 from .._fence import Fence
+from .._flow import run_async, run_sync
 from .._validate import check_ttl
 from ..issuer import Busy, FenceStatus
 from ._errors import redis_failure
@@ -89,6 +99,16 @@ def client_encoder(client: Any) -> Any:
     return get() if get is not None else client.connection_pool.get_encoder()
 
 
+def check_replicated_client(client: object, min_replicas: int) -> None:
+    """``min_replicas`` needs one primary to WAIT on: a standalone or Sentinel client."""
+    cluster = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
+    if min_replicas and isinstance(client, cluster):
+        raise TypeError(
+            "min_replicas needs a redis.Redis client (standalone or from Sentinel), "
+            "not a Redis Cluster client"
+        )
+
+
 def socket_timeout_of(client: Any) -> float | None:
     """The client's ``socket_timeout``: a BLPOP must not block longer than that."""
     kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
@@ -128,6 +148,13 @@ class Eval(Generic[R]):
         self.args = args
         self.parse = parse
 
+    def command(self) -> tuple[Any, ...]:
+        """The EVALSHA as a command, for a pipeline (``Replicated``)."""
+        return ("EVALSHA", self.script.sha, self.script.numkeys, *self.args)
+
+    def take(self, reply: Any) -> None:
+        self.result = self.parse(reply)
+
     def perform(self, client: SyncClient) -> None:
         script = self.script
         try:
@@ -153,15 +180,170 @@ class Pop:
     __slots__ = ("key", "result", "seconds")
     result: int | None
 
+    script: Script | None = None  # nothing to load
+
     def __init__(self, key: bytes, seconds: float) -> None:
         self.key = key
         self.seconds = seconds
+
+    def command(self) -> tuple[Any, ...]:
+        """The BLPOP as a command, for a pipeline (``Replicated``)."""
+        return ("BLPOP", self.key, self.seconds)
+
+    def take(self, reply: Any) -> None:
+        self.result = parse_wake(reply)
 
     def perform(self, client: SyncClient) -> None:
         self.result = parse_wake(client.blpop([self.key], self.seconds))
 
     async def aperform(self, client: AsyncClient) -> None:
         self.result = parse_wake(await client.blpop([self.key], self.seconds))
+
+
+# -- replication: WAIT after a write, in the same pipeline ------------------------------------
+
+
+def check_min_replicas(min_replicas: object) -> int:
+    if type(min_replicas) is not int:  # bool is an int: refused too
+        raise TypeError(f"min_replicas must be an int, not {type(min_replicas).__name__}")
+    if min_replicas < 0:
+        raise ValueError(f"min_replicas must not be negative, got {min_replicas}")
+    return min_replicas
+
+
+def replica_timeout_for(timeout: float | None, socket_timeout: float | None) -> float:
+    """The checked replica timeout: by default 1 s, or half the client's ``socket_timeout``
+    if that is shorter. WAIT's reply must come before the socket times out."""
+    if timeout is None:
+        return 1.0 if socket_timeout is None else min(1.0, socket_timeout / 2)
+    seconds = check_ttl(timeout, "replica_timeout")
+    if socket_timeout is not None and seconds >= socket_timeout:
+        raise ValueError(
+            f"replica_timeout ({seconds}s) must be shorter than the client's socket_timeout "
+            f"({socket_timeout}s): the WAIT reply would time out first"
+        )
+    return seconds
+
+
+class WaitFor:
+    """The acknowledgement a replicated write waits for: ``WAIT n ms`` or, with ``aof``,
+    ``WAITAOF 0 n ms`` (replicas that wrote it to their append-only file)."""
+
+    __slots__ = ("aof", "ms", "replicas")
+
+    def __init__(self, replicas: int, ms: int, aof: bool) -> None:
+        self.replicas = replicas
+        self.ms = ms
+        self.aof = aof
+
+    def command(self) -> tuple[Any, ...]:
+        if self.aof:
+            return ("WAITAOF", 0, self.replicas, self.ms)
+        return ("WAIT", self.replicas, self.ms)
+
+    def acks(self, reply: Any) -> int:
+        """How many replicas acknowledged, from the reply of ``command``."""
+        count = reply[1] if self.aof and isinstance(reply, list) else reply
+        if type(count) is not int:
+            raise issuer_error("redis", ValueError(f"unexpected reply {reply!r} to WAIT"))
+        return count
+
+    def __str__(self) -> str:
+        return f"{'WAITAOF' if self.aof else 'WAIT'} {self.replicas} within {self.ms} ms"
+
+
+class Probe:
+    """``INFO``: whether the server has WAITAOF (Redis >= 7.2) and its append-only file on.
+
+    WAITAOF counts only replicas whose append-only file is on; where the primary runs
+    without one, WAIT is used (and the replicas are assumed to be configured alike).
+    """
+
+    __slots__ = ("result",)
+    result: bool
+
+    def perform(self, client: SyncClient) -> None:
+        try:
+            info = client.info()
+        except ResponseError:  # INFO refused (an ACL, a renamed command): plain WAIT
+            info = {}
+        self.result = self.waitaof(info)
+
+    async def aperform(self, client: AsyncClient) -> None:
+        try:
+            info = await client.info()
+        except ResponseError:
+            info = {}
+        self.result = self.waitaof(info)
+
+    @staticmethod
+    def waitaof(info: dict[str, Any]) -> bool:
+        version = tuple(int(part) for part in str(info.get("redis_version", "0")).split(".")[:2])
+        return version >= (7, 2) and str(info.get("aof_enabled", 0)) == "1"
+
+
+class Sendable(ClientStep[R_co], Protocol[R_co]):
+    """A ``ClientStep`` that can also go into a pipeline (``Eval``, ``Pop``)."""
+
+    @property
+    def script(self) -> Script | None: ...
+
+    def command(self) -> tuple[Any, ...]: ...
+
+    def take(self, reply: Any) -> None: ...
+
+
+class Replicated(Generic[R]):
+    """``step`` then ``wait`` in one pipeline on one connection (WAIT counts the writes of
+    its own connection): ``result`` is the step's, ``acks`` the replicas that acknowledged.
+    After NOSCRIPT the script is loaded and both are sent again."""
+
+    __slots__ = ("acks", "result", "step", "wait")
+    result: R
+    acks: int
+
+    def __init__(self, step: Sendable[R], wait: WaitFor) -> None:
+        self.step = step
+        self.wait = wait
+
+    def perform(self, client: SyncClient) -> None:
+        if not self._took(self._pipeline(client).execute(raise_on_error=False), first=True):
+            client.script_load(self._script().text)
+            self._took(self._pipeline(client).execute(raise_on_error=False), first=False)
+
+    async def aperform(self, client: AsyncClient) -> None:
+        replies = await self._pipeline(client).execute(raise_on_error=False)
+        if not self._took(replies, first=True):
+            await client.script_load(self._script().text)
+            self._took(await self._pipeline(client).execute(raise_on_error=False), first=False)
+
+    def _pipeline(self, client: Any) -> Any:
+        """The step's command, then the wait, in one pipeline (not a transaction)."""
+        pipe = client.pipeline(transaction=False)
+        pipe.execute_command(*self.step.command())
+        pipe.execute_command(*self.wait.command())
+        return pipe
+
+    def _took(self, replies: list[Any], first: bool) -> bool:
+        """Keep the replies; False after a first NOSCRIPT (load the script, send again)."""
+        reply, waited = replies
+        if first and isinstance(reply, NoScriptError) and self.step.script is not None:
+            return False
+        for error in (reply, waited):
+            if isinstance(error, Exception):
+                raise error
+        self.step.take(reply)
+        self.result = self.step.result
+        self.acks = self.wait.acks(waited)
+        return True
+
+    def _script(self) -> Script:
+        assert self.step.script is not None  # only an Eval answers NOSCRIPT
+        return self.step.script
+
+
+#: The steps of a replicated operation's flow, performed on the client.
+ReplicaStep = Probe | Replicated[Any] | Eval[Any]
 
 
 class RedisSteps:
@@ -173,12 +355,21 @@ class RedisSteps:
     bounds one BLPOP.
     """
 
-    def __init__(self, counter_idle: float | None, socket_timeout: float | None) -> None:
+    def __init__(
+        self,
+        counter_idle: float | None,
+        socket_timeout: float | None,
+        min_replicas: int = 0,
+        replica_timeout: float | None = None,
+    ) -> None:
         self.counter_idle = (
             None if counter_idle is None else check_ttl(counter_idle, "counter_idle")
         )
         self._idle_ms = idle_millis(self.counter_idle)
         self._socket_timeout = socket_timeout
+        self.min_replicas = check_min_replicas(min_replicas)
+        self.replica_timeout = replica_timeout_for(replica_timeout, socket_timeout)
+        self._wait: WaitFor | None = None  # found by the first replicated operation
 
     def acquire(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
@@ -221,6 +412,33 @@ class RedisSteps:
         args = lock_force_release_args(keys, self._idle_ms)
         return Eval(LOCK_FORCE_RELEASE, args, partial(parse_lock_force_release, name))
 
+    def replicated(
+        self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
+    ) -> Generator[ReplicaStep, None, R]:
+        """``step`` followed by the wait for ``min_replicas`` acknowledgements (a flow).
+
+        Too few: ``NotReplicated``. A lease the step granted (acquire, hand-off) is
+        released first, best effort (if that fails too, it expires after its ttl); a
+        lease it renewed (``renewed``: its token) is kept.
+        """
+        if self._wait is None:
+            probe = Probe()
+            yield probe
+            self._wait = WaitFor(self.min_replicas, millis(self.replica_timeout), probe.result)
+        sent = Replicated(step, self._wait)
+        yield sent
+        result = sent.result
+        if sent.acks >= self.min_replicas or not result or isinstance(result, Busy):
+            return result  # acknowledged, or nothing granted or renewed
+        if renewed is not None:
+            detail = f"the renewal is held on the primary only ({self._wait})"
+            raise NotReplicated(name, renewed, sent.acks, self.min_replicas, detail)
+        token = cast(int, result)
+        with suppress(RedisError):  # else the lease expires after its ttl
+            yield self.release(name, token, holder)
+        detail = f"the lease was released ({self._wait})"
+        raise NotReplicated(name, token, sent.acks, self.min_replicas, detail)
+
 
 def _parse_release(reply: Any) -> bool:
     return parse_flag(reply, "release")
@@ -238,14 +456,28 @@ class RedisIssuer:
     its fences (``fencing.issuer.Inspects``, ``ForceReleases``: one script each), and
     the locks kept as redis-py's ``Lock`` keeps them, ``FencedLock``'s and
     ``redis.lock.Lock``'s (``fencing.issuer.OperatesLocks``).
+
+    ``min_replicas`` (default 0): a lease counts only once that many replicas have
+    acknowledged it, within ``replica_timeout`` seconds (default 1 s, or half the
+    client's ``socket_timeout`` if shorter); else ``NotReplicated`` (see the module
+    docstring). Renewals wait too: a renewal too few replicas saw raises
+    ``NotReplicated`` with the lease kept, and ``hold()`` retries it.
     """
 
     def __init__(
-        self, client: SyncClient, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE
+        self,
+        client: SyncClient,
+        *,
+        counter_idle: float | None = DEFAULT_COUNTER_IDLE,
+        min_replicas: int = 0,
+        replica_timeout: float | None = None,
     ) -> None:
         check_client(client, SYNC_CLIENTS, "redis.Redis")
+        check_replicated_client(client, min_replicas)
         self.client = client
-        self.steps = RedisSteps(counter_idle, socket_timeout_of(client))
+        self.steps = RedisSteps(
+            counter_idle, socket_timeout_of(client), min_replicas, replica_timeout
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
@@ -262,23 +494,33 @@ class RedisIssuer:
             raise redis_failure("redis", exc) from exc
         return step.result
 
+    def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
+        """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
+        if not self.steps.min_replicas:
+            return self.result_of(step)
+        try:
+            return run_sync(self.steps.replicated(step, name, holder, renewed), self.client)
+        except self.wrapped as exc:
+            raise redis_failure("redis", exc) from exc
+
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return self.result_of(self.steps.acquire(name, holder, ttl_ms))
+        return self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)
 
     def try_acquire_queued(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        return self.result_of(self.steps.acquire(name, holder, ttl_ms, queue_ms, queued))
+        step = self.steps.acquire(name, holder, ttl_ms, queue_ms, queued)
+        return self.confirmed(step, name, holder)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return self.result_of(self.steps.renew(name, token, holder, ttl_ms))
+        return self.confirmed(self.steps.renew(name, token, holder, ttl_ms), name, holder, token)
 
     def release(self, name: str, token: int, holder: str) -> bool:
         return self.result_of(self.steps.release(name, token, holder))
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.steps.await_handoff(name, holder, seconds)
-        return None if step is None else self.result_of(step)
+        return None if step is None else self.confirmed(step, name, holder)
 
     def status(self, name: str) -> FenceStatus:
         return self.result_of(self.steps.status(name))
@@ -319,11 +561,19 @@ class AsyncRedisIssuer:
     """``RedisIssuer`` on ``redis.asyncio``: the same steps, keys and replies."""
 
     def __init__(
-        self, client: AsyncClient, *, counter_idle: float | None = DEFAULT_COUNTER_IDLE
+        self,
+        client: AsyncClient,
+        *,
+        counter_idle: float | None = DEFAULT_COUNTER_IDLE,
+        min_replicas: int = 0,
+        replica_timeout: float | None = None,
     ) -> None:
         check_client(client, ASYNC_CLIENTS, "redis.asyncio.Redis")
+        check_replicated_client(client, min_replicas)
         self.client = client
-        self.steps = RedisSteps(counter_idle, socket_timeout_of(client))
+        self.steps = RedisSteps(
+            counter_idle, socket_timeout_of(client), min_replicas, replica_timeout
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
@@ -337,30 +587,44 @@ class AsyncRedisIssuer:
             raise redis_failure("redis", exc) from exc
         return step.result
 
+    async def confirmed(
+        self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
+    ) -> R:
+        """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
+        if not self.steps.min_replicas:
+            return await self.result_of(step)
+        try:
+            return await run_async(self.steps.replicated(step, name, holder, renewed), self.client)
+        except RedisError as exc:
+            raise redis_failure("redis", exc) from exc
+
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return await self.result_of(self.steps.acquire(name, holder, ttl_ms))
+        return await self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)
 
     async def try_acquire_queued(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        return await self.result_of(self.steps.acquire(name, holder, ttl_ms, queue_ms, queued))
+        step = self.steps.acquire(name, holder, ttl_ms, queue_ms, queued)
+        return await self.confirmed(step, name, holder)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return await self.result_of(self.steps.renew(name, token, holder, ttl_ms))
+        step = self.steps.renew(name, token, holder, ttl_ms)
+        return await self.confirmed(step, name, holder, token)
 
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await self.result_of(self.steps.release(name, token, holder))
 
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.steps.await_handoff(name, holder, seconds)
-        return None if step is None else await self.result_of(step)
+        return None if step is None else await self.confirmed(step, name, holder)
 
 
 class RedisFence(Fence):
     """A fence whose leases and tokens live in Redis; safe across processes and hosts.
 
     ``RedisFence(redis.Redis(...), "invoice:42", ttl=10)``; ``acquire()`` is one round
-    trip. See ``RedisIssuer`` for ``counter_idle``.
+    trip. See ``RedisIssuer`` for ``counter_idle``, ``min_replicas`` and
+    ``replica_timeout``.
     """
 
     def __init__(
@@ -370,8 +634,16 @@ class RedisFence(Fence):
         ttl: float = DEFAULT_TTL,
         *,
         counter_idle: float | None = DEFAULT_COUNTER_IDLE,
+        min_replicas: int = 0,
+        replica_timeout: float | None = None,
     ) -> None:
-        super().__init__(RedisIssuer(client, counter_idle=counter_idle), name, ttl)
+        issuer = RedisIssuer(
+            client,
+            counter_idle=counter_idle,
+            min_replicas=min_replicas,
+            replica_timeout=replica_timeout,
+        )
+        super().__init__(issuer, name, ttl)
 
 
 class AsyncRedisFence(AsyncFence):
@@ -387,5 +659,13 @@ class AsyncRedisFence(AsyncFence):
         ttl: float = DEFAULT_TTL,
         *,
         counter_idle: float | None = DEFAULT_COUNTER_IDLE,
+        min_replicas: int = 0,
+        replica_timeout: float | None = None,
     ) -> None:
-        super().__init__(AsyncRedisIssuer(client, counter_idle=counter_idle), name, ttl)
+        issuer = AsyncRedisIssuer(
+            client,
+            counter_idle=counter_idle,
+            min_replicas=min_replicas,
+            replica_timeout=replica_timeout,
+        )
+        super().__init__(issuer, name, ttl)

@@ -11,7 +11,7 @@
   ``AsyncFenceContract``) and every mark (``MarkContract``) must pass; subclass one and
   provide a fixture (see docs/issuers.md). Needs pytest.
 - ``servers``: throwaway ``redis-server`` and PostgreSQL instances on free loopback
-  ports.
+  ports, and ``SentinelGroup`` (a primary, a replica and three Sentinels) for failovers.
 
 Imports the public package only; import the submodules you need.
 """

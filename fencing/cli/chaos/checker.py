@@ -43,6 +43,7 @@ class Report:
     unavailable: int = 0
     lost_updates: int = 0
     stale_accepted: int = 0
+    token_violations: int = 0  # tokens issued twice or not increasing
     violations: list[str] = field(default_factory=list)
     per_resource: dict[str, Counter[str]] = field(default_factory=dict)
 
@@ -55,7 +56,8 @@ class Report:
             f"attempts: {self.attempts}  accepted: {self.accepted}  "
             f"rejected as stale: {self.rejected}  errors: {self.errors}",
             f"leases acquired: {self.acquisitions}  issuer unavailable: {self.unavailable}",
-            f"lost updates: {self.lost_updates}  stale writes accepted: {self.stale_accepted}",
+            f"lost updates: {self.lost_updates}  stale writes accepted: {self.stale_accepted}"
+            f"  tokens repeated or decreasing: {self.token_violations}",
         ]
         for name, counts in sorted(self.per_resource.items()):
             parts = "  ".join(f"{key}: {value}" for key, value in sorted(counts.items()))
@@ -94,9 +96,11 @@ def _check_tokens(acquires: list[dict[str, Any]], report: Report) -> None:
     counts = Counter(a["token"] for a in acquires)
     for token, n in counts.items():
         if n > 1:
+            report.token_violations += 1
             report.violations.append(f"token {token} was issued {n} times")
     for a, best in _highest_finished_before(acquires, "t0"):
         if best >= a["token"]:
+            report.token_violations += 1
             report.violations.append(
                 f"token {a['token']} issued after token {best} had been: not increasing"
             )

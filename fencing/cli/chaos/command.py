@@ -1,7 +1,8 @@
 """``fencing chaos``: the real-process chaos run (see ``fencing.cli.chaos``).
 
-Needs ``redis-server`` on PATH (and PostgreSQL binaries for the PostgreSQL row, else
-that resource is left out). Imports the chaos runner and the throwaway servers.
+Needs ``redis-server`` on PATH (``--issuer etcd``: Debian's ``etcd-server``; ``--url``:
+neither), and PostgreSQL binaries for the PostgreSQL row, else that resource is left
+out. Imports the chaos runner and the throwaway servers.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ def register(subparsers: Any) -> None:
         description=(
             "N worker processes loop acquire -> read-modify-write on each guarded resource "
             "-> release while random workers are frozen (SIGSTOP) for 0 to 3x the TTL and "
-            "Redis is restarted once. An independent checker replays the log. Exit 1 on "
-            "any violation (with --unfenced, violations are the expected lesson)."
+            "Redis is restarted once (or, with --failover, a Sentinel failover loses writes). "
+            "An independent checker replays the log. Exit 1 on any violation (with "
+            "--unfenced, violations are the expected lesson)."
         ),
     )
     parser.add_argument("--workers", type=int, default=8, help="worker processes (default 8)")
@@ -31,7 +33,27 @@ def register(subparsers: Any) -> None:
         metavar="URL|auto|none",
         help="PostgreSQL for the SQL row: a URL, 'auto' (a throwaway server), or 'none'",
     )
+    parser.add_argument(
+        "--issuer",
+        choices=["redis", "etcd"],
+        default="redis",
+        help="throwaway issuer: redis (restarted once, the default) or etcd (3 members, the "
+        "leader killed, later restarted; use --ttl 1 or more: etcd leases are whole seconds)",
+    )
+    parser.add_argument(
+        "--url", help="run on an issuer already running (e.g. etcd://h1:2379,h2:2379) instead"
+    )
     parser.add_argument("--unfenced", action="store_true", help="switch the guards off")
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help=(
+            "Redis behind Sentinel: kill the primary and promote a replica that missed "
+            "writes, instead of a restart; runs fenced, then the unfenced and INCR-only "
+            "controls, and prints the figures (exit 1 unless fenced is clean and both "
+            "controls show violations)"
+        ),
+    )
     parser.add_argument("--seed", type=int, help="seed of the pause schedule")
     parser.set_defaults(func=run)
 
@@ -44,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         print("fencing chaos: --ttl must be 0.05-10 s and --duration 1 s-24 h", file=sys.stderr)
         return 2
     from ...testing.servers import PostgresServer, ServerError
+    from .failover import run_failover_proof
     from .runner import ChaosConfig, run_chaos
 
     server = None
@@ -63,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
             fenced=not args.unfenced,
             postgres_url=url,
             seed=args.seed,
+            issuer=args.issuer,
+            url=args.url,
         )
+        if args.failover:
+            return 0 if run_failover_proof(config).ok else 1
         outcome = run_chaos(config)
     finally:
         if server is not None:

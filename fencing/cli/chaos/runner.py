@@ -1,11 +1,20 @@
-"""The chaos controller: workers, SIGSTOP/SIGCONT pauses, one Redis restart, the check.
+"""The chaos controller: workers, SIGSTOP/SIGCONT pauses, issuer failures, the check.
 
-``run_chaos(ChaosConfig(...))`` starts a throwaway ``redis-server`` (the issuer), sets up
-the resources, forks the workers, and until the end of the run freezes a random worker
-with SIGSTOP for 0 to 3x the TTL (at most half of them at once) and restarts Redis once,
-half-way (without persistence: tokens must still increase, from the server clock). Then
-it resumes everyone, waits for the workers, reads every resource's final state and hands
-logs and states to the independent ``checker``.
+``run_chaos(ChaosConfig(...))`` starts a throwaway issuer, sets up the resources, forks
+the workers, and until the end of the run freezes a random worker with SIGSTOP for 0 to
+3x the TTL (at most half of them at once) while the issuer fails on schedule. Then it
+resumes everyone, waits for the workers, reads every resource's final state and hands
+logs and states to the independent ``checker``. The issuers (``ChaosConfig.issuer``):
+
+- ``redis``: a ``redis-server``, restarted once half-way (without persistence: tokens
+  must still increase, from the server clock);
+- ``etcd``: a 3-member etcd cluster whose leader is killed (SIGKILL) a third of the way
+  in and restarted two thirds of the way in;
+- with ``failover``: Redis behind Sentinel (a primary, a replica, three Sentinels); at a
+  quarter of the run the replica misses some writes, the primary is killed and the
+  replica promoted (``_fail_over``); ``failover.py`` runs that fenced and with both
+  controls (unfenced, and the INCR-only issuer of ``incr_only``);
+- ``ChaosConfig.url``: an issuer that is already running (no failures of ours).
 
 Imports the chaos resources, worker and checker, and the throwaway servers.
 """
@@ -17,13 +26,14 @@ import os
 import random
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...testing.servers import RedisServer
+from ...testing.servers import EtcdCluster, EtcdMember, RedisServer, SentinelGroup
 from . import checker
 from .resources import FileResource, GuardResource, Resource, SqlRowResource
 from .worker import WorkerConfig, log_path, run_worker
@@ -38,8 +48,14 @@ class ChaosConfig:
     fenced: bool = True
     postgres_url: str | None = None
     restart_redis: bool = True
+    issuer: str = "redis"  # or "etcd" (see the module docstring)
+    url: str | None = None  # an issuer already running, instead of a throwaway one
     seed: int | None = None
     workdir: Path | None = None
+    #: Redis behind Sentinel instead: at a quarter of the run the replica is frozen and cut
+    #: off, the primary is killed and the replica promoted (no restart then)
+    failover: bool = False
+    incr_only: bool = False  # the INCR-only control issuer (``incr``) instead of fencing's
 
 
 @dataclass
@@ -48,6 +64,10 @@ class ChaosOutcome:
     pauses: int = 0
     longest_pause: float = 0.0
     redis_restarted_at: float | None = None
+    started: float = 0.0  # time.monotonic() at the start of the run
+    failover_at: float | None = None  # when the primary was killed (failover runs)
+    promoted_after: float | None = None  # seconds until the replica was the primary
+    issuer_events: list[tuple[float, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -81,16 +101,16 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
     for url in (spec["sqlite"], spec["postgres"]):
         if url:
             SqlRowResource.setup(url, [1])
-    redis = RedisServer().start()
     outcome = ChaosOutcome(report=checker.Report())
+    issuer = _ChaosIssuer.start(config, outcome)
     mode = "fenced" if config.fenced else "UNFENCED"
     say(
         f"chaos ({mode}): {config.workers} workers, {config.duration:g}s, ttl {config.ttl:g}s, "
         f"read-modify-write window {window:g}s, resources: file-store, sql-row-sqlite"
         + (", sql-row-postgresql" if config.postgres_url else "")
-        + ", callable-guard; issuer: Redis (restarted once)"
+        + f", callable-guard; issuer: {issuer.description}"
     )
-    started = time.monotonic()
+    started = outcome.started = time.monotonic()
     deadline = started + config.duration
     fence_name = f"chaos-{os.getpid()}-{rng.randrange(1 << 30)}"
     context = multiprocessing.get_context("fork")
@@ -99,18 +119,19 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         for index in range(config.workers):
             worker_config = WorkerConfig(
                 index=index,
-                redis_url=redis.url,
+                redis_url=issuer.url,
                 fence_name=fence_name,
                 ttl=config.ttl,
                 window=window,
                 deadline=deadline,
                 log_path=str(log_path(workdir, index)),
                 fenced=config.fenced,
+                incr_only=config.incr_only,
             )
             process = context.Process(target=_worker_main, args=(worker_config, spec))
             process.start()
             processes.append(process)
-        _control(processes, redis, config, rng, started, deadline, outcome)
+        _control(processes, issuer, config, rng, started, deadline, outcome)
     finally:
         for process in processes:
             if process.pid is not None and process.is_alive():
@@ -120,14 +141,14 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
             if process.is_alive():
                 process.kill()
                 process.join()
-        redis.close()
+        issuer.close()
     finals = {r.name: r.final() for r in _resources(spec, config.fenced)}
     records = checker.read_logs(log_path(workdir, i) for i in range(config.workers))
     outcome.report = checker.check(records, finals)
+    events = "; ".join(f"{what} at {at:.1f}s" for at, what in outcome.issuer_events)
     say(
         f"pauses: {outcome.pauses} (longest {outcome.longest_pause:.2f}s = "
-        f"{outcome.longest_pause / config.ttl:.1f} ttl); redis restarted at "
-        + (f"{outcome.redis_restarted_at:.1f}s" if outcome.redis_restarted_at else "never")
+        f"{outcome.longest_pause / config.ttl:.1f} ttl); " + (events or "no issuer failures")
     )
     say(outcome.report.summary())
     say(f"logs and final states in {workdir}")
@@ -136,7 +157,7 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
 
 def _control(
     processes: list[Any],
-    redis: RedisServer,
+    issuer: _ChaosIssuer,
     config: ChaosConfig,
     rng: random.Random,
     started: float,
@@ -144,17 +165,15 @@ def _control(
     outcome: ChaosOutcome,
 ) -> None:
     frozen: dict[int, float] = {}  # pid -> when to resume
-    restart_at = started + config.duration / 2 if config.restart_redis else None
+    failures = sorted(issuer.failures, key=lambda failure: failure[0])
     limit = max(1, len(processes) // 2)
     while (now := time.monotonic()) < deadline:
         for pid, until in list(frozen.items()):
             if now >= until:
                 os.kill(pid, signal.SIGCONT)
                 del frozen[pid]
-        if restart_at is not None and now >= restart_at:
-            redis.restart()
-            outcome.redis_restarted_at = time.monotonic() - started
-            restart_at = None
+        while failures and now >= started + failures[0][0] * config.duration:
+            _fail(failures.pop(0), started, outcome)
         running = [p.pid for p in processes if p.pid not in frozen and p.is_alive()]
         if running and len(frozen) < limit:
             pid = rng.choice(running)
@@ -166,3 +185,104 @@ def _control(
         time.sleep(rng.uniform(0.2, 1.0) * config.ttl)
     for pid in frozen:
         os.kill(pid, signal.SIGCONT)
+    for failure in failures:  # overdue on a slow machine: they still happen, last
+        _fail(failure, started, outcome)
+
+
+def _fail(
+    failure: tuple[float, str, Callable[[], None]], started: float, outcome: ChaosOutcome
+) -> None:
+    """Make the issuer fail as scheduled, and note when."""
+    _, what, act = failure
+    act()
+    outcome.issuer_events.append((time.monotonic() - started, what))
+    if what == _REDIS_RESTART:
+        outcome.redis_restarted_at = outcome.issuer_events[-1][0]
+
+
+_REDIS_RESTART = "redis restarted"
+
+
+class _ChaosIssuer:
+    """The issuer of a run: its URL, its scheduled failures ``(fraction of the run, what,
+    act)`` and how to stop it."""
+
+    def __init__(
+        self,
+        url: str,
+        description: str,
+        failures: list[tuple[float, str, Callable[[], None]]],
+        close: Callable[[], None],
+    ) -> None:
+        self.url = url
+        self.description = description
+        self.failures = failures
+        self.close = close
+
+    @classmethod
+    def start(cls, config: ChaosConfig, outcome: ChaosOutcome) -> _ChaosIssuer:
+        if config.url is not None:
+            return cls(config.url, config.url.partition("://")[0], [], lambda: None)
+        if config.failover:
+            return cls._sentinel(config, outcome)
+        if config.issuer == "etcd":
+            return cls._etcd()
+        if config.issuer != "redis":
+            raise ValueError(f"unknown chaos issuer {config.issuer!r}: redis or etcd")
+        redis = RedisServer().start()
+        failures: list[tuple[float, str, Callable[[], None]]] = []
+        if config.restart_redis:
+            failures.append((0.5, _REDIS_RESTART, redis.restart))
+        return cls(redis.url, "Redis (restarted once)", failures, redis.close)
+
+    @classmethod
+    def _etcd(cls) -> _ChaosIssuer:
+        cluster = EtcdCluster().start()
+        killed: list[EtcdMember] = []
+
+        def kill() -> None:
+            killed.append(cluster.kill_leader())
+
+        def restart() -> None:  # not waiting: the workers find it back by themselves
+            for member in killed:
+                cluster.restart(member, timeout=None)
+
+        return cls(
+            cluster.url + "?timeout=3",
+            "etcd, 3 members (the leader killed, later restarted)",
+            [(1 / 3, "etcd leader killed", kill), (2 / 3, "etcd member restarted", restart)],
+            cluster.close,
+        )
+
+    @classmethod
+    def _sentinel(cls, config: ChaosConfig, outcome: ChaosOutcome) -> _ChaosIssuer:
+        group = SentinelGroup(down_after_ms=500).start()
+        failover = threading.Thread(
+            target=_fail_over, args=(group, config, outcome), name="chaos-failover", daemon=True
+        )
+
+        def close() -> None:
+            if failover.is_alive():
+                failover.join()
+            group.close()
+
+        tokens = "INCR-only tokens" if config.incr_only else "Redis"
+        return cls(
+            group.url + "?socket_timeout=1",
+            f"{tokens} behind Sentinel (primary killed, a replica that missed writes promoted)",
+            [(0.25, "sentinel failover begun", failover.start)],
+            close,
+        )
+
+
+def _fail_over(group: SentinelGroup, config: ChaosConfig, outcome: ChaosOutcome) -> None:
+    """Freeze the replica and cut its link, let the workers write on the primary for a
+    while (those writes never reach the replica), kill the primary, resume the replica,
+    and wait until Sentinel has promoted it. In a thread: the pauses go on meanwhile."""
+    group.freeze_replica()
+    time.sleep(min(0.4, max(0.1, 2 * config.ttl)))  # under down-after: still promotable
+    group.kill_primary()
+    outcome.failover_at = time.monotonic() - outcome.started
+    group.thaw_replica()
+    group.wait_for_failover()
+    outcome.promoted_after = time.monotonic() - outcome.started - outcome.failover_at

@@ -27,19 +27,21 @@ from typing import Any, TextIO
 
 import fencing
 
+from .incr import IncrOnlyFence
 from .resources import Resource
 
 
 @dataclass(frozen=True)
 class WorkerConfig:
     index: int
-    redis_url: str
+    redis_url: str  # the issuer's URL: redis://, redis+sentinel://, or any fencing.connect takes
     fence_name: str
     ttl: float
     window: float
     deadline: float  # time.monotonic() after which no new cycle starts
     log_path: str
     fenced: bool
+    incr_only: bool = False  # the control issuer of the failover run (``incr``)
 
 
 class _Log:
@@ -53,11 +55,8 @@ class _Log:
 def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
     """The loop; returns at the deadline. Never raises for expected failures."""
     logging.getLogger("fencing").setLevel(logging.CRITICAL)
-    import redis
-
     log = _Log(config.log_path)
-    client = redis.Redis.from_url(config.redis_url, socket_timeout=2, socket_connect_timeout=2)
-    fence = fencing.RedisFence(client, config.fence_name, ttl=config.ttl)
+    fence = _fence(config)
     seq = 0
     rng = random.Random(os.getpid())
     while time.monotonic() < config.deadline:
@@ -97,6 +96,24 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
             fence.release(token)
         time.sleep(rng.uniform(0, config.window))
     log.file.close()
+
+
+def _fence(config: WorkerConfig) -> fencing.Fence | IncrOnlyFence:
+    """The worker's fence: on Redis with short socket timeouts (a restart must not stall
+    a worker), the INCR-only control on the same Redis (or Sentinel primary), and on any
+    other issuer (Sentinel, etcd) as ``fencing.connect`` makes it."""
+    if config.incr_only:
+        from fencing.redis._sentinel import parse_sentinel_url, sentinel_client
+
+        return IncrOnlyFence(
+            sentinel_client(parse_sentinel_url(config.redis_url)), config.fence_name, config.ttl
+        )
+    if not config.redis_url.startswith("redis://"):
+        return fencing.connect(config.redis_url).fence(config.fence_name, ttl=config.ttl)
+    import redis
+
+    client = redis.Redis.from_url(config.redis_url, socket_timeout=2, socket_connect_timeout=2)
+    return fencing.RedisFence(client, config.fence_name, ttl=config.ttl)
 
 
 def log_path(directory: Path, index: int) -> Path:

@@ -1,0 +1,41 @@
+"""``fencing.connect("etcd://...")``: fences on the etcd cluster of a URL.
+
+Imports the etcd issuer.
+"""
+
+from __future__ import annotations
+
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from .._fence import Fence
+from ._issuer import AsyncEtcdFence, AsyncEtcdIssuer, EtcdFence, EtcdIssuer
+from ._url import parse_etcd_url
+
+
+class EtcdBackend:
+    """Fences on the etcd cluster of ``url`` (one issuer, so one set of channels, for all
+    blocking fences; the asyncio fences share one issuer too, opened per event loop)."""
+
+    def __init__(self, url: str) -> None:
+        self.options = parse_etcd_url(url)  # a bad URL fails here, not at the first acquire
+        self.url = url
+        self._issuer: EtcdIssuer | None = None
+        self._aio_issuer: AsyncEtcdIssuer | None = None
+
+    def __repr__(self) -> str:
+        return f"EtcdBackend({self.options.endpoints!r})"
+
+    @property
+    def issuer(self) -> EtcdIssuer:
+        """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
+        if self._issuer is None:
+            self._issuer = EtcdIssuer(self.options)
+        return self._issuer
+
+    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+        return EtcdFence(self.issuer, name, ttl)
+
+    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+        if self._aio_issuer is None:
+            self._aio_issuer = AsyncEtcdIssuer(self.options)
+        return AsyncEtcdFence(self._aio_issuer, name, ttl)

@@ -1,0 +1,478 @@
+"""The etcd issuer, written once as flows (``EtcdFlows``) and driven blocking
+(``EtcdIssuer``, on ``Cluster``) or asyncio (``AsyncEtcdIssuer``, on ``AsyncCluster``).
+
+Each operation, as calls of the etcd v3 API (requests in ``_requests``):
+
+- acquire: a lease (``LeaseGrant``, the server grants the TTL; or one the issuer kept,
+  see ``_leases``), then one ``Txn`` that creates the fence's key on that lease only if
+  the key does not exist. The token is the revision of that creation. A kept lease is
+  then kept alive (``LeaseKeepAlive``), so it runs its full TTL from the acquire. When
+  the key exists the reply is ``Busy``, the lease is kept for the next attempt, and the
+  key's revision is remembered for the wait.
+- renew: one ``Txn`` that compares the key's create revision (the token) and value (the
+  holder id) and reads the key's lease, then a ``LeaseKeepAlive`` of that lease, which
+  restarts its TTL. A renew that asks for a longer TTL than the lease has moves the key
+  to a new lease in a ``Txn`` with the same compares (a put keeps the create revision)
+  and revokes the old one. A lease is never shortened: etcd's TTL is fixed at grant.
+- release: one ``Txn`` that deletes the key under the same compares; the lease it was
+  on, with no key left, is kept for the next acquire of the name (or revoked).
+- wait (``WakesOnRelease``): a ``Watch`` of the key's deletions from the revision at
+  which it was seen taken, so a release (or the lease's expiry, which deletes the key)
+  that happened in between is replayed rather than missed (see ``WatchRelease``).
+
+Imports the core (fences, flows, errors), the requests, the cluster ports and grpcio.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Generic, TypeVar
+
+import grpc
+
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from .._errors import FenceUnavailable
+from .._fence import Fence
+from .._flow import run_async, run_sync
+from ..issuer import Busy, FenceStatus
+from . import _requests as req
+from ._cluster import AsyncCluster, Cluster
+from ._leases import Lease, LeasePool
+from ._url import EtcdOptions, parse_etcd_url
+
+R = TypeVar("R")
+
+# -- steps: the only I/O of the etcd issuer ----------------------------------------------------
+
+
+class Unary(Generic[R]):
+    """One unary call: ``method`` of the member's ``service`` stub with ``request``.
+
+    ``result`` is the reply, or ``None`` for ``NOT_FOUND`` when ``missing_ok`` (a lease
+    that has already expired). The same call object serves both ports: a blocking stub
+    returns the reply, an asyncio stub an awaitable of it.
+    """
+
+    __slots__ = ("method", "missing_ok", "request", "result", "service")
+    result: R
+
+    def __init__(self, service: str, method: str, request: Any, missing_ok: bool = False) -> None:
+        self.service = service
+        self.method = method
+        self.request = request
+        self.missing_ok = missing_ok
+
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> Any:
+        stub = getattr(member, self.service)
+        return getattr(stub, self.method)(self.request, timeout=seconds, metadata=metadata)
+
+    def perform(self, port: Cluster) -> None:
+        self.result = port.call(self._attempt, missing_ok=self.missing_ok)  # type: ignore[assignment]
+
+    async def aperform(self, port: AsyncCluster) -> None:
+        self.result = await port.call(self._attempt, missing_ok=self.missing_ok)  # type: ignore[assignment]
+
+
+class KeepAlive:
+    """One ``LeaseKeepAlive`` round: the lease's TTL restarted; ``result`` is its TTL in
+    seconds, 0 when the lease no longer exists."""
+
+    __slots__ = ("request", "result")
+    result: int
+
+    def __init__(self, lease: int) -> None:
+        self.request = req.keepalive(lease)
+
+    def _open(self, member: Any, seconds: float, metadata: Any) -> Any:
+        return member.lease.LeaseKeepAlive(iter([self.request]), timeout=seconds, metadata=metadata)
+
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> int:
+        call = self._open(member, seconds, metadata)
+        try:
+            for reply in call:
+                return int(reply.TTL)
+            return 0
+        finally:
+            call.cancel()
+
+    async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> int:
+        call = self._open(member, seconds, metadata)
+        try:
+            async for reply in call:
+                return int(reply.TTL)
+            return 0
+        finally:
+            call.cancel()
+
+    def perform(self, port: Cluster) -> None:
+        self.result = port.call(self._attempt) or 0
+
+    async def aperform(self, port: AsyncCluster) -> None:
+        self.result = await port.call(self._aattempt) or 0
+
+
+class WatchRelease:
+    """Block up to ``seconds`` until the key is deleted after revision ``after``.
+
+    etcd replays events since ``after`` to a watch created later, but only from a
+    background loop that runs every 100 ms: a release that came before the watch would
+    wake the waiter up to 100 ms late. So when the watch's ``created`` reply shows that
+    the store has moved past ``after``, one local (serializable) read of the key decides
+    at once: gone or changed, and the wait ends. Ends quietly at its deadline (that is
+    the wait's end, not a failure); a member that goes away is replaced by the next one,
+    like any call.
+    """
+
+    __slots__ = ("after", "check", "request", "seconds")
+
+    def __init__(self, key: bytes, after: int, seconds: float) -> None:
+        self.request = req.watch_release(key, after)
+        self.check = req.peek(key)
+        self.after = after
+        self.seconds = seconds
+
+    def _open(self, member: Any, seconds: float, metadata: Any) -> Any:
+        return member.watch.Watch(iter([self.request]), timeout=seconds, metadata=metadata)
+
+    def _moved_on(self, reply: Any) -> bool:
+        """A ``created`` reply from a store past ``after``: events may be waiting."""
+        return bool(reply.created) and 0 < self.after < int(reply.header.revision)
+
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
+        call = self._open(member, seconds, metadata)
+        try:
+            for reply in call:
+                if reply.events or reply.canceled:  # deleted, or compacted past `after`
+                    return
+                if self._moved_on(reply):
+                    peek = member.kv.Range(self.check, timeout=seconds, metadata=metadata)
+                    if req.changed_since(peek, self.after):
+                        return
+        except grpc.RpcError as exc:
+            if not _ran_out(exc):
+                raise
+        finally:
+            call.cancel()
+
+    async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> None:
+        call = self._open(member, seconds, metadata)
+        try:
+            async for reply in call:
+                if reply.events or reply.canceled:
+                    return
+                if self._moved_on(reply):
+                    peek = await member.kv.Range(self.check, timeout=seconds, metadata=metadata)
+                    if req.changed_since(peek, self.after):
+                        return
+        except grpc.RpcError as exc:
+            if not _ran_out(exc):
+                raise
+        finally:
+            call.cancel()
+
+    def perform(self, port: Cluster) -> None:
+        port.call(self._attempt, timeout=self.seconds)
+
+    async def aperform(self, port: AsyncCluster) -> None:
+        await port.call(self._aattempt, timeout=self.seconds)
+
+
+def _ran_out(exc: grpc.RpcError) -> bool:
+    """The call's deadline passed: said by the client, or by the member (etcd's gRPC
+    server may end the stream first, with ``UNKNOWN: context deadline exceeded``)."""
+    code = exc.code()
+    return code == grpc.StatusCode.DEADLINE_EXCEEDED or (
+        code == grpc.StatusCode.UNKNOWN and "deadline exceeded" in (exc.details() or "")
+    )
+
+
+Step = Unary[Any] | KeepAlive | WatchRelease
+EtcdFlow = Generator[Step, None, R]
+
+# -- flows: each operation once, for both ports ------------------------------------------------
+
+
+def _revoke(lease: int) -> Unary[Any]:
+    return Unary("lease", "LeaseRevoke", req.revoke(lease), missing_ok=True)
+
+
+class EtcdFlows:
+    """The etcd issuer's operations as flows of steps (no I/O; see the module docstring).
+
+    ``seen`` keeps, per fence name, the revision at which an acquire last found the key
+    taken (the wait watches for a deletion after it); ``leases`` the leases this issuer
+    holds or keeps for its next acquire (see ``_leases``).
+    """
+
+    MEMORY = 1024
+
+    def __init__(self, options: EtcdOptions, clock: Callable[[], float] = time.monotonic) -> None:
+        self.options = options
+        self.keys = req.Keys(options.prefix)
+        self.clock = clock
+        self.seen: dict[str, int] = {}
+        self.leases = LeasePool(clock, self.MEMORY)
+
+    def acquire(self, name: str, holder: str, ttl_ms: int) -> EtcdFlow[int | Busy]:
+        key, seconds = self.keys.of(name), req.lease_seconds(ttl_ms)
+        lease, stale = self.leases.take(name, seconds)
+        if stale is not None:
+            yield from _best_effort(_revoke(stale.id))
+        reused = lease is not None
+        if lease is None:
+            lease = yield from self._grant(seconds)
+        try:
+            txn: Unary[Any] = Unary("kv", "Txn", req.acquire(key, holder, lease.id), reused)
+            yield txn
+            if txn.result is None:  # the kept lease expired meanwhile: a fresh one
+                reused, lease = False, (yield from self._grant(seconds))
+                txn = Unary("kv", "Txn", req.acquire(key, holder, lease.id))
+                yield txn
+            outcome = req.parse_acquire(txn.result, holder, lease.id)
+            if isinstance(outcome, int) and reused:
+                lease = Lease(lease.id, seconds, self.clock())
+                alive = KeepAlive(lease.id)  # its full TTL from now, not from earlier
+                yield alive
+                if alive.result <= 0:  # it expired between the two calls, the key with it
+                    return Busy(None)
+        except GeneratorExit:  # closed, not driven: no more steps can run
+            raise
+        except BaseException:
+            yield from _best_effort(_revoke(lease.id))
+            raise
+        if isinstance(outcome, int):
+            self.leases.hold(name, outcome, lease)
+            return outcome
+        if len(self.seen) >= self.MEMORY and name not in self.seen:
+            self.seen.clear()  # forgetting costs a replayed watch event, never safety
+        self.seen[name] = outcome.revision
+        if not self.leases.keep(name, lease):
+            yield from _best_effort(_revoke(lease.id))
+        return Busy(None)
+
+    def _grant(self, seconds: int) -> EtcdFlow[Lease]:
+        since = self.clock()
+        grant: Unary[Any] = Unary("lease", "LeaseGrant", req.grant(seconds))
+        yield grant
+        return Lease(int(grant.result.ID), seconds, since)
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> EtcdFlow[bool]:
+        key, seconds = self.keys.of(name), req.lease_seconds(ttl_ms)
+        find: Unary[Any] = Unary("kv", "Txn", req.find_lease(key, token, holder))
+        yield find
+        lease = req.lease_of(find.result)
+        if lease is None:
+            return False
+        since = self.clock()
+        alive = KeepAlive(lease)
+        yield alive
+        if alive.result <= 0:
+            return False
+        self.leases.kept_alive(name, token, lease, since)
+        if alive.result >= seconds:
+            return True
+        return (yield from self._move(name, token, holder, lease, seconds))
+
+    def _move(self, name: str, token: int, holder: str, old: int, seconds: int) -> EtcdFlow[bool]:
+        """Put the key on a new lease of ``seconds`` (a renew that asks for more time)."""
+        new = yield from self._grant(seconds)
+        try:
+            move: Unary[Any] = Unary(
+                "kv", "Txn", req.move(self.keys.of(name), token, holder, old, new.id)
+            )
+            yield move
+        except GeneratorExit:
+            raise
+        except BaseException:
+            yield from _best_effort(_revoke(new.id))
+            raise
+        moved = bool(move.result.succeeded)
+        if moved:
+            self.leases.hold(name, token, new)
+        yield from _best_effort(_revoke(old if moved else new.id))
+        return moved
+
+    def release(self, name: str, token: int, holder: str) -> EtcdFlow[bool]:
+        delete: Unary[Any] = Unary("kv", "Txn", req.release(self.keys.of(name), token, holder))
+        yield delete
+        lease = req.lease_of(delete.result)
+        if lease is None:
+            return False
+        known = self.leases.released(name, token, lease)
+        if known is None or not self.leases.keep(name, known):
+            yield from _best_effort(_revoke(lease))  # else kept for the next acquire
+        return True
+
+    def await_release(self, name: str, seconds: float) -> EtcdFlow[None]:
+        yield WatchRelease(self.keys.of(name), self.seen.get(name, 0), seconds)
+
+    # -- operations (``Inspects``, ``ForceReleases``) ------------------------------------
+
+    def status(self, name: str) -> EtcdFlow[FenceStatus]:
+        """The key, and the time its lease has left. A fence is known only while held: a
+        free one reports no last token (etcd keeps no record of a deleted key's
+        creation once its history is compacted)."""
+        read: Unary[Any] = Unary("kv", "Range", req.read(self.keys.of(name)))
+        yield read
+        if not read.result.kvs:
+            return FenceStatus(name, held=False)
+        kv = read.result.kvs[0]
+        token = int(kv.create_revision)
+        left: Unary[Any] = Unary("lease", "LeaseTimeToLive", req.time_to_live(int(kv.lease)))
+        yield left
+        if int(left.result.TTL) < 0:  # the lease ended since the read, and the key with it
+            return FenceStatus(name, held=False, last_token=token)
+        return FenceStatus(
+            name,
+            held=True,
+            holder=bytes(kv.value).decode("utf-8", "replace"),
+            token=token,
+            expires_in=float(left.result.TTL),
+            last_token=token,
+        )
+
+    def page(self, start: bytes, end: bytes, limit: int) -> EtcdFlow[tuple[list[bytes], bool]]:
+        """Keys from ``start`` up to ``end``, at most ``limit``; and whether there are more."""
+        read: Unary[Any] = Unary("kv", "Range", req.page(start, end, limit))
+        yield read
+        return [bytes(kv.key) for kv in read.result.kvs], bool(read.result.more)
+
+    def force_release(self, name: str) -> EtcdFlow[FenceStatus]:
+        """Delete the key whoever holds it (one ``Txn``), then revoke the lease it was on,
+        so its holder's keep-alives fail too. The next creation of the key has a higher
+        revision, as every one does."""
+        delete: Unary[Any] = Unary("kv", "Txn", req.force_release(self.keys.of(name)))
+        yield delete
+        if not delete.result.succeeded:
+            return FenceStatus(name, held=False)
+        kv = delete.result.responses[0].response_delete_range.prev_kvs[0]
+        yield from _best_effort(_revoke(int(kv.lease)))
+        token = int(kv.create_revision)
+        holder = bytes(kv.value).decode("utf-8", "replace")
+        return FenceStatus(name, held=True, holder=holder, token=token, last_token=token)
+
+
+def _best_effort(step: Step) -> EtcdFlow[None]:
+    """Clean-up that may fail without harm (a lease that is not revoked expires)."""
+    with contextlib.suppress(FenceUnavailable):
+        yield step
+
+
+# -- the issuers -------------------------------------------------------------------------------
+
+
+def _options(cluster: str | EtcdOptions) -> EtcdOptions:
+    if isinstance(cluster, EtcdOptions):
+        return cluster
+    return parse_etcd_url(cluster)
+
+
+class EtcdIssuer:
+    """Leases and tokens in an etcd cluster (``etcd://host:port,...`` or ``EtcdOptions``).
+
+    Each lease is an etcd lease; the token is the revision at which the fence's key was
+    created (see ``_requests``). Waiters watch the key instead of polling
+    (``WakesOnRelease``); operators can inspect and force-release (``Inspects``,
+    ``ForceReleases``). Thread-safe; ``close()`` closes its channels.
+    """
+
+    #: Keys read per request by ``names``.
+    PAGE = 500
+
+    def __init__(self, cluster: str | EtcdOptions) -> None:
+        self.flows = EtcdFlows(_options(cluster))
+        self.cluster = Cluster(self.flows.options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.flows.options.endpoints!r})"
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return run_sync(self.flows.acquire(name, holder, ttl_ms), self.cluster)
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return run_sync(self.flows.renew(name, token, holder, ttl_ms), self.cluster)
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        return run_sync(self.flows.release(name, token, holder), self.cluster)
+
+    def await_release(self, name: str, seconds: float) -> None:
+        run_sync(self.flows.await_release(name, seconds), self.cluster)
+
+    def status(self, name: str) -> FenceStatus:
+        """``Inspects``: the lease of ``name`` as etcd has it now (see ``EtcdFlows.status``)."""
+        return run_sync(self.flows.status(name), self.cluster)
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """``Inspects``: the fences held now whose names start with ``prefix`` (a free
+        fence has no key in etcd), in key order, read a page at a time."""
+        keys = self.flows.keys
+        start, skip = keys.of(prefix), len(keys.of(""))
+        end = req.prefix_end(start)
+        while True:
+            page, more = run_sync(self.flows.page(start, end, self.PAGE), self.cluster)
+            for key in page:
+                with contextlib.suppress(UnicodeDecodeError):
+                    yield key[skip:].decode("utf-8")
+            if not more or not page:
+                return
+            start = page[-1] + b"\x00"
+
+    def force_release(self, name: str) -> FenceStatus:
+        """``ForceReleases``: end the lease of ``name`` whoever holds it."""
+        return run_sync(self.flows.force_release(name), self.cluster)
+
+    def close(self) -> None:
+        self.cluster.close()
+
+
+class AsyncEtcdIssuer:
+    """``EtcdIssuer`` on ``grpc.aio``: the same flows, keys, leases and tokens."""
+
+    def __init__(self, cluster: str | EtcdOptions) -> None:
+        self.flows = EtcdFlows(_options(cluster))
+        self.cluster = AsyncCluster(self.flows.options)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.flows.options.endpoints!r})"
+
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return await run_async(self.flows.acquire(name, holder, ttl_ms), self.cluster)
+
+    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return await run_async(self.flows.renew(name, token, holder, ttl_ms), self.cluster)
+
+    async def release(self, name: str, token: int, holder: str) -> bool:
+        return await run_async(self.flows.release(name, token, holder), self.cluster)
+
+    async def await_release(self, name: str, seconds: float) -> None:
+        await run_async(self.flows.await_release(name, seconds), self.cluster)
+
+    async def close(self) -> None:
+        await self.cluster.close()
+
+
+class EtcdFence(Fence):
+    """A fence whose leases and tokens live in etcd: ``EtcdFence("etcd://h1:2379,h2:2379",
+    "invoice:42", ttl=10)``, or pass an ``EtcdIssuer`` to share its channels."""
+
+    def __init__(
+        self, cluster: str | EtcdOptions | EtcdIssuer, name: str, ttl: float = DEFAULT_TTL
+    ) -> None:
+        issuer = cluster if isinstance(cluster, EtcdIssuer) else EtcdIssuer(cluster)
+        super().__init__(issuer, name, ttl)
+        req.lease_seconds(self._ttl_ms)  # a ttl etcd cannot grant: ValueError now
+
+
+class AsyncEtcdFence(AsyncFence):
+    """The asyncio ``EtcdFence`` (``fencing.etcd.aio.EtcdFence``); shares keys, leases and
+    tokens with blocking ``EtcdFence`` objects of the same name."""
+
+    def __init__(
+        self, cluster: str | EtcdOptions | AsyncEtcdIssuer, name: str, ttl: float = DEFAULT_TTL
+    ) -> None:
+        issuer = cluster if isinstance(cluster, AsyncEtcdIssuer) else AsyncEtcdIssuer(cluster)
+        super().__init__(issuer, name, ttl)
+        req.lease_seconds(self._ttl_ms)

@@ -1,0 +1,62 @@
+"""The public contract against the etcd issuer, blocking and asyncio, on the session's
+real 3-member etcd cluster.
+
+etcd grants lease TTLs in whole seconds, at least 1 s on the test cluster (its floor is
+1.5 election timeouts, rounded up), so the leases the contract lets expire are 1 s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+import fencing
+from fencing.etcd import EtcdFence, EtcdIssuer
+from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
+from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
+from fencing.testing.contract import (
+    AsyncFenceContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeFence,
+    OperationsContract,
+)
+from fencing.testing.servers import EtcdCluster
+
+
+class EtcdTerms:
+    """etcd's lease terms: TTLs in whole seconds (see the module docstring)."""
+
+    short_ttl = 1.0
+    renewal_ttl = 1.2  # a 2 s etcd lease (whole seconds), renewed every 0.4 s
+
+
+class TestEtcdFence(EtcdTerms, FenceContract):
+    @pytest.fixture
+    def make_fence(self, etcd_cluster: EtcdCluster) -> Iterator[MakeFence]:
+        issuer = EtcdIssuer(etcd_cluster.url)
+
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return EtcdFence(issuer, name, ttl)
+
+        yield make
+        issuer.close()
+
+
+class TestAsyncEtcdFence(EtcdTerms, AsyncFenceContract):
+    @pytest.fixture
+    async def make_fence(self, etcd_cluster: EtcdCluster) -> AsyncIterator[MakeAsyncFence]:
+        issuer = AsyncEtcdIssuer(etcd_cluster.url)
+
+        def make(name: str, ttl: float) -> fencing.AsyncFence:
+            return AsyncEtcdFence(issuer, name, ttl)
+
+        yield make
+        await issuer.close()
+
+
+class TestEtcdOperations(EtcdTerms, OperationsContract):
+    """``fencing status``/``list``/``release --force`` on etcd (a fence exists while held)."""
+
+    make_fence = TestEtcdFence.make_fence
