@@ -428,8 +428,8 @@ LOCK_FORCE_RELEASE = Script(
 -- and the evicted token is at most about the clock at its grant: below the clock now,
 -- unless the server's clock stepped back by more than the time that passed (the limit
 -- every token has, see next_token). Writing this floor keeps it even if the clock
--- steps back after this. Queued waiters are not served here: each takes
--- the free lock at its next attempt, at most its `sleep` later.
+-- steps back after this. Queued waiters are not served here (as in FORCE_RELEASE):
+-- each takes the free lock at its next attempt, at most its `sleep` later.
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   return {}
