@@ -11,6 +11,11 @@ write without a check.
 - File: ``FileStore.write`` vs a plain write + fsync + rename of the same bytes (and the
   same plus an fsync of the directory, which a durable rename needs).
 - Callable: ``guard(fn)(token, ...)`` vs calling ``fn`` directly.
+- Claims (``guards-claim-*``): what closing the read-then-write window costs. A claim +
+  the write against the write alone, for ``FileStore``, SQL rows (ORM and Core, SQLite
+  and PostgreSQL) and a call guarded by a ``RedisMark``; and the fenced read
+  (``fenced_get``: claim and load in one ``UPDATE ... RETURNING``) against a plain
+  ``SELECT`` + the fenced UPDATE of the flush.
 
 Every write uses a fresh, increasing token, so every guarded write is accepted.
 Imports SQLAlchemy, redis-py, fencing and the harness.
@@ -58,6 +63,7 @@ def run(ctx: Context) -> list[Table]:
         tables.append(_sql(ctx, "postgresql", pg_url))
     tables.append(_file(ctx))
     tables.append(_callable(ctx))
+    tables += _claims(ctx, pg_url)
     return tables
 
 
@@ -349,4 +355,162 @@ def _callable(ctx: Context) -> Table:
         [stats[v.name] for v in variants],
         floor=DIRECT,
         notes=notes,
+    )
+
+
+# -- claims ------------------------------------------------------------------------------
+
+LOAD_FLUSH = "get + fenced flush (SELECT, UPDATE)"
+LOAD_CLAIM_FLUSH = "get + claim + fenced flush (SELECT, UPDATE RETURNING, UPDATE)"
+FENCED_GET_FLUSH = "fenced_get + fenced flush (UPDATE RETURNING, UPDATE)"
+CORE_WRITE = "guarded_update (Core)"
+CORE_CLAIM_WRITE = "claim_rows + guarded_update (Core)"
+STORE_WRITE = "FileStore.write"
+STORE_CLAIM_WRITE = "FileStore.claim + FileStore.write"
+STORE_CLAIM_READ_WRITE = "FileStore.claim + read + write"
+MARK_CALL = "guard(fn, mark=RedisMark) call"
+MARK_CLAIM_CALL = "RedisMark claim + guarded call"
+
+
+def _claims(ctx: Context, pg_url: str | None) -> list[Table]:
+    try:
+        from fencing.sql import claim  # noqa: F401 (present from the claims on)
+    except ImportError:
+        return []
+    tables = [_claims_sql(ctx, "sqlite", f"sqlite:///{ctx.workdir / 'claims.db'}")]
+    if pg_url is not None:
+        tables.append(_claims_sql(ctx, "postgresql", pg_url))
+    tables += [_claims_file(ctx), _claims_redis(ctx)]
+    return tables
+
+
+def _claims_sql(ctx: Context, dialect: str, url: str) -> Table:
+    from fencing.sql import claim, claim_rows, fenced_get, guarded_update
+
+    assert _FencedRow is not None
+    engine = sa.create_engine(url)
+    table = _FencedRow.__table__
+    _Base.metadata.drop_all(engine)
+    _Base.metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(table), [{"id": i, "value": 0, "fence_token": 0} for i in (1, 2)])
+    tokens = itertools.count(1)
+
+    def load_flush(claims: bool) -> Callable[[], None]:
+        def change() -> None:
+            token = next(tokens)
+            with Session(engine) as session, session.begin():
+                row = session.get_one(_FencedRow, 1)
+                if claims:
+                    claim(session, row, token)
+                else:
+                    row.fence_token = token
+                row.value = row.value + 1
+
+        return change
+
+    def fenced_get_flush() -> None:
+        token = next(tokens)
+        with Session(engine) as session, session.begin():
+            row = fenced_get(session, _FencedRow, 1, token)
+            assert row is not None
+            row.value = row.value + 1
+
+    def core(claims: bool) -> Callable[[], None]:
+        def write() -> None:
+            token = next(tokens)
+            with engine.begin() as conn:
+                if claims:
+                    claim_rows(conn, table, token, table.c.id == 2)
+                conn.execute(guarded_update(table, token, table.c.id == 2, values={"value": 1}))
+
+        return write
+
+    variants = [
+        Variant(LOAD_FLUSH, timed(load_flush(False))),
+        Variant(LOAD_CLAIM_FLUSH, timed(load_flush(True))),
+        Variant(FENCED_GET_FLUSH, timed(fenced_get_flush)),
+        Variant(CORE_WRITE, timed(core(False))),
+        Variant(CORE_CLAIM_WRITE, timed(core(True))),
+    ]
+    stats = _rounds(ctx, variants, 8, 30)
+    returning = engine.dialect.update_returning  # known once a connection was made
+    engine.dispose()
+    return Table(
+        f"guards-claim-sql-{dialect}",
+        f"claims, SQL on {dialect}: load, change, commit one FencedMixin row",
+        [stats[v.name] for v in variants],
+        floor=LOAD_FLUSH,
+        notes=[
+            "each op: one transaction; ORM rows add 1 to the row's value under a new token",
+            f"UPDATE ... RETURNING on this database: {returning}",
+            "claim_rows: the claiming UPDATE and a SELECT of the newest matching token",
+        ],
+        floor_of={CORE_CLAIM_WRITE: CORE_WRITE},
+    )
+
+
+def _claims_file(ctx: Context) -> Table:
+    from fencing import FileStore
+
+    base = ctx.workdir / "claims"
+    base.mkdir(exist_ok=True)
+    store = FileStore(base / "store")
+    tokens = itertools.count(1)
+
+    def claim_write(reads: bool) -> Callable[[], None]:
+        def change() -> None:
+            token = next(tokens)
+            store.claim(token)
+            data = store.read() if reads else DATA
+            store.write(data, token)
+
+        return change
+
+    variants = [
+        Variant(STORE_WRITE, timed(lambda: store.write(DATA, next(tokens)))),
+        Variant(STORE_CLAIM_WRITE, timed(claim_write(False))),
+        Variant(STORE_CLAIM_READ_WRITE, timed(claim_write(True))),
+    ]
+    stats = _rounds(ctx, variants, 8, 30)
+    return Table(
+        "guards-claim-file",
+        "claims, file: a 4 KiB FileStore written with a new token",
+        [stats[v.name] for v in variants],
+        floor=STORE_WRITE,
+        notes=[f"4 KiB records in {base}; a claim rewrites the record (same data, new token)"],
+    )
+
+
+def _claims_redis(ctx: Context) -> Table:
+    import redis
+
+    from fencing import RedisMark, guard
+
+    client = redis.Redis.from_url(ctx.redis_url)
+    box = [0]
+
+    def apply(value: int) -> None:
+        box[0] = value
+
+    guarded = guard(apply, mark=RedisMark(client, "bench:claims:mark"), name="bench")
+    tokens = itertools.count(1)
+
+    def claim_call() -> None:
+        token = next(tokens)
+        guarded.claim(token)
+        guarded(token, token)
+
+    variants = [
+        Variant(MARK_CALL, timed(lambda: guarded(next(tokens), 1))),
+        Variant(MARK_CLAIM_CALL, timed(claim_call)),
+    ]
+    stats = _rounds(ctx, variants, 8, 30)
+    client.close()
+    return Table(
+        "guards-claim-redis",
+        "claims, Redis mark: a guarded call with a new token",
+        [stats[v.name] for v in variants],
+        floor=MARK_CALL,
+        notes=["fn stores one int; each op is one EVALSHA (two with the claim)"],
     )

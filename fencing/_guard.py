@@ -102,7 +102,8 @@ def guard(
     """
     if mark is not None and not isinstance(mark, Mark):
         raise TypeError(
-            f"mark must be a MemoryMark, FileMark or RedisMark, not {type(mark).__name__}"
+            "mark must be a fencing.Mark (MemoryMark, FileMark, RedisMark, or a subclass"
+            f" of Mark: current, admit and claim), not {type(mark).__name__}"
         )
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str, not {type(name).__name__}")

@@ -8,13 +8,16 @@ test_guard_redis.py.
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis
 
-from fencing import FileMark, MemoryMark, RedisMark
+from fencing import FileMark, Mark, MemoryMark, RedisMark, StaleTokenError, guard
 from fencing.testing.contract import MakeMark, MarkContract
 
 
@@ -37,3 +40,40 @@ class TestRedisMark(MarkContract):
     @pytest.fixture
     def make_mark(self, redis_client: redis.Redis) -> MakeMark:
         return lambda: RedisMark(redis_client, f"mark:{uuid.uuid4().hex}")
+
+
+class OwnMark(Mark):
+    """A mark of one's own: only ``current`` and ``admit``; ``claim`` comes from ``Mark``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.value: int | None = None
+
+    @property
+    def current(self) -> int | None:
+        return self.value
+
+    @contextmanager
+    def admit(self, token: int, resource: str) -> Iterator[None]:
+        with self.lock:
+            if self.value is not None and token < self.value:
+                raise StaleTokenError(token, self.value, resource)
+            self.value = token
+            yield
+
+
+class TestOwnMark(MarkContract):
+    @pytest.fixture
+    def make_mark(self) -> MakeMark:
+        return OwnMark
+
+
+def test_a_mark_without_claim_is_refused_by_guard() -> None:
+    class NoClaim:
+        current = None
+
+        def admit(self, token: int, resource: str) -> Iterator[None]:
+            raise AssertionError("never called")
+
+    with pytest.raises(TypeError, match="claim"):
+        guard(print, mark=NoClaim())  # type: ignore[call-overload]

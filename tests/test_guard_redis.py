@@ -46,6 +46,9 @@ def test_key_holding_something_else_is_unavailable(redis_client: redis.Redis) ->
     redis_client.set("mark:w", "not a number")
     with pytest.raises(FenceUnavailable, match="does not hold a mark"):
         guarded(5, 5)
+    with pytest.raises(FenceUnavailable, match="does not hold a mark"):
+        guarded.claim(5)
+    assert redis_client.get("mark:w") == b"not a number"  # a claim never overwrites it
     redis_client.delete("mark:w")
     redis_client.rpush("mark:w", "x")
     with pytest.raises(FenceUnavailable):
@@ -63,6 +66,9 @@ def test_redis_stopped_is_unavailable(redis_factory: Callable[..., RedisServer])
     server.stop()
     with pytest.raises(FenceUnavailable) as info:
         guarded(2, 2)
+    assert isinstance(info.value.__cause__, redis.exceptions.RedisError)
+    with pytest.raises(FenceUnavailable) as info:
+        guarded.claim(3)  # a claim is the same Lua step: the same error, nothing claimed
     assert isinstance(info.value.__cause__, redis.exceptions.RedisError)
     with pytest.raises(FenceUnavailable):
         _ = guarded.mark.current

@@ -15,11 +15,11 @@ import pytest
 from sql_models import make_models
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 import fencing
 import fencing.sql.aio
-from fencing.sql import StaleRowError, claim, claim_rows, fenced_get
+from fencing.sql import FencedMixin, StaleRowError, claim, claim_rows, fenced_get
 
 
 class DB:
@@ -67,12 +67,27 @@ def test_claim_raises_the_token_in_one_statement_and_keeps_the_data(db: DB) -> N
         invoice = s.get_one(db.Invoice, 1)
         db.sent()
         claim(s, invoice, 5)
-        [sent] = db.sent()
-        assert sent.startswith("UPDATE") and "SET fence_token=" in sent
-        assert "fence_token <=" in sent and "total" not in sent
+        [sent] = db.sent()  # RETURNING: the claim refreshes the row in the same statement
+        assert sent.startswith("UPDATE") and "RETURNING" in sent and "fence_token <=" in sent
+        assert "total" not in sent.split(" WHERE ")[0], "a claim must set the token only"
         assert invoice.fence_token == 5 and not s.dirty
         s.commit()
     assert db.row(1) == (10, 5)
+
+
+def test_claim_refreshes_a_row_loaded_before_it(db: DB) -> None:
+    """What the holder computes from after the claim is the row as it is now, not as it
+    was loaded: an older holder's write that landed in between is seen, not dropped."""
+    db.add(1, token=3, total=10)
+    with Session(db.engine) as s:
+        invoice = s.get_one(db.Invoice, 1)
+        with db.engine.begin() as conn:  # an older holder (token 4) writes meanwhile
+            conn.execute(fencing.sql.guarded_update(db.table, 4, values={"total": 11}))
+        claim(s, invoice, 5)
+        assert (invoice.total, invoice.fence_token) == (11, 5)
+        invoice.total += 10
+        s.commit()
+    assert db.row(1) == (21, 5)
 
 
 def test_claimed_row_flushes_guarded_by_the_claim(db: DB) -> None:
@@ -241,6 +256,36 @@ def test_fenced_get_of_a_missing_row_is_none_and_stale_is_refused(db: DB) -> Non
     assert db.row(1) == (10, 6) and db.row(2) is None
 
 
+def test_fenced_get_with_a_composite_primary_key(sql_url: str) -> None:
+    class Base(DeclarativeBase):
+        pass
+
+    class Line(FencedMixin, Base):
+        __tablename__ = f"lines_{uuid.uuid4().hex[:10]}"
+        invoice: Mapped[int] = mapped_column(primary_key=True)
+        number: Mapped[int] = mapped_column(primary_key=True)
+        amount: Mapped[int]
+
+    engine = create_engine(sql_url)
+    Base.metadata.create_all(engine)
+    try:
+        with Session(engine) as s:
+            s.add_all([Line(invoice=1, number=1, amount=5), Line(invoice=1, number=2, amount=7)])
+            s.commit()
+        with Session(engine) as s:
+            line = fenced_get(s, Line, (1, 2), 4)
+            assert line is not None and (line.amount, line.fence_token) == (7, 4)
+            line.amount = 8
+            s.commit()
+            other = s.get_one(Line, (1, 1))
+            assert other.fence_token == 0  # only the row with that key was claimed
+            with pytest.raises(ValueError, match="primary key of 2"):
+                fenced_get(s, Line, 1, 4)
+    finally:
+        Base.metadata.drop_all(engine)
+        engine.dispose()
+
+
 def test_fenced_get_without_update_returning_claims_then_selects(db: DB) -> None:
     """A database without ``UPDATE ... RETURNING`` (SQLite before 3.35): the dialect's
     flag is turned off on a real engine, so the two-statement path runs for real."""
@@ -256,9 +301,13 @@ def test_fenced_get_without_update_returning_claims_then_selects(db: DB) -> None
         assert fenced_get(s, db.Invoice, 2, 5) is None
         with pytest.raises(StaleRowError):
             fenced_get(s, db.Invoice, 1, 4)
+        with pytest.raises(StaleRowError):
+            claim(s, found, 4)
+        claim(s, found, 6)
+        assert found.fence_token == 6
         found.total = 12
         s.commit()
-    assert db.row(1) == (12, 5)
+    assert db.row(1) == (12, 6)
 
 
 # -- asyncio ---------------------------------------------------------------------------------

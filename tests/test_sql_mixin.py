@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sql_models import make_models
 from sqlalchemy import BigInteger, Engine, create_engine, event, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -262,6 +263,51 @@ def test_unguarded_core_writes_to_a_fenced_table_are_refused(db: DB) -> None:
     with Session(db.engine) as s, pytest.raises(fencing.UnfencedWriteError):
         s.execute(update(db.Invoice).where(db.Invoice.id == 1).values(total=3))
     assert db.row(1) == (2, 1)
+
+
+def test_unguarded_writes_inside_other_statements_are_refused(db: DB) -> None:
+    """An UPDATE wrapped in an ORM ``select(...).from_statement()`` or in a CTE is a write
+    too: refused unless guarded (``guarded_update`` inside) or unfenced on purpose."""
+    db.add(1, token=5)
+    table = db.Invoice.__table__
+    stale = update(table).where(table.c.id == 1).values(total=9, fence_token=1)
+    wrapped = select(db.Invoice).from_statement(stale.returning(*table.c))
+    in_cte = stale.returning(table.c.id).cte("claimed")
+    with Session(db.engine) as s:
+        with pytest.raises(fencing.UnfencedWriteError):
+            s.scalars(wrapped).all()
+        with pytest.raises(fencing.UnfencedWriteError):
+            s.execute(select(in_cte.c.id)).all()
+        with pytest.raises(fencing.UnfencedWriteError):  # a CTE beside a guarded statement
+            s.execute(guarded_update(table, 6, table.c.id == 1).add_cte(in_cte))
+    assert db.row(1) == (0, 5)
+    guarded = guarded_update(table, 6, table.c.id == 1, values={"total": 6}, expect_rows=None)
+    with Session(db.engine) as s:
+        [row] = s.scalars(select(db.Invoice).from_statement(guarded.returning(*table.c))).all()
+        assert (row.total, row.fence_token) == (6, 6)
+        s.commit()
+    on_purpose = wrapped.execution_options(fencing_unfenced=True)
+    with Session(db.engine) as s:
+        [row] = s.scalars(on_purpose).all()
+        s.commit()
+    assert db.row(1) == (9, 1)
+
+
+def test_an_upsert_of_a_fenced_table_is_refused_unless_unfenced_on_purpose(db: DB) -> None:
+    """``INSERT ... ON CONFLICT DO UPDATE`` rewrites an existing row with no guard: it could
+    lower the row's token. Refused; ``DO NOTHING`` and the opt-out pass."""
+    db.add(1, token=5)
+    table = db.Invoice.__table__
+    dialect_insert = postgresql.insert if db.engine.dialect.name == "postgresql" else sqlite.insert
+    row = dialect_insert(table).values(id=1, total=7, fence_token=1)
+    upsert = row.on_conflict_do_update(index_elements=["id"], set_={"total": 7, "fence_token": 1})
+    with db.engine.begin() as conn, pytest.raises(fencing.UnfencedWriteError, match="ON CONFLICT"):
+        conn.execute(upsert)
+    assert db.row(1) == (0, 5)
+    with db.engine.begin() as conn:
+        conn.execute(row.on_conflict_do_nothing(index_elements=["id"]))
+        conn.execute(upsert.execution_options(fencing_unfenced=True))
+    assert db.row(1) == (7, 1)
 
 
 def test_orm_bulk_update_by_primary_key_is_guarded(db: DB) -> None:

@@ -13,7 +13,8 @@ A claim shows B's token to the row before B reads it: ``UPDATE ... SET fence_tok
 :token WHERE <key> AND fence_token <= :token``. From then on A's write is refused, so B
 reads, computes and writes knowing nothing older can land in between.
 
-- ``claim(session, row, token)``: one row already loaded (one UPDATE).
+- ``claim(session, row, token)``: one row already loaded, refreshed by the same
+  statement (``UPDATE ... RETURNING``).
 - ``claim_rows(connection, target, token, *where)``: every row matching ``where``.
 - ``fenced_get(session, Model, key, token)``: claim and load in one statement
   (``UPDATE ... RETURNING``) where the database has it (PostgreSQL, SQLite >= 3.35),
@@ -30,16 +31,15 @@ Imports the core validation, this package's guard, statements and mixin, and SQL
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 from sqlalchemy import ColumnElement, Connection, func, inspect, select
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
-from sqlalchemy.orm.attributes import set_committed_value
 
 from .._validate import check_mark_token
 from ._guard import CoreGuard, _raise_core
-from ._mixin import COLUMN, FencedMixin, stamp
+from ._mixin import FencedMixin, stamp
 from ._statements import fence_column_of, guarded_update
 
 M = TypeVar("M", bound=FencedMixin)
@@ -77,18 +77,21 @@ def _check_session(session: object) -> Session:
 
 
 def claim(session: Session, row: FencedMixin, token: int) -> None:
-    """Claim a loaded row for ``token``: raise its ``fence_token``, leave its data alone.
+    """Claim a loaded row for ``token``: raise its ``fence_token``, leave its data alone,
+    and refresh the row from the database in the same step.
 
-    One statement: ``UPDATE <table> SET fence_token = :token WHERE <its primary key> AND
-    fence_token <= :token``, in the session's transaction. ``StaleRowError`` (a
-    ``StaleTokenError``) if a newer token holds the row (or it no longer exists): nothing
-    changed. The same token again is a no-op in effect. On success ``row.fence_token``
-    is ``token`` and the row is stamped for this transaction: change it and commit, and
-    the flush is guarded by ``token``. Claim before you read what you will change (a
-    ``refresh`` after the claim reads the row as it is now)::
+    One statement where the database has ``UPDATE ... RETURNING`` (PostgreSQL, SQLite
+    >= 3.35): ``UPDATE <table> SET fence_token = :token WHERE <its primary key> AND
+    fence_token <= :token RETURNING *``, in the session's transaction; elsewhere the
+    UPDATE then a ``SELECT``. ``StaleRowError`` (a ``StaleTokenError``) if a newer token
+    holds the row or it no longer exists: nothing changed. The same token again is a
+    no-op in effect. On success the row holds what the database holds now (read after
+    the claim, so no older token can change it from here on), ``row.fence_token`` is
+    ``token``, and the row is stamped for this transaction: change it and commit, and the
+    flush is guarded by ``token``::
 
-        claim(session, invoice, token)
-        session.refresh(invoice)   # or load it with fenced_get in the first place
+        invoice = session.get_one(Invoice, 42)
+        claim(session, invoice, token)   # invoice is now current, and claimed
         invoice.total += 10
         session.commit()
 
@@ -103,8 +106,9 @@ def claim(session: Session, row: FencedMixin, token: int) -> None:
     if state.identity is None or state.session is not session:
         raise ValueError(f"{type(row).__name__} row is not persistent in this session")
     criteria = _key_criteria(state.mapper, state.identity)
-    session.execute(guarded_update(_table(type(row)), value, *criteria))
-    set_committed_value(row, COLUMN, value)
+    loaded, statement = _claim_and_load(session, type(row), criteria, value)
+    if loaded is None:  # a newer token holds it, or it is gone
+        _refuse(session, statement)
     stamp(session, row)
 
 
@@ -153,23 +157,35 @@ def fenced_get(session: Session, model: type[M], key: Any, token: int) -> M | No
     """
     value = check_mark_token(token)
     _check_session(session)
-    mapper = _fenced_class(model)
-    criteria = _key_criteria(mapper, key)
-    table = _table(model)
-    statement = guarded_update(table, value, *criteria, expect_rows=None)
-    if session.get_bind(mapper).dialect.update_returning:
-        # The guard is in the UPDATE's WHERE clause, checked here: a row back, or none.
-        load = select(model).from_statement(statement.returning(*table.c))
-        row = session.scalars(load.execution_options(populate_existing=True)).one_or_none()
-    else:
-        row = None
-        if _rowcount(session.execute(statement)):
-            row = session.get(model, key, populate_existing=True)
+    criteria = _key_criteria(_fenced_class(model), key)
+    row, statement = _claim_and_load(session, model, criteria, value)
     if row is None:
-        column = fence_column_of(table)
+        column = fence_column_of(model)
         if session.execute(select(column).where(*criteria)).first() is None:
             return None  # no such row: nothing was claimed
-        _raise_core(session.connection(), CoreGuard(column, 1), statement)
+        _refuse(session, statement)
     stamp(session, row)
-    found: M = row
-    return found
+    return row
+
+
+def _claim_and_load(
+    session: Session, model: type[M], criteria: list[ColumnElement[bool]], token: int
+) -> tuple[M | None, Any]:
+    """Claim the row matching ``criteria`` and load it (refreshing the session's
+    instance); ``None`` if the claim matched no row. Also the claiming statement."""
+    table = _table(model)
+    statement = guarded_update(table, token, *criteria, expect_rows=None)
+    if session.get_bind(inspect(model)).dialect.update_returning:
+        # The guard is in the UPDATE's WHERE clause: a row comes back, or none.
+        load: Any = select(model).from_statement(statement.returning(*table.c))
+    elif _rowcount(session.execute(statement)):
+        load = select(model).where(*criteria)
+    else:
+        return None, statement
+    row: M | None = session.scalars(load.execution_options(populate_existing=True)).one_or_none()
+    return row, statement
+
+
+def _refuse(session: Session, statement: Any) -> NoReturn:
+    """Raise ``StaleRowError`` for a refused claim, by the guard's own refusal path."""
+    _raise_core(session.connection(), CoreGuard(fence_column_of(statement.table), 1), statement)

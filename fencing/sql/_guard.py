@@ -52,9 +52,14 @@ fenced statements themselves, and nothing is attached to ``Engine``:
   (ORM bulk UPDATE by primary key, ``session.execute(update(Model), rows)``, whose
   comparison already binds the new token), runs it with ``<=`` and checks its row
   count; that is the one statement whose SQL changes after SQLAlchemy logged it (its
-  echo log and ``before_cursor_execute`` listeners show ``fence_token = ?``). Every
-  other statement costs the check a few attribute reads and an ``isinstance``; an
-  UPDATE/DELETE of an unfenced table one ``Table.info`` lookup more.
+  echo log and ``before_cursor_execute`` listeners show ``fence_token = ?``). An
+  UPDATE/DELETE of a fenced table inside another statement (an ORM
+  ``select(Model).from_statement(...)``, a data-modifying CTE) is refused unless it is a
+  ``guarded_update``/``guarded_delete`` (``fenced_get`` runs one that way) or the
+  statement is unfenced on purpose; so is an upsert (``INSERT ... ON CONFLICT DO
+  UPDATE``) of a fenced table. Every other statement costs the check a few
+  attribute reads and an ``isinstance``; an UPDATE/DELETE of an unfenced table one
+  ``Table.info`` lookup more.
 
 Installed when: importing this package installs nothing; ``install()`` adds the cursor
 check once per process, when the first ``FencedMixin`` model is mapped (``_mixin``);
@@ -73,8 +78,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, NoReturn, cast
 
-from sqlalchemy import Column, Delete, Engine, Table, Update, and_, event, func, select
+from sqlalchemy import Column, Delete, Engine, Insert, Table, Update, and_, event, func, select
 from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm.context import FromStatement
 from sqlalchemy.sql import ClauseElement, operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
@@ -274,7 +280,13 @@ def _rowcount(conn: Any, result: Any) -> int:
 
 def _refuse(statement: Any, column: Column[Any]) -> NoReturn:
     COUNTS.refused += 1
-    verb = "UPDATE" if isinstance(statement, Update) else "DELETE"
+    verb = (
+        "UPDATE"
+        if isinstance(statement, Update)
+        else "INSERT ... ON CONFLICT DO UPDATE"
+        if isinstance(statement, Insert)
+        else "DELETE"
+    )
     raise UnfencedWriteError(
         f"{verb} of fenced table {column.table.name!r} without "
         "a guard: use fencing.sql.guarded_update/guarded_delete, or add "
@@ -299,12 +311,51 @@ def fence_table(table: Table, column: str) -> None:
 # -- the cursor check ----------------------------------------------------------------------
 
 
+def _check_wrapped(compiled: Any, context: Any) -> None:
+    """Refuse an UPDATE/DELETE of a fenced table that runs inside another statement (an
+    ORM ``select(Model).from_statement(update(...).returning(...))``, a data-modifying
+    CTE) unless it is a guarded one (``guarded_update``/``guarded_delete``: the guard is
+    in its WHERE clause) or the whole statement is unfenced on purpose."""
+    statement = compiled.statement
+    inner = [statement.element] if type(statement) is FromStatement else []
+    inner += [cte.element for cte in compiled.ctes or ()]
+    for write in inner:
+        column = fence_column(write.table) if isinstance(write, _DML) else None
+        if column is None:
+            continue
+        COUNTS.examined += 1
+        if not (
+            write._execution_options.get(GUARD_OPTION)
+            or context.execution_options.get(UNFENCED_OPTION)
+        ):
+            _refuse(write, column)
+
+
+def _check_upsert(insert: Any, context: Any) -> None:
+    """Refuse ``INSERT ... ON CONFLICT DO UPDATE`` on a fenced table (its DO UPDATE is an
+    UPDATE of an existing row with no guard) unless it is unfenced on purpose. Plain
+    INSERTs and ``DO NOTHING`` write no existing row and pass."""
+    clause = insert._post_values_clause
+    if clause is None or type(clause).__name__ != "OnConflictDoUpdate":
+        return
+    column = fence_column(insert.table)
+    if column is None:
+        return
+    COUNTS.examined += 1
+    if not context.execution_options.get(UNFENCED_OPTION):
+        _refuse(insert, column)
+
+
 def _check_cursor(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
     """``do_execute``/``do_executemany``: True if the check ran the statement itself."""
     compiled = context.compiled
     if compiled is None:
         return False
     element = compiled.statement  # the first statement compiled to this SQL: same shape
+    if type(element) is FromStatement or getattr(compiled, "ctes", None):
+        _check_wrapped(compiled, context)
+    if isinstance(element, Insert):
+        _check_upsert(element, context)
     if not isinstance(element, _DML):
         return False
     column = fence_column(element.table)
@@ -348,6 +399,10 @@ def _check_cursor_no_params(cursor: Any, statement: str, context: Any) -> bool:
     if compiled is None:
         return False
     element = compiled.statement
+    if type(element) is FromStatement or getattr(compiled, "ctes", None):
+        _check_wrapped(compiled, context)
+    if isinstance(element, Insert):
+        _check_upsert(element, context)
     if not isinstance(element, _DML):
         return False
     column = fence_column(element.table)

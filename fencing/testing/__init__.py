@@ -2,10 +2,12 @@
 
 - ``simulation``: a deterministic simulation of the pause scenario (clients, an issuer
   on a ``VirtualClock``, pauses, a guarded or unguarded resource) with a model that
-  checks the guarantees after every step. Script a schedule with ``Simulation``.
+  checks the guarantees after every step. Script a schedule with ``Simulation``; its
+  ``mode`` makes clients write blind, or from a read with or without a claim first.
 - ``statemachine``: ``FencingMachine``, a Hypothesis state machine over those clients,
   parameterised by a world factory, so the same rules run on the virtual clock, on real
-  issuers and stores, or on an unfenced resource (where it finds the lost update).
+  issuers and stores, or on an unfenced resource (where it finds the lost update); in
+  the read modes it finds the read-then-write lost update unless clients claim.
   Needs Hypothesis.
 - ``contract``: pytest test classes every issuer (``FenceContract``,
   ``AsyncFenceContract``) and every mark (``MarkContract``) must pass; subclass one and
