@@ -421,11 +421,18 @@ class SentinelGroup:
             process.wait()
 
     def wait_for_failover(self, timeout: float = 30.0) -> None:
-        """Return once the Sentinels name the replica as the primary and it accepts writes."""
+        """Return once every Sentinel names the replica as a healthy primary (a client asks
+        them in turn: one that still has the old view would answer "no primary") and it
+        accepts writes."""
 
         def promoted() -> bool:
-            if self.primary_port() != self.replica.port:
-                return False
+            for sentinel in self.sentinels:
+                with _client(sentinel.port) as client:
+                    state = client.sentinel_master(self.service)
+                if int(state["port"]) != self.replica.port or not state["is_master"]:
+                    return False
+                if state["is_sdown"] or state["is_odown"] or state["is_disconnected"]:
+                    return False
             with _client(self.replica.port) as replica:
                 return bool(replica.info("replication")["role"] == "master")
 
