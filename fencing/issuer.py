@@ -34,6 +34,8 @@ inspect it:
 - ``ForceReleases``: ``force_release(name)`` ends the current lease whoever holds it, in
   one atomic step that also makes sure the next token is above the evicted one, and
   returns a ``FenceStatus`` of the lease it ended (``held`` False when there was none).
+- ``OperatesLocks``: the same two for a lock kept as redis-py's ``Lock`` keeps it (the
+  ``--lock`` option of ``fencing status`` and ``fencing release --force``).
 
 Errors: translate your driver's errors into ``fencing.FenceUnavailable`` (``raise
 FenceUnavailable(...) from exc``), or ``fencing.FenceSetupError`` when the store answers
@@ -202,6 +204,31 @@ class ForceReleases(Protocol):
         ...
 
 
+@runtime_checkable
+class OperatesLocks(Protocol):
+    """Capability: status and force-release of a *lock*, kept as redis-py's ``Lock`` keeps
+    it: the key ``name`` itself holding a lock token (a ``fencing.FencedLock``'s, or an
+    old ``redis.lock.Lock``'s during a migration), beside the fence's token counter.
+
+    Separate from ``Inspects``/``ForceReleases`` because a lock's key is the bare name,
+    which could as well be any key of the application's: the caller says it means a lock
+    (``--lock``), nothing guesses. Both calls raise ``ValueError`` when the key holds
+    something a lock never does (nothing changed). The lock's value is only the lock
+    token, so a status's ``holder`` is that token and its ``token`` is ``None``.
+    """
+
+    def lock_status(self, name: str) -> FenceStatus:
+        """The state of the lock ``name``, read in one atomic step (``last_token``: the
+        fence's counter; ``waiters``: the lock's queue)."""
+        ...
+
+    def force_release_lock(self, name: str) -> FenceStatus:
+        """End the lock ``name`` whoever holds it and make sure, in the same atomic step,
+        that the next token is above every token its holder could have; the ended lock
+        (``last_token``: the counter the next token exceeds), or ``held=False``."""
+        ...
+
+
 __all__ = [
     "AsyncHandOff",
     "AsyncIssuer",
@@ -212,5 +239,6 @@ __all__ = [
     "HandOff",
     "Inspects",
     "Issuer",
+    "OperatesLocks",
     "WakesOnRelease",
 ]

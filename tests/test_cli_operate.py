@@ -401,3 +401,269 @@ def test_a_redis_lease_without_expiry_is_shown_and_force_released(
     assert not issuer.release(name, token, "stuck-holder")  # its holder no longer has it
     newer = issuer.try_acquire(name, "next", 60_000)
     assert isinstance(newer, int) and newer > token
+
+
+# -- locks kept as redis-py's Lock keeps them: `--lock` ------------------------------------
+
+
+def fenced_lock(client: redis.Redis, name: str, **kwargs: object) -> fencing.FencedLock:
+    made = client.lock(name, lock_class=fencing.FencedLock, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(made, fencing.FencedLock)
+    return made
+
+
+def lock_token(lock: redis.lock.Lock) -> str:
+    """The lock token of ``lock``'s acquisition, as ``fencing status --lock`` shows it."""
+    token = lock.local.token
+    assert isinstance(token, bytes)
+    return token.decode()
+
+
+def test_lock_status_of_a_held_a_free_and_an_unused_fenced_lock(
+    redis_server: RedisServer, redis_client: redis.Redis, run: Run
+) -> None:
+    url = redis_server.url
+    held, free, unused = unique("held"), unique("free"), unique("unused")
+    holder = fenced_lock(redis_client, held, timeout=30)
+    assert holder.acquire(blocking=False) and holder.fence_token is not None
+    other = fenced_lock(redis_client, free, timeout=30)
+    assert other.acquire(blocking=False) and other.fence_token is not None
+    last_free = int(other.fence_token)
+    other.release()
+
+    code, out, err = run("status", "--lock", "--json", "--url", url, held, free, unused)
+    assert code == OK and not err
+    first, second, third = map(check_json, out.splitlines())
+    assert first == {
+        **first,
+        "name": held,
+        "held": True,
+        "holder": lock_token(holder),  # what `redis-cli GET <name>` shows
+        "token": None,  # not stored with the lock: see OperatesLocks
+        "last_token": holder.fence_token,
+        "waiters": 0,
+    }
+    assert isinstance(first["expires_in"], float) and 0 < first["expires_in"] <= 30
+    free_status = {"holder": None, "token": None, "expires_in": None, "waiters": 0}
+    assert second == {"name": free, "held": False, "last_token": last_free, **free_status}
+    assert third == {"name": unused, "held": False, "last_token": None, **free_status}
+
+    code, out, _ = run("status", "--lock", "--url", url, held)
+    assert code == OK and out.startswith(f"{held}: held by {lock_token(holder)}, ")
+    assert out.endswith(f"s left; 0 waiting; last token {int(holder.fence_token)}\n")
+    assert "with token" not in out
+    # without --lock the name is a fence, whose lease is another key: free
+    code, out, _ = run("status", "--json", "--url", url, held)
+    assert code == OK and check_json(out)["held"] is False
+    holder.release()
+
+
+def test_lock_status_counts_waiters_who_take_a_force_released_lock(
+    redis_server: RedisServer, redis_client: redis.Redis, run: Run
+) -> None:
+    """A blocked ``FencedLock`` queues for a hand-off: status counts it; a force-release
+    does not hand the lock over, the waiter takes it at its next attempt (its ``sleep``)
+    with a token above the evicted one."""
+    url, name = redis_server.url, unique("queued")
+    evicted = fenced_lock(redis_client, name, timeout=60, thread_local=False)
+    assert evicted.acquire(blocking=False) and evicted.fence_token is not None
+    waiter = fenced_lock(redis_client, name, timeout=60, sleep=0.05, thread_local=False)
+    thread = threading.Thread(target=lambda: waiter.acquire(blocking_timeout=60))
+    thread.start()
+    deadline = time.monotonic() + 30
+    while True:  # until the waiter has queued (its first attempt)
+        code, out, _ = run("status", "--lock", "--json", "--url", url, name)
+        if check_json(out)["waiters"] == 1:
+            break
+        assert time.monotonic() < deadline, "the waiter never showed up in the queue"
+        time.sleep(0.01)
+    assert code == OK and check_json(out)["holder"] == lock_token(evicted)
+
+    assert run("release", "--lock", name, "--force", "--url", url)[0] == OK
+    thread.join(60)
+    assert waiter.owned() and waiter.fence_token is not None
+    assert waiter.fence_token > evicted.fence_token
+    status = check_json(run("status", "--lock", "--json", "--url", url, name)[1])
+    assert status["holder"] == lock_token(waiter) and status["waiters"] == 0
+    with pytest.raises(redis.exceptions.LockNotOwnedError):
+        evicted.release()
+    waiter.release()  # the evicted holder's release did not touch the waiter's lock
+
+
+def test_force_release_of_a_fenced_lock_fences_the_evicted_holder_out(
+    redis_server: RedisServer, redis_client: redis.Redis, run: Run, tmp_path: Path
+) -> None:
+    url, name = redis_server.url, unique("stuck")
+    # no expiry: the stuck lock only an operator can end
+    evicted = fenced_lock(redis_client, name, timeout=None, thread_local=False)
+    assert evicted.acquire(blocking=False) and evicted.fence_token is not None
+    old = evicted.fence_token
+    store = fencing.FileStore(tmp_path / "resource")
+    store.write(b"by the evicted holder", old)
+    log: list[bytes] = []
+    append = fencing.guard(log.append, mark=fencing.MemoryMark())
+    append(old, b"evicted")
+
+    code, out, err = run("release", "--lock", name, "--force", "--url", url)
+    assert code == OK and not err
+    assert f"released lock {name!r}" in out and f"evicted holder {lock_token(evicted)}" in out
+    assert f"the next token will be above {int(old)}," in out  # the counter: old's grant
+    assert redis_client.get(name) is None
+
+    newer = fenced_lock(redis.Redis(port=redis_server.port), name, timeout=30)
+    assert newer.acquire(blocking=False)  # free at once
+    assert newer.fence_token is not None and newer.fence_token > old
+    store.write(b"by the next holder", newer.fence_token)
+    append(newer.fence_token, b"next")
+    with pytest.raises(fencing.StaleTokenError):
+        store.write(b"late write of the evicted holder", old)
+    with pytest.raises(fencing.StaleTokenError):
+        append(old, b"late")
+    assert store.read() == b"by the next holder" and log == [b"evicted", b"next"]
+    assert not evicted.owned()
+    with pytest.raises(redis.exceptions.LockNotOwnedError):
+        evicted.release()
+    assert newer.owned()  # the evicted holder's attempts did not touch the new lock
+    newer.release()
+
+
+def test_force_release_of_a_lock_whose_counter_is_gone_writes_the_clock_floor(
+    redis_server: RedisServer, redis_client: redis.Redis, run: Run
+) -> None:
+    """A lock with no expiry outlives its counter (``counter_idle``): the force-release
+    sets the counter to the server clock, above the evicted token, and says so."""
+    name = unique("counterless")
+    counter = f"fencing:{{{name}}}:counter"
+    evicted = fenced_lock(redis_client, name, timeout=None, thread_local=False)
+    assert evicted.acquire(blocking=False) and evicted.fence_token is not None
+    assert redis_client.delete(counter) == 1  # as if it had expired
+
+    code, out, _ = run("release", "--lock", name, "--force", "--json", "--url", redis_server.url)
+    ended = check_json(out)
+    assert code == OK and ended["held"] is True and ended["holder"] == lock_token(evicted)
+    floor = ended["last_token"]
+    assert isinstance(floor, int) and floor > evicted.fence_token
+    assert redis_client.get(counter) == b"%d" % floor  # kept, even if the clock steps back
+    assert 0 < redis_client.pttl(counter) <= 7 * 24 * 3600 * 1000  # counter_idle, as grants
+    newer = fenced_lock(redis_client, name, timeout=30)
+    assert newer.acquire(blocking=False) and newer.fence_token is not None
+    assert newer.fence_token > floor
+    newer.release()
+
+
+def test_a_plain_redis_py_lock_is_shown_and_force_released(
+    redis_server: RedisServer, redis_client: redis.Redis, run: Run
+) -> None:
+    """An old ``redis.lock.Lock`` (a rolling migration): no token, no counter, no expiry."""
+    url, name = redis_server.url, unique("plain")
+    plain = redis_client.lock(name, timeout=None)
+    assert plain.acquire(blocking=False)
+    code, out, _ = run("status", "--lock", "--json", "--url", url, name)
+    assert code == OK
+    assert check_json(out) == {
+        "name": name,
+        "held": True,
+        "holder": lock_token(plain),
+        "token": None,
+        "expires_in": None,
+        "last_token": None,
+        "waiters": 0,
+    }
+    code, out, _ = run("status", "--lock", "--url", url, name)
+    shown = f"{name}: held by {lock_token(plain)}, no expiry; 0 waiting; last token none"
+    assert code == OK and out == shown + " on record\n"
+
+    code, out, _ = run("release", "--lock", name, "--force", "--json", "--url", url)
+    ended = check_json(out)
+    assert code == OK and ended["holder"] == lock_token(plain) and ended["held"] is True
+    with pytest.raises(redis.exceptions.LockNotOwnedError):
+        plain.release()
+    newer = fenced_lock(redis_client, name, timeout=30)
+    assert newer.acquire(blocking=False) and newer.fence_token is not None
+    assert isinstance(ended["last_token"], int) and newer.fence_token > ended["last_token"]
+    newer.release()
+
+
+def test_lock_exit_codes_and_refusals(
+    redis_server: RedisServer, redis_client: redis.Redis, run: Run, tmp_path: Path
+) -> None:
+    url, name = redis_server.url, unique("kept")
+    holder = fenced_lock(redis_client, name, timeout=60, thread_local=False)
+    assert holder.acquire(blocking=False)
+    code, out, err = run("release", "--lock", name, "--url", url)
+    assert code == USAGE and not out and "without --force" in err
+    assert holder.owned()
+    holder.release()
+    code, out, err = run("release", "--lock", name, "--force", "--url", url)
+    assert code == NOT_HELD and not out and "is not held" in err and "nothing changed" in err
+    code, out, _ = run("release", "--lock", name, "--force", "--json", "--url", url)
+    assert code == NOT_HELD and check_json(out)["held"] is False
+
+    # a key of the application's is no lock: refused, left as it was, no counter made
+    data = unique("data")
+    redis_client.hset(data, "field", "value")
+    for command in (["status", "--lock", data], ["release", "--lock", data, "--force"]):
+        code, out, err = run(*command, "--url", url)
+        assert code == USAGE and not out
+        assert f"{data!r} is not a lock: its key holds a hash" in err and "Traceback" not in err
+    assert redis_client.hgetall(data) == {b"field": b"value"}
+    assert redis_client.exists(f"fencing:{{{data}}}:counter") == 0
+
+    sqlite = f"sqlite:///{tmp_path / 'fencing.db'}"
+    for command in (["status", "--lock", "x"], ["release", "--lock", "x", "--force"]):
+        code, out, err = run(*command, "--url", sqlite)
+        assert code == UNSUPPORTED and not out and "keeps no locks for --lock" in err
+    code, _, err = run("status", "--lock", "", "--url", url)
+    assert code == USAGE and "must not be empty" in err
+
+
+@pytest.mark.parametrize("command", ["status", "release"])
+def test_help_shows_the_lock_option(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    help_text = capsys.readouterr().out
+    assert f"fencing {command} --lock" in help_text and "redis.lock.Lock" in help_text
+
+
+def test_force_release_of_a_lock_racing_holders_ends_exactly_the_locks_it_reports(
+    redis_server: RedisServer,
+) -> None:
+    """Threads take and release a ``FencedLock`` while another force-releases it: every
+    lock it reports ended is one whose holder's release then fails, and no other."""
+    client = redis.Redis(port=redis_server.port)
+    name = unique("racing")
+    issuer = fencing.RedisIssuer(client)
+    not_owned: list[str] = []  # lock tokens whose release raised LockNotOwnedError
+    evicted: list[str] = []  # lock tokens force_release_lock reported ending
+    tokens: list[int] = []
+    workers_done = threading.Event()
+
+    def worker() -> None:
+        lock = fenced_lock(client, name, timeout=60, thread_local=False)
+        for _ in range(8):
+            assert lock.acquire(blocking_timeout=60) and lock.fence_token is not None
+            tokens.append(int(lock.fence_token))
+            held = lock_token(lock)
+            try:
+                lock.release()
+            except redis.exceptions.LockNotOwnedError:
+                not_owned.append(held)
+
+    def evictor() -> None:
+        while not workers_done.is_set() and len(evicted) < 4:
+            ended = issuer.force_release_lock(name)
+            if ended.held:
+                assert ended.holder is not None and ended.token is None
+                evicted.append(ended.holder)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    evicting = threading.Thread(target=evictor)
+    for thread in [*threads, evicting]:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    workers_done.set()
+    evicting.join(60)
+    assert evicted, "the evictor never found the lock held"
+    assert sorted(not_owned) == sorted(evicted)
+    assert len(set(tokens)) == len(tokens) == 24

@@ -7,6 +7,7 @@ promises of our own: tokens, hand-off, the keys beside the lock, checked argumen
 from __future__ import annotations
 
 import functools
+import math
 import signal
 import threading
 import time
@@ -215,6 +216,20 @@ def test_bad_input_is_refused_before_any_io() -> None:
         made.acquire(blocking=False)
 
 
+def test_sleep_is_a_finite_number_of_seconds_and_its_errors_say_so() -> None:
+    """``sleep`` is no timeout: ``math.inf`` does not mean "for ever" (the waiter would
+    never try again); the messages name ``sleep``, never a ``timeout`` or ``None``."""
+    client = redis.Redis(port=free_port(), socket_connect_timeout=1)
+    for bad in (math.inf, -math.inf, math.nan, -0.5):
+        with pytest.raises(ValueError, match=r"^sleep must be a finite number of seconds >= 0"):
+            lock(client, "x", sleep=bad)
+    with pytest.raises(TypeError, match=r"^sleep must be a number of seconds, not NoneType$"):
+        lock(client, "x", sleep=None)
+    made = lock(client, "x", timeout=5, sleep=0)  # 0 is fine: poll without pausing
+    with pytest.raises(ValueError, match=r"^sleep must be a finite .* got inf$"):
+        made.acquire(sleep=math.inf)  # refused before any I/O (no server on that port)
+
+
 def test_queued_waiters_leave_the_lock_value_bare_and_are_handed_the_lock(
     redis_client: redis.Redis,
 ) -> None:
@@ -298,3 +313,26 @@ def test_an_interrupted_acquire_leaves_no_orphan_lock_and_no_place_in_the_queue(
         holder.release()  # nobody to hand it to
         assert redis_client.get(LEASE) is None
     assert landed > len(DELAYS)
+
+
+def test_the_lock_issuer_inspects_and_force_releases_the_lock_not_the_fence(
+    redis_client: redis.Redis,
+) -> None:
+    """A ``FencedLock``'s issuer reports and ends the lock (its own key), never the lease
+    of a ``RedisFence`` of the same name, which is another key."""
+    from fencing.redis._lock import LockIssuer
+
+    held = lock(redis_client, timeout=30, thread_local=False)
+    assert held.acquire(blocking=False)
+    fence = RedisFence(redis_client, LEASE, ttl=30)
+    fence_token = fence.acquire(timeout=0)  # shares the counter, not the lease
+    issuer = LockIssuer(redis_client, held._steps)
+    status = issuer.status(LEASE)
+    value = redis_client.get(LEASE)
+    assert isinstance(value, bytes) and status.held and status.holder == value.decode()
+    assert status.token is None and status.last_token == fence_token
+    ended = issuer.force_release(LEASE)
+    assert ended.held and ended.holder == status.holder and redis_client.get(LEASE) is None
+    assert not held.owned()
+    fence.renew(fence_token)  # the fence's lease was not touched
+    fence.release(fence_token)

@@ -6,9 +6,11 @@ Exit codes, documented in docs/operations.md (scripts rely on them):
 ====  =====================================================================
 0     done
 1     the backend failed or is not set up (``FenceUnavailable``, ``FenceSetupError``)
-2     usage: a bad option, URL or fence name; ``release`` without ``--force``
+2     usage: a bad option, URL or fence name; ``release`` without ``--force``; with
+      ``--lock``, a name whose key is not a lock
 3     ``release --force``: no lease was live, nothing changed
-4     the backend cannot be inspected (its issuer lacks the capability)
+4     the backend cannot be inspected (its issuer lacks the capability; with ``--lock``,
+      it keeps no redis-py-style locks)
 ====  =====================================================================
 
 Messages for a non-zero code go to stderr as ``fencing <command>: <what happened>``. A
@@ -25,12 +27,13 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from functools import partial
 from urllib.parse import urlsplit, urlunsplit
 
 from .._connect import connect
 from .._errors import FencingError
 from .._validate import check_name
-from ..issuer import FenceStatus, ForceReleases, Inspects
+from ..issuer import FenceStatus, ForceReleases, Inspects, OperatesLocks
 
 OK, FAILED, USAGE, NOT_HELD, UNSUPPORTED = 0, 1, 2, 3, 4
 
@@ -89,6 +92,36 @@ def releaser(url: str | None) -> tuple[ForceReleases, str]:
     return issuer, url
 
 
+def lock_operator(url: str | None) -> tuple[OperatesLocks, str]:
+    """The issuer of ``url`` and the URL used, if it operates redis-py-style locks (the
+    ``--lock`` option; else exit 4)."""
+    issuer, url = _issuer_of(url)
+    if not isinstance(issuer, OperatesLocks):
+        raise CommandError(
+            UNSUPPORTED,
+            f"the issuer of {shown(url)} keeps no locks for --lock (FencedLock and "
+            "redis.lock.Lock live on Redis)",
+        )
+    return issuer, url
+
+
+def on_lock(call: Callable[[str], FenceStatus], name: str) -> FenceStatus:
+    """``call(name)`` of an ``OperatesLocks``; a key that is no lock is a usage error."""
+    try:
+        return call(name)
+    except ValueError as exc:
+        raise CommandError(USAGE, str(exc)) from exc
+
+
+def reader(url: str | None, *, lock: bool) -> Callable[[str], FenceStatus]:
+    """What reads one name's status: the issuer's ``status``, or with ``lock`` its
+    ``lock_status`` (exit 4 when the issuer has neither capability asked for)."""
+    if lock:
+        operator, _ = lock_operator(url)
+        return partial(on_lock, operator.lock_status)
+    return inspector(url).status
+
+
 def checked_name(name: str) -> str:
     try:
         return check_name(name)
@@ -105,7 +138,10 @@ def as_text(status: FenceStatus) -> str:
     """One fence as one line of text."""
     if status.held:
         left = "no expiry" if status.expires_in is None else f"{status.expires_in:.3f} s left"
-        state = f"held by {status.holder} with token {status.token}, {left}"
+        state = f"held by {status.holder}"
+        if status.token is not None:  # a lock's is not stored (``OperatesLocks``)
+            state += f" with token {status.token}"
+        state += f", {left}"
     else:
         state = "free"
     if status.waiters is not None:

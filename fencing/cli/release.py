@@ -1,8 +1,10 @@
-"""``fencing release NAME --force [--json] [--url URL]``: end a stuck lease, whoever holds it.
+"""``fencing release [--lock] NAME --force [--json] [--url URL]``: end a stuck lease (or,
+with ``--lock``, a lock kept as redis-py's ``Lock`` keeps it), whoever holds it.
 
 The issuer ends the lease and makes sure the next token is above the ended lease's in
-one atomic step (``fencing.issuer.ForceReleases``), so the evicted holder is refused at
-every guard once the next holder has written. Logged on ``fencing.release``.
+one atomic step (``fencing.issuer.ForceReleases``; for a lock ``OperatesLocks``), so
+the evicted holder is refused at every guard once the next holder has written. Logged
+on ``fencing.release``.
 Imports the shared operators' helpers (``_operate``) and the logs.
 """
 
@@ -21,6 +23,8 @@ from ._operate import (
     add_url,
     as_json,
     checked_name,
+    lock_operator,
+    on_lock,
     releaser,
     run_command,
     shown,
@@ -31,14 +35,23 @@ examples:
   fencing release invoice:42 --force
   fencing release invoice:42 --force --url postgresql://app@db/app
   fencing status invoice:42 && fencing release invoice:42 --force --json
+  fencing release --lock invoice:42 --force --url redis://localhost:6379/0
 
 It ends the live lease whoever holds it, and the next token is above the ended one, so
 the evicted holder's writes are refused at every guard once the next holder has written;
 its renew and release fail with LeaseLost. Queued waiters take the lease at their next
 attempt. Without --force it changes nothing. With --json it prints the ended lease as
 `fencing status --json` does (held false: there was none).
+
+--lock: NAME is a lock kept as redis-py's Lock keeps it (a fencing.FencedLock, or a
+redis.lock.Lock): the Redis key NAME, which it deletes whoever holds it. Its holder's
+fence token is not stored with it, but the next token is above the fence's counter,
+which every grant of the lock raised to its token, so above the evicted holder's; the
+holder's release and extend raise LockNotOwnedError. A key that is no lock (not a
+string) is refused. Queued FencedLock waiters take the lock within their `sleep`.
 exit codes: 0 released, 1 backend failed or not set up, 2 usage (no --force),
-3 not held (nothing changed), 4 the backend cannot force-release."""
+3 not held (nothing changed), 4 the backend cannot force-release (with --lock: it keeps
+no locks); with --lock, 2 also when the key is not a lock (nothing changed)."""
 
 
 def register(subparsers: Any) -> None:
@@ -55,6 +68,11 @@ def register(subparsers: Any) -> None:
         "--force", action="store_true", help="required: the holder is not asked, it is evicted"
     )
     parser.add_argument("--json", action="store_true", help="print the ended lease as JSON")
+    parser.add_argument(
+        "--lock",
+        action="store_true",
+        help="NAME is a lock kept as redis-py's Lock keeps it (FencedLock, redis.lock.Lock)",
+    )
     add_url(parser)
     parser.set_defaults(func=lambda args: run_command("release", release, args))
 
@@ -67,20 +85,39 @@ def release(args: argparse.Namespace) -> int:
             f"refusing to release {name!r} without --force: it evicts whoever holds the "
             "lease (see `fencing status`); nothing changed",
         )
-    issuer, url = releaser(args.url)
-    ended = issuer.force_release(name)
+    if args.lock:
+        operator, url = lock_operator(args.url)
+        ended = on_lock(operator.force_release_lock, name)
+    else:
+        issuer, url = releaser(args.url)
+        ended = issuer.force_release(name)
     if args.json:
         print(as_json(ended))
     if not ended.held:
         raise CommandError(NOT_HELD, f"{name!r} is not held on {shown(url)}; nothing changed")
-    release_log.warning(
-        "fence %r: lease of token %s (holder %s) force-released", name, ended.token, ended.holder
-    )
+    if args.lock:
+        release_log.warning(
+            "lock %r: held by lock token %s, force-released; next token above %s",
+            name,
+            ended.holder,
+            ended.last_token,
+        )
+        evicted = f"evicted holder {ended.holder} (its lock token)"
+        above = ended.last_token  # the counter: at least every token of the evicted holder
+    else:
+        release_log.warning(
+            "fence %r: lease of token %s (holder %s) force-released",
+            name,
+            ended.token,
+            ended.holder,
+        )
+        evicted = f"evicted holder {ended.holder} (token {ended.token})"
+        above = ended.token
     if not args.json:
         print(
-            f"released {name!r} on {shown(url)}: evicted holder {ended.holder} (token "
-            f"{ended.token}); the next token will be above {ended.token}, so that holder is "
-            "refused at every guard once the next holder writes"
+            f"released {'lock ' if args.lock else ''}{name!r} on {shown(url)}: {evicted}; "
+            f"the next token will be above {above}, so that holder is refused at every "
+            "guard once the next holder writes"
         )
     sys.stdout.flush()
     return OK

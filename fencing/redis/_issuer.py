@@ -49,9 +49,11 @@ from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
     FORCE_RELEASE,
+    LOCK_FORCE_RELEASE,
     RELEASE,
     RENEW,
     STATUS,
+    LockKeys,
     Script,
     acquire_args,
     block_seconds,
@@ -59,15 +61,21 @@ from ._scripts import (
     force_release_args,
     idle_millis,
     lease_value,
+    lock_force_release_args,
+    lock_keys,
+    lock_status_args,
     name_of,
     names_patterns,
     parse_acquire,
     parse_flag,
     parse_force_release,
+    parse_lock_force_release,
+    parse_lock_status,
     parse_status,
     parse_wake,
     release_args,
     renew_args,
+    status_args,
 )
 
 R = TypeVar("R")
@@ -92,6 +100,13 @@ def check_client(client: object, kinds: tuple[type, ...], wanted: str) -> None:
     elif isinstance(client, SYNC_CLIENTS):
         message += " (a blocking client: use fencing.RedisFence)"
     raise TypeError(message)
+
+
+def client_encoder(client: Any) -> Any:
+    """The client's encoder (a cluster client has it itself, a plain one in its pool):
+    redis-py writes a lock's name with it, so the lock's keys are built with it too."""
+    get = getattr(client, "get_encoder", None)
+    return get() if get is not None else client.connection_pool.get_encoder()
 
 
 def check_replicated_client(client: object, min_replicas: int) -> None:
@@ -393,11 +408,20 @@ class RedisSteps:
         return None if wait is None else Pop(fence_keys(name).wake(holder), wait)
 
     def status(self, name: str) -> Eval[FenceStatus]:
-        return Eval(STATUS, (fence_keys(name).lease,), partial(parse_status, name))
+        return Eval(STATUS, status_args(name), partial(parse_status, name))
 
     def force_release(self, name: str) -> Eval[FenceStatus]:
         args = force_release_args(name, self._idle_ms)
         return Eval(FORCE_RELEASE, args, partial(parse_force_release, name))
+
+    def lock_status(self, name: str, keys: LockKeys) -> Eval[FenceStatus]:
+        """``status`` of the lock ``name`` (a ``FencedLock``'s or ``redis.lock.Lock``'s)."""
+        return Eval(STATUS, lock_status_args(keys), partial(parse_lock_status, name))
+
+    def force_release_lock(self, name: str, keys: LockKeys) -> Eval[FenceStatus]:
+        """``force_release`` of the lock ``name``, whoever holds it."""
+        args = lock_force_release_args(keys, self._idle_ms)
+        return Eval(LOCK_FORCE_RELEASE, args, partial(parse_lock_force_release, name))
 
     def replicated(
         self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
@@ -440,7 +464,9 @@ class RedisIssuer:
     It has the hand-off capability: a release hands the lease straight to the first
     queued waiter, which ``BLPOP``s its own wake key (see ``_scripts``): no polling,
     and no second round trip after the wake-up. Operators can inspect and force-release
-    its fences (``fencing.issuer.Inspects``, ``ForceReleases``: one script each).
+    its fences (``fencing.issuer.Inspects``, ``ForceReleases``: one script each), and
+    the locks kept as redis-py's ``Lock`` keeps them, ``FencedLock``'s and
+    ``redis.lock.Lock``'s (``fencing.issuer.OperatesLocks``).
 
     ``min_replicas`` (default 0): a lease counts only once that many replicas have
     acknowledged it, within ``replica_timeout`` seconds (default 1 s, or half the
@@ -512,6 +538,21 @@ class RedisIssuer:
 
     def force_release(self, name: str) -> FenceStatus:
         return self.result_of(self.steps.force_release(name))
+
+    def lock_status(self, name: str) -> FenceStatus:
+        """The lock ``name`` kept as redis-py's ``Lock`` keeps it (``OperatesLocks``):
+        the holder's lock token, its time left, the counter, the lock's waiters; the
+        holder's fence token is not stored (``token`` None, see ``parse_lock_status``).
+        ``ValueError`` when the key ``name`` holds something else than a lock."""
+        return self.result_of(self.steps.lock_status(name, self._lock_keys(name)))
+
+    def force_release_lock(self, name: str) -> FenceStatus:
+        """End the lock ``name`` whoever holds it (``OperatesLocks``); the next token is
+        above every token its holder could have (see ``LOCK_FORCE_RELEASE``)."""
+        return self.result_of(self.steps.force_release_lock(name, self._lock_keys(name)))
+
+    def _lock_keys(self, name: str) -> LockKeys:
+        return lock_keys(name, client_encoder(self.client).encode)
 
     def names(self, prefix: str = "") -> Iterator[str]:
         """The fences with a lease or a counter key, by ``SCAN`` (never ``KEYS``), in no

@@ -21,6 +21,7 @@ the fence token. Imports the core's protocol, the Redis issuer and scripts, redi
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +44,7 @@ from .._protocol import (
 )
 from .._token import FenceToken
 from .._validate import check_name, check_timeout, check_ttl
-from ..issuer import Busy
+from ..issuer import Busy, FenceStatus
 from ._issuer import (
     SYNC_CLIENTS,
     AsyncRedisIssuer,
@@ -55,6 +56,7 @@ from ._issuer import (
     RedisSteps,
     _parse_release,
     check_client,
+    client_encoder,
     socket_timeout_of,
 )
 from ._scripts import (
@@ -76,6 +78,7 @@ class LockSteps(RedisSteps):
 
     The ``name`` the protocol passes is the lock's own; the keys were built once, with
     the client's encoder. A lock renews through redis-py's ``extend``/``reacquire``.
+    ``status`` and ``force_release`` act on the lock too, never on the fence's lease.
     """
 
     def __init__(
@@ -98,6 +101,12 @@ class LockSteps(RedisSteps):
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         raise NotImplementedError("a FencedLock renews with redis-py's extend and reacquire")
+
+    def status(self, name: str) -> Eval[FenceStatus]:
+        return self.lock_status(name, self.keys)
+
+    def force_release(self, name: str) -> Eval[FenceStatus]:
+        return self.force_release_lock(name, self.keys)
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> Pop | None:
         wait = block_seconds(seconds, self._socket_timeout)
@@ -157,7 +166,7 @@ class LockBase:
         check_timeout(self.blocking_timeout)
         self.local.fence = None
         self._ttl_ms = 0 if self.timeout is None else millis(self.timeout)
-        self._encode = _encoder(redis).encode
+        self._encode = client_encoder(redis).encode
         keys = lock_keys(name, self._encode)
         self._steps = LockSteps(keys, self.counter_idle, socket_timeout_of(redis))
         self._waiting = self._waiting_for(self.sleep)
@@ -315,13 +324,16 @@ class FencedLock(LockBase, redis.lock.Lock):
 
 
 def _check_sleep(sleep: object) -> float:
-    seconds = check_timeout(sleep)
-    if seconds is None:
-        raise TypeError("sleep must be a number of seconds, not None")
-    return seconds
+    """``sleep``: the longest wait between two attempts, a finite number of seconds >= 0.
 
-
-def _encoder(client: Any) -> Any:
-    """The client's encoder (a cluster client has it itself, a plain one in its pool)."""
-    get = getattr(client, "get_encoder", None)
-    return get() if get is not None else client.connection_pool.get_encoder()
+    Not a timeout: ``None`` and ``math.inf`` do not mean "for ever" here (a waiter that
+    sleeps for ever never tries again), so the messages name ``sleep``, not ``timeout``.
+    """
+    if isinstance(sleep, bool) or not isinstance(sleep, (int, float)):
+        raise TypeError(f"sleep must be a number of seconds, not {type(sleep).__name__}")
+    if not math.isfinite(sleep) or sleep < 0:
+        raise ValueError(
+            "sleep must be a finite number of seconds >= 0 (the longest wait between two "
+            f"attempts to take the lock), got {sleep!r}"
+        )
+    return float(sleep)

@@ -27,7 +27,8 @@ release is a bare compare-and-delete. A waiter that missed its wake-up (its
 BLPOP had just ended) finds the lease under its own holder id at its next attempt; one
 that gives up leaves the queue in an attempt with ``queue_ms`` 0 (see
 ``_protocol.wait_flow``). The scripts are passed only the lease key and derive the
-counter, queue and wake keys from it, so all share its hash tag and slot.
+counter, queue and wake keys from it, so all share its hash tag and slot (``STATUS``,
+which also reads a ``FencedLock``'s keys, is passed all three it reads).
 
 Keys and fixed arguments go to redis-py as bytes, built once (``fence_keys`` is an LRU
 cache), so it does not encode them again on every call.
@@ -375,24 +376,32 @@ return 1
 
 STATUS = Script(
     """
--- fencing status: read a fence's lease, counter and queue in one step (changes nothing).
--- KEYS[1] lease key (the counter and queue keys are derived from it)
+-- fencing status: read a lease, its counter and its waiters in one step (changes
+-- nothing). For a fence and for a FencedLock (or a redis.lock.Lock): their keys differ.
+-- KEYS[1] the lease key: a fence's 'fencing:{<name>}:lease', or a lock's own key <name>
+-- KEYS[2] the token counter
+-- KEYS[3] the waiting hash of the queue (holder id -> "<deadline ms>:...")
 -- Returns {lease value or nil, lease pttl (-2 none, -1 no expiry), counter or nil,
--- the number of queued waiters whose deadline has not passed}.
-local prefix = string.sub(KEYS[1], 1, -6)
+-- the number of queued waiters whose deadline has not passed}; {type} when KEYS[1]
+-- holds something other than a string (so it is no lease: a lock name given for a
+-- key of the application's).
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'string' and kind ~= 'none' then
+  return {kind}
+end
 local now = redis.call('TIME')
 now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local waiters = 0
-local places = redis.call('HVALS', prefix .. 'waiting')
+local places = redis.call('HVALS', KEYS[3])
 for i = 1, #places do
   if tonumber(string.match(places[i], '^(%d+):')) > now then
     waiters = waiters + 1
   end
 end
-local counter = redis.call('GET', prefix .. 'counter')
+local counter = redis.call('GET', KEYS[2])
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), counter, waiters}
 """,
-    numkeys=1,
+    numkeys=3,
 )
 
 FORCE_RELEASE = Script(
@@ -424,6 +433,50 @@ redis.call('DEL', KEYS[1])
 return {held, pttl}
 """,
     numkeys=1,
+)
+
+
+LOCK_FORCE_RELEASE = Script(
+    _lua("""
+-- FencedLock force release: end a lock kept as redis.lock.Lock keeps it (a FencedLock's
+-- or a redis.lock.Lock's) whoever holds it, in one step, and make sure the next token
+-- is above every token its holder could have.
+-- KEYS[1] the lock's own key (its name), KEYS[2] the fence's counter
+-- ARGV[1] counter idle lifetime in ms; "0" = the counter never expires
+-- Returns {lock token, its pttl, counter} of the lock ended; {} when the key did not
+-- exist (nothing changed); {type} when it holds something other than a string (no
+-- lock: nothing changed).
+-- Why the next token is above the evicted holder's: the lock's value is redis-py's
+-- token only, so the fence token is not read here; it need not be. Every grant of the
+-- lock (LOCK_ACQUIRE, or LOCK_RELEASE handing it over) stored its token in KEYS[2] in
+-- the same script, and the counter only grows while it exists (next_token: at least
+-- counter + 1), so a live counter is >= the evicted token and the next token is above
+-- it. A missing counter (idle past counter_idle under a lock with no expiry, evicted, or
+-- lost in a restart or failover) is set here to the server clock in microseconds:
+-- tokens are clock-floored, max(counter + 1, clock at the grant), so the counter runs
+-- ahead of the clock only by the tokens issued within one microsecond (one per script)
+-- and the evicted token is at most about the clock at its grant: below the clock now,
+-- unless the server's clock stepped back by more than the time that passed (the limit
+-- every token has, see next_token). Writing this floor keeps it even if the clock
+-- steps back after this. Queued waiters are not served here (as in FORCE_RELEASE):
+-- each takes the free lock at its next attempt, at most its `sleep` later.
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then
+  return {}
+end
+if kind ~= 'string' then
+  return {kind}
+end
+local held, pttl = redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])
+local counter = redis.call('GET', KEYS[2])
+if not counter then
+  counter = next_token(KEYS[2])
+  set(KEYS[2], counter, ARGV[1], false)
+end
+redis.call('DEL', KEYS[1])
+return {held, pttl, counter}
+"""),
+    numkeys=2,
 )
 
 
@@ -551,6 +604,11 @@ class LockKeys(NamedTuple):
         """The key a release pushes the handed-over token to, for ``holder``."""
         return self.queue[:-5] + b"wake:" + holder_bytes(holder)
 
+    @property
+    def waiting(self) -> bytes:
+        """The hash of the queued waiters' places (``STATUS`` counts the live ones)."""
+        return self.queue[:-5] + b"waiting"
+
 
 def lock_keys(name: str, encode: Callable[[str], bytes]) -> LockKeys:
     """The keys of the lock ``name``, with ``encode`` (its client's encoder: redis-py
@@ -608,6 +666,22 @@ def lock_release_args(keys: LockKeys, value: bytes) -> tuple[Any, ...]:
 def force_release_args(name: str, idle_ms: int) -> tuple[Any, ...]:
     """KEYS and ARGV of ``FORCE_RELEASE``."""
     return (fence_keys(name).lease, b"%d" % idle_ms)
+
+
+def status_args(name: str) -> tuple[Any, ...]:
+    """KEYS of ``STATUS`` for the fence ``name``: its lease, counter and waiting hash."""
+    keys = fence_keys(name)
+    return (keys.lease, keys.prefix + b"counter", keys.prefix + b"waiting")
+
+
+def lock_status_args(keys: LockKeys) -> tuple[Any, ...]:
+    """KEYS of ``STATUS`` for a lock: its own key, the counter and its waiting hash."""
+    return (keys.lease, keys.counter, keys.waiting)
+
+
+def lock_force_release_args(keys: LockKeys, idle_ms: int) -> tuple[Any, ...]:
+    """KEYS and ARGV of ``LOCK_FORCE_RELEASE``."""
+    return (keys.lease, keys.counter, b"%d" % idle_ms)
 
 
 def idle_millis(counter_idle: float | None) -> int:
@@ -671,9 +745,8 @@ def parse_status(name: str, reply: Any) -> FenceStatus:
         token, holder = parse_lease_value(value)
     except (TypeError, ValueError):
         raise _unexpected("status", reply) from None
-    left = pttl / 1000 if pttl >= 0 else None
     last = token if last is None else max(last, token)
-    return FenceStatus(name, True, holder, token, left, last, int(waiters))
+    return FenceStatus(name, True, holder, token, _seconds_left(pttl), last, int(waiters))
 
 
 def parse_force_release(name: str, reply: Any) -> FenceStatus:
@@ -685,7 +758,64 @@ def parse_force_release(name: str, reply: Any) -> FenceStatus:
         token, holder = parse_lease_value(value)
     except (TypeError, ValueError):
         raise _unexpected("force release", reply) from None
-    return FenceStatus(name, True, holder, token, pttl / 1000 if pttl >= 0 else None, token)
+    return FenceStatus(name, True, holder, token, _seconds_left(pttl), token)
+
+
+def parse_lock_status(name: str, reply: Any) -> FenceStatus:
+    """``STATUS``'s reply on a lock's keys as a ``FenceStatus``.
+
+    ``holder`` is the lock token (redis-py's, as ``redis-cli GET <name>`` shows it).
+    ``token`` is ``None``: the lock's key holds redis-py's token only (that is what lets
+    a ``redis.lock.Lock`` on the name see it held, and be seen), so the fence token of
+    its holder is not stored anywhere; ``last_token`` (the counter) is an upper bound
+    of it, and the holder itself has it as ``lock.fence_token``.
+    """
+    _refuse_no_lock(name, reply)
+    try:
+        value, pttl, counter, waiters = reply
+        last = None if counter is None else int(counter)
+        waiting = int(waiters)
+        if value is None:
+            return FenceStatus(name, held=False, last_token=last, waiters=waiting)
+        holder = _text(value)
+    except (TypeError, ValueError):
+        raise _unexpected("status", reply) from None
+    return FenceStatus(name, True, holder, None, _seconds_left(pttl), last, waiting)
+
+
+def parse_lock_force_release(name: str, reply: Any) -> FenceStatus:
+    """``LOCK_FORCE_RELEASE``'s reply: the lock it ended (``token`` ``None``, as in
+    ``parse_lock_status``; ``last_token`` the counter, above every token its holder
+    could have), or not held."""
+    if reply == []:
+        return FenceStatus(name, held=False)
+    _refuse_no_lock(name, reply)
+    try:
+        value, pttl, counter = reply
+        return FenceStatus(name, True, _text(value), None, _seconds_left(pttl), int(counter))
+    except (TypeError, ValueError):
+        raise _unexpected("force release", reply) from None
+
+
+def _refuse_no_lock(name: str, reply: Any) -> None:
+    """A ``ValueError`` for a script's ``{type}`` reply: the key ``name`` holds a value of
+    another type than a lock's (a string), so it is the application's, not a lock."""
+    if type(reply) is list and len(reply) == 1 and isinstance(reply[0], (bytes, str)):
+        raise ValueError(
+            f"{name!r} is not a lock: its key holds a {_text(reply[0])}, not a lock token "
+            "(nothing changed)"
+        )
+
+
+def _text(value: bytes | str) -> str:
+    """A reply as text (a lock token is redis-py's ``uuid1().hex`` unless the user gave
+    one: bytes UTF-8 cannot decode are shown escaped)."""
+    return value if isinstance(value, str) else value.decode("utf-8", "backslashreplace")
+
+
+def _seconds_left(pttl: int) -> float | None:
+    """A ``PTTL`` reply in seconds; ``None`` for a key without expiry (``-1``)."""
+    return pttl / 1000 if pttl >= 0 else None
 
 
 def parse_lease_value(value: bytes) -> tuple[int, str]:
