@@ -1,0 +1,32 @@
+"""Throwaway ``redis-server``, PostgreSQL, Redis Sentinel groups, etcd (a 3-member
+cluster) and ZooKeeper (a server or a 3-server ensemble) on free loopback ports.
+
+Used by the test suite, the chaos run and the benchmarks: each server lives in its own
+temporary directory, so a test may stop, restart, flush or freeze (SIGSTOP) it without
+touching anything else on the machine. One module per server kind; every name is
+importable from here. Imports nothing from the package outside ``fencing.testing``.
+"""
+
+from ._base import ServerError, free_port
+from ._etcd import Certificates, EtcdCluster, EtcdMember
+from ._postgres import PostgresServer, _postgres_bin
+from ._redis import RedisServer
+from ._sentinel import SentinelGroup, SentinelServer
+from ._zookeeper import ZOOKEEPER_JAR, ZooKeeperEnsemble, ZooKeeperServer, four_letter
+
+__all__ = [
+    "ZOOKEEPER_JAR",
+    "Certificates",
+    "EtcdCluster",
+    "EtcdMember",
+    "PostgresServer",
+    "RedisServer",
+    "SentinelGroup",
+    "SentinelServer",
+    "ServerError",
+    "ZooKeeperEnsemble",
+    "ZooKeeperServer",
+    "_postgres_bin",
+    "four_letter",
+    "free_port",
+]

@@ -1,0 +1,119 @@
+"""A throwaway PostgreSQL cluster (Debian's binaries, run as a non-root user). Imports the
+shared server base.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from ._base import ServerError, _Server, _wait_for_port
+
+
+def _postgres_bin() -> Path:
+    for base in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (base / "initdb").exists():
+            return base
+    found = shutil.which("initdb")
+    if found is None:
+        raise ServerError("PostgreSQL server binaries (initdb) not found")
+    return Path(found).parent
+
+
+class PostgresServer(_Server):
+    """A PostgreSQL cluster in a temporary directory on a free loopback port.
+
+    PostgreSQL refuses to run as root, so when we are root the cluster is created and
+    run as the ``postgres`` user. Authentication is ``trust`` on loopback only.
+    """
+
+    STOP_SIGNAL = signal.SIGINT  # "fast shutdown"
+
+    def __init__(self, database: str = "fencing") -> None:
+        self.bin = _postgres_bin()
+        self.database = database
+        super().__init__("fencing-pg-")
+        self.data = self.dir / "data"
+        self._as_postgres = os.geteuid() == 0
+        if self._as_postgres:
+            shutil.chown(self.dir, "postgres", "postgres")
+        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"])
+
+    @property
+    def user(self) -> str:
+        return "postgres"
+
+    def _pid(self) -> int:
+        """The postmaster's pid: ``runuser`` forks, and does not pass signals on."""
+        pid_file = self.data / "postmaster.pid"
+        if self._as_postgres and pid_file.exists():
+            return int(pid_file.read_text().split("\n", 1)[0])
+        return super()._pid()
+
+    def url(self, driver: str = "psycopg") -> str:
+        return f"postgresql+{driver}://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def _command(self, args: list[str]) -> list[str]:
+        if self._as_postgres:
+            return ["runuser", "-u", "postgres", "--", *args]
+        return args
+
+    def _run(self, args: list[str]) -> None:
+        result = subprocess.run(self._command(args), capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise ServerError(f"{args[0]} failed: {result.stderr.strip()}")
+
+    def start(self) -> PostgresServer:
+        args = [
+            str(self.bin / "postgres"),
+            "-D", str(self.data),
+            "-p", str(self.port),
+            "-h", "127.0.0.1",
+            "-k", str(self.dir),
+            "-c", "fsync=off",
+            "-c", "max_connections=200",
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            self._command(args), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        _wait_for_port(self.port, self.process, "postgres", 30.0)
+        self._create_database()
+        return self
+
+    def _create_database(self) -> None:
+        deadline = time.monotonic() + 30
+        while True:
+            result = subprocess.run(
+                self._command(
+                    [
+                        str(self.bin / "psql"),
+                        "-h",
+                        "127.0.0.1",
+                        "-p",
+                        str(self.port),
+                        "-U",
+                        "postgres",
+                        "-d",
+                        "postgres",
+                        "-tAc",
+                        f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'",
+                    ]
+                ),
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if result.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise ServerError(f"postgres not ready: {result.stderr.strip()}")
+            time.sleep(0.1)
+        if result.stdout.strip() != "1":
+            self._run([
+                str(self.bin / "createdb"), "-h", "127.0.0.1", "-p", str(self.port),
+                "-U", "postgres", self.database,
+            ])  # fmt: skip
