@@ -115,17 +115,21 @@ def shrunk_schedule(violation: BaseException) -> list[str]:
 
 
 def assert_read_then_write_window(violation: InvariantViolation) -> None:
-    """The counterexample is the window: A acquires (and reads) and pauses; time passes;
-    B acquires and reads; A's stale write lands; B's write, from its read, drops it."""
+    """The counterexample is the window: a holder reads and pauses past its lease; another
+    acquires and reads; the stale write lands; the newer holder's write, computed from its
+    read, drops it. Shrinking is not guaranteed to reach one minimal schedule (it depends
+    on what else Hypothesis draws), so the shape is checked, not an exact list of steps."""
     rules = shrunk_schedule(violation)
     print("shrunk schedule found by Hypothesis:", *rules, sep="\n  ")
     print(violation)
     assert "lost update" in violation.problem and "computed from a read" in violation.problem
-    assert rules[:3] == [f"acquire_{rules[0][-1]}", f"pause_{rules[0][-1]}", "expire"]
-    stale, fresh = rules[0][-1], rules[3][-1]
-    assert rules[3] == f"acquire_{fresh}" and fresh != stale
-    assert f"resume_{stale}" in rules[4:] and rules[-1] in (f"write_{fresh}", f"resume_{fresh}")
     assert "LOST UPDATE" in violation.timeline and "REJECTED" not in violation.timeline
+    assert "expire" in rules, rules  # a lease ran out under a paused holder
+    paused = {rule[-1] for rule in rules if rule.startswith("pause_")}
+    resumed = {rule[-1] for rule in rules if rule.startswith("resume_")}
+    assert paused & resumed, rules  # a holder paused, and came back to write
+    assert len({rule[-1] for rule in rules if rule.startswith("acquire_")}) == 2, rules
+    assert len(rules) <= 12, rules  # shrunk: the first failure found is much longer
 
 
 def test_without_a_claim_hypothesis_finds_the_window_and_shrinks_it() -> None:
