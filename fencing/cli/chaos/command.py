@@ -19,7 +19,8 @@ def register(subparsers: Any) -> None:
         description=(
             "N worker processes loop acquire -> read-modify-write on each guarded resource "
             "-> release while random workers are frozen (SIGSTOP) for 0 to 3x the TTL and "
-            "Redis is restarted once (or, with --failover, a Sentinel failover loses writes). "
+            "Redis is restarted once (or, with --failover, a Sentinel failover loses writes; "
+            "with --failover --cluster, a Redis Cluster failover). "
             "An independent checker replays the log. Exit 1 on any violation (with "
             "--unfenced, violations are the expected lesson)."
         ),
@@ -54,6 +55,15 @@ def register(subparsers: Any) -> None:
             "controls show violations)"
         ),
     )
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help=(
+            "with --failover: a Redis Cluster (3 masters, a replica each) instead of "
+            "Sentinel; the master serving the fence's slot is killed and its replica, "
+            "which missed writes, promoted (CLUSTER FAILOVER TAKEOVER)"
+        ),
+    )
     parser.add_argument("--seed", type=int, help="seed of the pause schedule")
     parser.set_defaults(func=run)
 
@@ -64,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not 0.05 <= args.ttl <= 10 or not 1 <= args.duration <= 24 * 3600:
         print("fencing chaos: --ttl must be 0.05-10 s and --duration 1 s-24 h", file=sys.stderr)
+        return 2
+    if args.cluster and not args.failover:
+        print("fencing chaos: --cluster goes with --failover", file=sys.stderr)
         return 2
     from ...testing.servers import PostgresServer, ServerError
     from .failover import run_failover_proof
@@ -88,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             issuer=args.issuer,
             url=args.url,
+            cluster=args.cluster,
         )
         if args.failover:
             return 0 if run_failover_proof(config).ok else 1

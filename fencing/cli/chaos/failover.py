@@ -1,14 +1,15 @@
 """The failover chaos run: the same failover three times, fenced and with two controls.
 
-1. fenced: ``fencing``'s issuer behind Sentinel, every resource guarded;
+1. fenced: ``fencing``'s issuer behind Sentinel (or on a Redis Cluster), every resource
+   guarded;
 2. unfenced control: the same issuer, the guards switched off;
 3. INCR-only control: the guards on, but tokens from a bare ``INCR`` (``incr``).
 
-In each, workers write through SIGSTOP pauses while the primary is killed and a replica
-that missed the last writes is promoted. The proof holds when the fenced run has no
-violation (no stale write accepted, no token repeated) and both controls have some: the
-run can fail, and it fails without what ``fencing`` adds. The figures are printed as a
-table.
+In each, workers write through SIGSTOP pauses while the primary (on a Cluster, the
+master serving the fence's slot) is killed and a replica that missed the last writes is
+promoted. The proof holds when the fenced run has no violation (no stale write accepted,
+no token repeated) and both controls have some: the run can fail, and it fails without
+what ``fencing`` adds. The figures are printed as a table.
 
 Imports the chaos runner.
 """

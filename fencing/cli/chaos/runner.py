@@ -14,6 +14,9 @@ logs and states to the independent ``checker``. The issuers (``ChaosConfig.issue
   quarter of the run the replica misses some writes, the primary is killed and the
   replica promoted (``_fail_over``); ``failover.py`` runs that fenced and with both
   controls (unfenced, and the INCR-only issuer of ``incr_only``);
+- with ``failover`` and ``cluster``: a Redis Cluster (3 masters, a replica each); at a
+  quarter of the run the replica of the master serving the fence's slot is frozen and
+  its link cut, the master is killed and the replica promoted (``_fail_over_cluster``);
 - ``ChaosConfig.url``: an issuer that is already running (no failures of ours).
 
 Imports the chaos resources, worker and checker, and the throwaway servers.
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...testing.redis_cluster import RedisCluster
 from ...testing.servers import EtcdCluster, EtcdMember, RedisServer, SentinelGroup
 from . import checker
 from .resources import FileResource, GuardResource, Resource, SqlRowResource
@@ -55,6 +59,7 @@ class ChaosConfig:
     #: Redis behind Sentinel instead: at a quarter of the run the replica is frozen and cut
     #: off, the primary is killed and the replica promoted (no restart then)
     failover: bool = False
+    cluster: bool = False  # with ``failover``: a Redis Cluster instead of Sentinel
     incr_only: bool = False  # the INCR-only control issuer (``incr``) instead of fencing's
 
 
@@ -102,7 +107,8 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         if url:
             SqlRowResource.setup(url, [1])
     outcome = ChaosOutcome(report=checker.Report())
-    issuer = _ChaosIssuer.start(config, outcome)
+    fence_name = f"chaos-{os.getpid()}-{rng.randrange(1 << 30)}"
+    issuer = _ChaosIssuer.start(config, outcome, fence_name)
     mode = "fenced" if config.fenced else "UNFENCED"
     say(
         f"chaos ({mode}): {config.workers} workers, {config.duration:g}s, ttl {config.ttl:g}s, "
@@ -112,7 +118,6 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
     )
     started = outcome.started = time.monotonic()
     deadline = started + config.duration
-    fence_name = f"chaos-{os.getpid()}-{rng.randrange(1 << 30)}"
     context = multiprocessing.get_context("fork")
     processes = []
     try:
@@ -220,9 +225,11 @@ class _ChaosIssuer:
         self.close = close
 
     @classmethod
-    def start(cls, config: ChaosConfig, outcome: ChaosOutcome) -> _ChaosIssuer:
+    def start(cls, config: ChaosConfig, outcome: ChaosOutcome, fence_name: str) -> _ChaosIssuer:
         if config.url is not None:
             return cls(config.url, config.url.partition("://")[0], [], lambda: None)
+        if config.failover and config.cluster:
+            return cls._cluster(config, outcome, fence_name)
         if config.failover:
             return cls._sentinel(config, outcome)
         if config.issuer == "etcd":
@@ -274,6 +281,30 @@ class _ChaosIssuer:
             close,
         )
 
+    @classmethod
+    def _cluster(cls, config: ChaosConfig, outcome: ChaosOutcome, fence_name: str) -> _ChaosIssuer:
+        cluster = RedisCluster(masters=3, replicas=1).start()
+        failover = threading.Thread(
+            target=_fail_over_cluster,
+            args=(cluster, fence_name, config, outcome),
+            name="chaos-cluster-failover",
+            daemon=True,
+        )
+
+        def close() -> None:
+            if failover.is_alive():
+                failover.join()
+            cluster.close()
+
+        tokens = "INCR-only tokens" if config.incr_only else "Redis"
+        return cls(
+            cluster.url + "?socket_timeout=1&socket_connect_timeout=1",
+            f"{tokens} on a Redis Cluster, 3 masters (the fence's master killed, its replica "
+            "that missed writes promoted)",
+            [(0.25, "cluster failover begun", failover.start)],
+            close,
+        )
+
 
 def _fail_over(group: SentinelGroup, config: ChaosConfig, outcome: ChaosOutcome) -> None:
     """Freeze the replica and cut its link, let the workers write on the primary for a
@@ -285,4 +316,23 @@ def _fail_over(group: SentinelGroup, config: ChaosConfig, outcome: ChaosOutcome)
     outcome.failover_at = time.monotonic() - outcome.started
     group.thaw_replica()
     group.wait_for_failover()
+    outcome.promoted_after = time.monotonic() - outcome.started - outcome.failover_at
+
+
+def _fail_over_cluster(
+    cluster: RedisCluster, fence_name: str, config: ChaosConfig, outcome: ChaosOutcome
+) -> None:
+    """``_fail_over`` on a Redis Cluster: freeze the replica of the master serving the
+    fence's slot and cut its link (freezing alone does not stop the stream: the kernel
+    buffers it), let the workers write, kill the master, thaw the replica and promote it
+    (``CLUSTER FAILOVER TAKEOVER``); wait until every node sees it serving the slot."""
+    master = cluster.master_for(fence_name)
+    replica = cluster.replicas_of(master)[0]
+    replica.freeze()
+    cluster.cut_replication(master)
+    time.sleep(min(0.4, max(0.1, 2 * config.ttl)))
+    master.kill()
+    outcome.failover_at = time.monotonic() - outcome.started
+    replica.thaw()
+    cluster.failover(replica)
     outcome.promoted_after = time.monotonic() - outcome.started - outcome.failover_at

@@ -100,8 +100,14 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
 
 def _fence(config: WorkerConfig) -> fencing.Fence | IncrOnlyFence:
     """The worker's fence: on Redis with short socket timeouts (a restart must not stall
-    a worker), the INCR-only control on the same Redis (or Sentinel primary), and on any
-    other issuer (Sentinel, etcd) as ``fencing.connect`` makes it."""
+    a worker), the INCR-only control on the same Redis (Sentinel primary, or Cluster: its
+    two keys share a hash tag, one slot), and on any other issuer (Sentinel, Cluster,
+    etcd) as ``fencing.connect`` makes it."""
+    if config.incr_only and "+cluster://" in config.redis_url:
+        from fencing.redis._backend import RedisClusterBackend
+
+        client = RedisClusterBackend(config.redis_url).new_client()
+        return IncrOnlyFence(client, config.fence_name, config.ttl)
     if config.incr_only:
         from fencing.redis._sentinel import parse_sentinel_url, sentinel_client
 
