@@ -35,8 +35,8 @@ from fencing.etcd import EtcdFence, EtcdIssuer
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
 from fencing.testing.servers import EtcdCluster
-from handoff_rig import MIN_HOLD, handoff_rounds
-from harness import Context, Table, Variant, run_rounds, timed
+from handoff_rig import MIN_HOLD, acquire_rounds, fence_holder, handoff_rounds
+from harness import Context, Table
 
 TTL = 10  # seconds: no lease expires during a measurement
 FLOOR = "etcd floor: grant, txn, txn (grpc, bare)"
@@ -167,9 +167,9 @@ class Clients:
             afloor = AsyncBareFloor(self.achannel, key)
             return lambda: run(afloor.acquire()), lambda: run(afloor.release())
         if kind == FENCE:
-            return _tokens(EtcdFence(self.issuer, name, TTL), lambda x: x)
+            return fence_holder(EtcdFence(self.issuer, name, TTL), lambda x: x)
         if kind == AFENCE:
-            return _tokens(AsyncEtcdFence(self.aissuer, name, TTL), run)
+            return fence_holder(AsyncEtcdFence(self.aissuer, name, TTL), run)
         lock = self.peer.lock(key, ttl=TTL)
         return lambda: run(lock.acquire(timeout=None)), lambda: run(lock.release())
 
@@ -183,18 +183,6 @@ class Clients:
         await self.aissuer.close()
         await self.peer.close()
         await self.achannel.close()
-
-
-def _tokens(fence: Any, run: Callable[[Any], Any]) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    tokens: list[int] = []
-
-    def acquire() -> None:
-        tokens.append(run(fence.acquire()))
-
-    def release() -> None:
-        run(fence.release(tokens.pop()))
-
-    return acquire, release
 
 
 # -- the family --------------------------------------------------------------------------------
@@ -211,16 +199,7 @@ def run(ctx: Context) -> list[Table]:
 
 
 def _acquire(ctx: Context, clients: Clients) -> Table:
-    variants = []
-    for kind in ACQUIRE_ORDER:
-        acquire, release = clients.holder(kind, f"bench-acquire-{kind}")
-
-        def op(acquire: Callable[[], Any] = acquire, release: Callable[[], Any] = release) -> None:
-            acquire()
-            release()
-
-        variants.append(Variant(kind, timed(op)))
-    stats = run_rounds(variants, rounds=ctx.scale(5, 20), per_round=ctx.scale(10, 25), warmup=5)
+    stats = acquire_rounds(ctx, clients, ACQUIRE_ORDER, lambda kind: f"bench-acquire-{kind}")
     return Table(
         "etcd-acquire",
         "etcd: uncontended acquire + release (3 members, loopback)",

@@ -1,6 +1,7 @@
-"""The hand-off measurement of the families whose holders come from one ``Clients`` object
-(etcd, ZooKeeper): this process holds and releases, a waiter in another (spawned)
-process blocks in its acquire and notes when it holds. Both clocks are CLOCK_MONOTONIC.
+"""What the families of the consensus engines share (etcd, ZooKeeper): their holders come
+from one ``Clients`` object, measured uncontended (``acquire_rounds``) and at hand-off
+(``handoff_rounds``: this process holds and releases, a waiter in another, spawned,
+process blocks in its acquire and notes when it holds; both clocks CLOCK_MONOTONIC).
 
 A family passes its ``Clients`` class (built in the waiter process from one string
 argument, so it must be importable there) and the kinds to measure.
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
-from harness import Context, Stats, Variant, now_ns, run_rounds
+from harness import Context, Stats, Variant, now_ns, run_rounds, timed
 
 #: Time for the waiter to reach its blocking wait before the release, plus U(0, JITTER).
 MIN_HOLD = 0.005
@@ -31,6 +32,36 @@ class Clients(Protocol):
     def holder(self, kind: str, name: str) -> Holder: ...
 
     def close(self) -> None: ...
+
+
+def fence_holder(fence: Any, run: Callable[[Any], Any]) -> Holder:
+    """(acquire, release) of a fence whose calls ``run`` completes (blocking: the identity;
+    asyncio: run the coroutine on the family's loop)."""
+    tokens: list[int] = []
+
+    def acquire() -> None:
+        tokens.append(run(fence.acquire()))
+
+    def release() -> None:
+        run(fence.release(tokens.pop()))
+
+    return acquire, release
+
+
+def acquire_rounds(
+    ctx: Context, clients: Clients, kinds: Sequence[str], name_of: Callable[[str], str]
+) -> dict[str, Stats]:
+    """Uncontended acquire + release of every kind, each on its own name, interleaved."""
+    variants = []
+    for kind in kinds:
+        acquire, release = clients.holder(kind, name_of(kind))
+
+        def op(acquire: Callable[[], Any] = acquire, release: Callable[[], Any] = release) -> None:
+            acquire()
+            release()
+
+        variants.append(Variant(kind, timed(op)))
+    return run_rounds(variants, rounds=ctx.scale(5, 20), per_round=ctx.scale(10, 25), warmup=5)
 
 
 def handoff_rounds(

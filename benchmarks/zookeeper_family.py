@@ -33,8 +33,8 @@ from fencing.testing.servers import ZooKeeperEnsemble
 from fencing.zookeeper import ZooKeeperFence
 from fencing.zookeeper._requests import future_of
 from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
-from handoff_rig import MIN_HOLD, handoff_rounds
-from harness import Context, Table, Variant, run_rounds, timed
+from handoff_rig import MIN_HOLD, acquire_rounds, fence_holder, handoff_rounds
+from harness import Context, Table
 
 TTL = 10.0  # seconds: hold()'s period only; ZooKeeper leases live with the session
 FLOOR = "zookeeper floor: create + delete ephemeral (kazoo, bare)"
@@ -110,9 +110,9 @@ class Clients:
             afloor = AsyncBareFloor(self.client, path)
             return lambda: run(afloor.acquire()), lambda: run(afloor.release())
         if kind == FENCE:
-            return _tokens(ZooKeeperFence(self.client, name, TTL), lambda x: x)
+            return fence_holder(ZooKeeperFence(self.client, name, TTL), lambda x: x)
         if kind == AFENCE:
-            return _tokens(AsyncZooKeeperFence(self.client, name, TTL), run)
+            return fence_holder(AsyncZooKeeperFence(self.client, name, TTL), run)
         lock = self.client.Lock(f"/bench-locks/{name}")
         return lock.acquire, lock.release
 
@@ -120,18 +120,6 @@ class Clients:
         self.loop.close()
         self.client.stop()
         self.client.close()
-
-
-def _tokens(fence: Any, run: Callable[[Any], Any]) -> Holder:
-    tokens: list[int] = []
-
-    def acquire() -> None:
-        tokens.append(run(fence.acquire()))
-
-    def release() -> None:
-        run(fence.release(tokens.pop()))
-
-    return acquire, release
 
 
 def run(ctx: Context) -> list[Table]:
@@ -145,16 +133,9 @@ def run(ctx: Context) -> list[Table]:
 
 
 def _acquire(ctx: Context, clients: Clients) -> Table:
-    variants = []
-    for kind in ACQUIRE_ORDER:
-        acquire, release = clients.holder(kind, f"acquire-{ACQUIRE_ORDER.index(kind)}")
-
-        def op(acquire: Callable[[], Any] = acquire, release: Callable[[], Any] = release) -> None:
-            acquire()
-            release()
-
-        variants.append(Variant(kind, timed(op)))
-    stats = run_rounds(variants, rounds=ctx.scale(5, 20), per_round=ctx.scale(10, 25), warmup=5)
+    stats = acquire_rounds(
+        ctx, clients, ACQUIRE_ORDER, lambda kind: f"acquire-{ACQUIRE_ORDER.index(kind)}"
+    )
     return Table(
         "zookeeper-acquire",
         "ZooKeeper: uncontended acquire + release (3 servers, loopback, on the leader)",
