@@ -211,7 +211,7 @@ def test_read_then_write_window_in_real_time(
     for mode in ("read-write", "claim-read-write"):
         name = f"window-{uuid.uuid4().hex[:8]}"
         resource = real_resource(tmp_path / name)
-        fences = [make_fence(name, ttl=0.3) for _ in range(2)]  # room for a loaded machine
+        fences = [make_fence(name, ttl=1.0) for _ in range(2)]  # c2 must outlive its steps
         sim = Simulation(real_time_world(fences, resource), mode=mode)
         c1, c2 = sim.clients
         assert c1.acquire() is not None and c1.pause() is True  # c1 read, then froze
