@@ -15,6 +15,7 @@ from collections.abc import Callable
 import pytest
 import redis
 import redis.asyncio
+from interrupts import interrupt_before_a_reply
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -295,3 +296,18 @@ def test_bad_input_is_refused_before_any_io() -> None:
         fence.release(fencing.FenceToken(5, "another"))
     with pytest.raises(fencing.FenceUnavailable):  # the same client, now doing I/O
         fence.acquire(timeout=0)
+
+
+@pytest.mark.parametrize("client_kind", ["redis_client", "cluster_client"])
+def test_an_interrupt_before_a_reply_leaves_no_reply_for_the_next_call(
+    request: pytest.FixtureRequest, client_kind: str
+) -> None:
+    """redis-py pools a connection stopped between sending and reading; read by the next
+    acquire, the old reply (a granted token) would let a second holder in."""
+    client = request.getfixturevalue(client_kind)
+    fence = RedisFence(client, "interrupted", ttl=30)
+    fence.release(fence.acquire(timeout=0))  # loads the script: the interrupt hits EVALSHA
+    interrupt_before_a_reply(lambda: fence.acquire(timeout=0))  # granted, reply lost
+    with pytest.raises(fencing.AcquireTimeout):
+        fence.acquire(timeout=0)
+    assert client.incr("{interrupted}:unrelated") == 1

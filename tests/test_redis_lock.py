@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import redis
+from interrupts import interrupt_before_a_reply
 from redis.exceptions import LockError, LockNotOwnedError
 
 import fencing
@@ -313,6 +314,30 @@ def test_an_interrupted_acquire_leaves_no_orphan_lock_and_no_place_in_the_queue(
         holder.release()  # nobody to hand it to
         assert redis_client.get(LEASE) is None
     assert landed > len(DELAYS)
+
+
+@pytest.mark.parametrize("step", ["acquire", "release"])
+def test_an_interrupt_between_a_command_and_its_reply_leaves_no_reply_for_the_next_call(
+    redis_client: redis.Redis, step: str
+) -> None:
+    """redis-py pools a connection stopped between sending and reading: without care its
+    next command would read the old reply (a stale ``Busy`` taken as the answer to the
+    waiter's leaving, a stale integer as anything)."""
+    holder = lock(redis_client, timeout=30)
+    with holder:  # loads the scripts: the interrupted call is the script's EVALSHA
+        pass
+    assert holder.acquire(blocking=False)
+    if step == "acquire":
+        waiter = lock(redis_client, timeout=30)
+        interrupt_before_a_reply(functools.partial(waiter.acquire, blocking_timeout=20))
+        assert redis_client.exists("fencing:{invoice:42}:lock:queue") == 0
+        assert redis_client.ping() is True
+        holder.release()
+    else:
+        interrupt_before_a_reply(holder.release)
+        assert redis_client.ping() is True
+    assert redis_client.get(LEASE) is None
+    assert redis_client.incr("unrelated") == 1
 
 
 def test_the_lock_issuer_inspects_and_force_releases_the_lock_not_the_fence(

@@ -5,6 +5,8 @@ not set up for fencing: ``FenceSetupError``, saying which permissions the Redis 
 needs, or where the password goes. Every other redis-py error is ``FenceUnavailable``
 (a Sentinel that names no primary says why that may be; a Redis Cluster redirection,
 ``MOVED``/``ASK``, which only a standalone client sees, says to use a cluster client).
+A call stopped by something else (an interrupt) may leave a reply unread: see
+``drop_unread_replies``.
 
 Imports the core's errors and redis-py.
 """
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import redis.asyncio.sentinel
+import redis.cluster
 import redis.exceptions
 import redis.sentinel
 
@@ -68,3 +72,28 @@ def redis_errors(what: str = "redis") -> Iterator[None]:
         yield
     except redis.exceptions.RedisError as exc:
         raise redis_failure(what, exc) from exc
+
+
+def drop_unread_replies(client: Any, stop: BaseException) -> None:
+    """After a blocking call that ``stop`` ended, unless redis-py raised it: close the
+    client's idle connections.
+
+    redis-py gives a connection back to its pool even when a ``KeyboardInterrupt`` (or
+    an exception raised by a signal handler) lands between sending a command and reading
+    its reply; the next command on that connection would read the old reply as its own
+    (redis-py closes the connection only when the stop lands inside the read). Closed,
+    such a connection reconnects when next used. Connections other threads are using
+    are left alone.
+    """
+    if isinstance(stop, redis.exceptions.RedisError):
+        return
+    if isinstance(client, redis.cluster.RedisCluster):
+        nodes = [node.redis_connection for node in client.get_nodes()]  # type: ignore[no-untyped-call]
+        pools = [node.connection_pool for node in nodes if node is not None]
+    elif client.connection is not None:  # a single-connection client
+        client.connection.disconnect()
+        return
+    else:
+        pools = [client.connection_pool]
+    for pool in pools:
+        pool.disconnect(inuse_connections=False)

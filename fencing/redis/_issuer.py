@@ -44,7 +44,7 @@ from .._fence import Fence
 from .._flow import run_async, run_sync
 from .._validate import check_ttl
 from ..issuer import Busy, FenceStatus
-from ._errors import redis_failure
+from ._errors import drop_unread_replies, redis_failure
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -503,6 +503,9 @@ class RedisIssuer:
             step.perform(self.client)
         except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
+        except BaseException as exc:
+            drop_unread_replies(self.client, exc)
+            raise
         return step.result
 
     def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
@@ -513,6 +516,9 @@ class RedisIssuer:
             return run_sync(self.steps.replicated(step, name, holder, renewed), self.client)
         except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
+        except BaseException as exc:
+            drop_unread_replies(self.client, exc)
+            raise
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)

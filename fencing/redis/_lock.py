@@ -287,7 +287,8 @@ class FencedLock(LockBase, redis.lock.Lock):
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
-        self._calls = Calls(LockIssuer(redis, self._steps), name, _redis_py_sleep)
+        self._issuer = LockIssuer(redis, self._steps)
+        self._calls = Calls(self._issuer, name, _redis_py_sleep)
 
     def acquire(
         self,
@@ -317,9 +318,7 @@ class FencedLock(LockBase, redis.lock.Lock):
     def do_release(self, expected_token: str | bytes) -> None:
         """redis-py's hook: release the lock held with ``expected_token``."""
         self.local.fence = None
-        step = self._release_step(expected_token)
-        step.perform(self.redis)
-        if not step.result:
+        if not self._issuer.result_of(self._release_step(expected_token)):
             raise self._not_owned()
 
 
