@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ from sqlalchemy import create_engine
 import fencing
 from fencing import cli
 from fencing._connect import _BACKENDS, connect
-from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE, releaser
+from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE, opened, releaser
 from fencing.issuer import Busy
 from fencing.sql import create_tables
 from fencing.sql._schema import leases
@@ -376,7 +377,6 @@ def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
     the tokens it reports ended are those whose release raised ``LeaseLost``."""
     name = unique("racing")
     backend = connect(url)
-    issuer, _ = releaser(url)
     store = fencing.FileStore(tmp_path / "resource")
 
     def new_holder() -> Callable[[], tuple[int, int | None]]:
@@ -395,7 +395,54 @@ def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
 
         return take_and_give_back
 
-    race_force_release(new_holder, lambda: issuer.force_release(name).token)
+    with opened(url) as operated:
+        issuer = releaser(operated)
+        race_force_release(new_holder, lambda: issuer.force_release(name).token)
+
+
+def connections_to(url: str) -> int:
+    """How many TCP connections this process has open to the servers of ``url`` (its
+    ``host:port`` parts): the sockets among its file descriptors whose remote end is one
+    of those ports, found in /proc."""
+    ports = {int(port) for port in re.findall(r":(\d+)", url.partition("://")[2])}
+    ours = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed since listed
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                ours.add(target[len("socket:[") : -1])
+    found = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].rpartition(":")[2], 16)
+            found += remote_port in ports and fields[3] == "01" and fields[9] in ours  # ESTABLISHED
+    return found
+
+
+@pytest.mark.parametrize("server", ["zookeeper_server", "etcd_cluster"])
+def test_the_commands_close_the_backend_they_open(
+    server: str, request: pytest.FixtureRequest, run: Run
+) -> None:
+    """``status``, ``list`` and ``release --force`` on ZooKeeper and etcd leave no session
+    or channel behind: no connection to the servers beyond those of the test's own
+    holder, and nothing on stderr. (A kazoo client left open goes on reconnecting, and
+    says "Connection dropped" on stderr, once its servers go away.)"""
+    url = request.getfixturevalue(server).url
+    name = unique("closed")
+    holder = connect(url)
+    token = holder.fence(name, ttl=30).acquire(timeout=0)
+    before = connections_to(url)
+    assert before > 0  # the holder's: the count sees this process's connections
+    code, out, err = run("status", "--json", "--url", url, name)
+    assert code == OK and check_json(out)["token"] == token and not err
+    assert connections_to(url) == before
+    code, out, err = run("list", "--url", url, "--prefix", name)
+    assert code == OK and out.split() == [name] and not err
+    assert connections_to(url) == before
+    code, out, err = run("release", name, "--force", "--url", url)
+    assert code == OK and "evicted holder" in out and not err
+    assert connections_to(url) == before
 
 
 def test_a_reader_that_stops_reading_ends_the_output_quietly(tmp_path: Path) -> None:
