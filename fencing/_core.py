@@ -26,7 +26,6 @@ from ._protocol import (
     AsyncCalls,
     Calls,
     Flow,
-    Release,
     Renew,
     Sleep,
     TryAcquire,
@@ -148,20 +147,15 @@ class FenceCore:
             raise LeaseLost(self.name, value, "lease expired or was taken over before renew")
         renew_log.debug("fence %r: renewed token %d for %ss", self.name, value, seconds)
 
-    def _release_step(self, token: object) -> Release:
-        return Release(*self._lease_of(token))
-
-    def _released(self, release: Release) -> None:
-        """Forget the lease; ``LeaseLost`` if the release found it gone."""
-        self._forget(release.token)
-        if not release.result:
+    def _released(self, token: int, held: bool) -> None:
+        """Forget the lease of ``token``; ``LeaseLost`` if the release found it gone."""
+        self._forget(token)
+        if not held:
             lost_log.warning(
-                "fence %r: lease of token %d lost (found at release)", self.name, release.token
+                "fence %r: lease of token %d lost (found at release)", self.name, token
             )
-            raise LeaseLost(
-                self.name, release.token, "lease expired or was taken over before release"
-            )
-        release_log.debug("fence %r: released token %d", self.name, release.token)
+            raise LeaseLost(self.name, token, "lease expired or was taken over before release")
+        release_log.debug("fence %r: released token %d", self.name, token)
 
     def _renewal_flow(self, hold: HoldState) -> Flow[None]:
         """Renew ``hold``'s lease every ttl/3 until stopped; on loss mark the hold lost.
