@@ -1,6 +1,6 @@
 """Family ``cluster``: fences on one Redis node against a Redis Cluster of 3 masters.
 
-The family starts its own cluster (``fencing.testing.redis_cluster``: 3 masters and no
+The family starts its own cluster (``fencing.testing.servers.RedisCluster``: 3 masters and no
 replicas, like the run's lone redis-server, on loopback, inheriting the run's CPU
 pinning) beside the run's redis-server, and measures:
 
@@ -40,7 +40,7 @@ import handoff
 import locks
 import throughput
 from fencing import RedisFence
-from fencing.testing.redis_cluster import RedisCluster
+from fencing.testing.servers import RedisCluster
 from harness import Context, Stats, Table, Variant, now_ns, run_rounds, timed
 
 #: How many fence names each throughput client cycles over.

@@ -21,10 +21,7 @@ the throwaway cluster.
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Callable
-from typing import Any
 
 import aetcd
 import grpc
@@ -35,19 +32,25 @@ from fencing.etcd import EtcdFence, EtcdIssuer
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
 from fencing.testing.servers import EtcdCluster
-from handoff_rig import MIN_HOLD, acquire_rounds, fence_holder, handoff_rounds
+from handoff_rig import (
+    HOLD_NOTE,
+    EngineClients,
+    Holder,
+    Kinds,
+    acquire_rounds,
+    handoff_rounds,
+)
 from harness import Context, Table
 
 TTL = 10  # seconds: no lease expires during a measurement
-FLOOR = "etcd floor: grant, txn, txn (grpc, bare)"
-AA = "A/A: etcd floor, 2nd copy"
-AFLOOR = "etcd floor, asyncio (grpc.aio, bare)"
-FENCE = "fencing.etcd.EtcdFence"
-AFENCE = "fencing.etcd.aio.EtcdFence"
-PEER = "aetcd Lock (asyncio)"
-ACQUIRE_ORDER = [FLOOR, AA, FENCE, AFLOOR, AFENCE, PEER]
-HANDOFF_ORDER = [FLOOR, FENCE, AFENCE, PEER]
-ASYNC = {AFLOOR, AFENCE, PEER}
+KINDS = Kinds(
+    floor="etcd floor: grant, txn, txn (grpc, bare)",
+    aa="A/A: etcd floor, 2nd copy",
+    afloor="etcd floor, asyncio (grpc.aio, bare)",
+    fence="fencing.etcd.EtcdFence",
+    afence="fencing.etcd.aio.EtcdFence",
+    peer="aetcd Lock (asyncio)",
+)
 
 
 # -- the bare floor --------------------------------------------------------------------------
@@ -140,37 +143,38 @@ class AsyncBareFloor(_Bare):
 # -- the holders under test --------------------------------------------------------------------
 
 
-class Clients:
+class Clients(EngineClients):
     """One process's clients of the cluster (blocking, asyncio on ``loop``, aetcd)."""
 
+    KINDS = KINDS
+
     def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-        self.loop = asyncio.new_event_loop()
+        super().__init__(endpoint)
         self.channel = grpc.insecure_channel(endpoint)
         self.achannel = self.loop.run_until_complete(self._open())
         self.issuer = EtcdIssuer(f"etcd://{endpoint}")
         self.aissuer = AsyncEtcdIssuer(f"etcd://{endpoint}")
         host, _, port = endpoint.rpartition(":")
-        self.peer = aetcd.Client(host, int(port))
+        self.peer_client = aetcd.Client(host, int(port))
 
     async def _open(self) -> grpc.aio.Channel:
-        return grpc.aio.insecure_channel(self.endpoint)
+        return grpc.aio.insecure_channel(self.argument)
 
-    def holder(self, kind: str, name: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
-        """(acquire, release) of a fresh holder of ``kind`` on fence ``name``, blocking."""
+    def floor(self, name: str) -> BareFloor:
+        return BareFloor(self.channel, _key(name))
+
+    def afloor(self, name: str) -> AsyncBareFloor:
+        return AsyncBareFloor(self.achannel, _key(name))
+
+    def fence(self, name: str) -> EtcdFence:
+        return EtcdFence(self.issuer, name, TTL)
+
+    def afence(self, name: str) -> AsyncEtcdFence:
+        return AsyncEtcdFence(self.aissuer, name, TTL)
+
+    def peer(self, name: str) -> Holder:
         run = self.loop.run_until_complete
-        key = f"fencing/{name}".encode()
-        if kind in (FLOOR, AA):
-            floor = BareFloor(self.channel, key)
-            return floor.acquire, floor.release
-        if kind == AFLOOR:
-            afloor = AsyncBareFloor(self.achannel, key)
-            return lambda: run(afloor.acquire()), lambda: run(afloor.release())
-        if kind == FENCE:
-            return fence_holder(EtcdFence(self.issuer, name, TTL), lambda x: x)
-        if kind == AFENCE:
-            return fence_holder(AsyncEtcdFence(self.aissuer, name, TTL), run)
-        lock = self.peer.lock(key, ttl=TTL)
+        lock = self.peer_client.lock(_key(name), ttl=TTL)
         return lambda: run(lock.acquire(timeout=None)), lambda: run(lock.release())
 
     def close(self) -> None:
@@ -181,31 +185,30 @@ class Clients:
 
     async def _aclose(self) -> None:
         await self.aissuer.close()
-        await self.peer.close()
+        await self.peer_client.close()
         await self.achannel.close()
+
+
+def _key(name: str) -> bytes:
+    return f"fencing/{name}".encode()
 
 
 # -- the family --------------------------------------------------------------------------------
 
 
 def run(ctx: Context) -> list[Table]:
-    with EtcdCluster() as cluster:  # inherits the run's CPU pinning
-        endpoint = cluster.leader().endpoint
-        clients = Clients(endpoint)
-        try:
-            return [_acquire(ctx, clients), _handoff(ctx, clients, endpoint)]
-        finally:
-            clients.close()
+    # the cluster inherits the run's CPU pinning
+    with EtcdCluster() as cluster, Clients(cluster.leader().endpoint) as clients:
+        return [_acquire(ctx, clients), _handoff(ctx, clients)]
 
 
 def _acquire(ctx: Context, clients: Clients) -> Table:
-    stats = acquire_rounds(ctx, clients, ACQUIRE_ORDER, lambda kind: f"bench-acquire-{kind}")
     return Table(
         "etcd-acquire",
         "etcd: uncontended acquire + release (3 members, loopback)",
-        [stats[kind] for kind in ACQUIRE_ORDER],
-        floor=FLOOR,
-        floor_of={AFENCE: AFLOOR, PEER: AFLOOR},
+        acquire_rounds(ctx, clients, lambda kind: f"bench-acquire-{kind}"),
+        floor=KINDS.floor,
+        floor_of={KINDS.afence: KINDS.afloor, KINDS.peer: KINDS.afloor},
         notes=[
             "floor: LeaseGrant + create-if-absent Txn + compare-and-delete Txn, bare; asyncio"
             " rows are compared with the asyncio floor",
@@ -214,18 +217,15 @@ def _acquire(ctx: Context, clients: Clients) -> Table:
     )
 
 
-def _handoff(ctx: Context, clients: Clients, endpoint: str) -> Table:
-    stats = handoff_rounds(
-        ctx, clients, Clients, endpoint, HANDOFF_ORDER, lambda kind: f"bench-handoff-{kind}"
-    )
+def _handoff(ctx: Context, clients: Clients) -> Table:
     return Table(
         "etcd-handoff",
         "etcd: hand-off latency (release -> waiter in another process holds)",
-        [stats[kind] for kind in HANDOFF_ORDER],
-        floor=FLOOR,
+        handoff_rounds(ctx, clients, lambda kind: f"bench-handoff-{kind}"),
+        floor=KINDS.floor,
         notes=[
             "floor, bare: the waiter's busy Txn, Watch of the key's deletion (a local read if"
             " it starts late); on the event LeaseGrant + Txn. Release: one Txn",
-            f"hold {MIN_HOLD * 1e3:.0f} ms + U(0, 2 ms) after the waiter says it is about to wait",
+            HOLD_NOTE,
         ],
     )

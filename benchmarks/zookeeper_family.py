@@ -33,20 +33,25 @@ from fencing.testing.servers import ZooKeeperEnsemble
 from fencing.zookeeper import ZooKeeperFence
 from fencing.zookeeper._requests import future_of
 from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
-from handoff_rig import MIN_HOLD, acquire_rounds, fence_holder, handoff_rounds
+from handoff_rig import (
+    HOLD_NOTE,
+    EngineClients,
+    Holder,
+    Kinds,
+    acquire_rounds,
+    handoff_rounds,
+)
 from harness import Context, Table
 
 TTL = 10.0  # seconds: hold()'s period only; ZooKeeper leases live with the session
-FLOOR = "zookeeper floor: create + delete ephemeral (kazoo, bare)"
-AA = "A/A: zookeeper floor, 2nd copy"
-AFLOOR = "zookeeper floor, asyncio (kazoo async, awaited)"
-FENCE = "fencing.zookeeper.ZooKeeperFence"
-AFENCE = "fencing.zookeeper.aio.ZooKeeperFence"
-PEER = "kazoo Lock"
-ACQUIRE_ORDER = [FLOOR, AA, FENCE, AFLOOR, AFENCE, PEER]
-HANDOFF_ORDER = [FLOOR, FENCE, AFENCE, PEER]
-
-Holder = tuple[Callable[[], Any], Callable[[], Any]]
+KINDS = Kinds(
+    floor="zookeeper floor: create + delete ephemeral (kazoo, bare)",
+    aa="A/A: zookeeper floor, 2nd copy",
+    afloor="zookeeper floor, asyncio (kazoo async, awaited)",
+    fence="fencing.zookeeper.ZooKeeperFence",
+    afence="fencing.zookeeper.aio.ZooKeeperFence",
+    peer="kazoo Lock",
+)
 
 
 class BareFloor:
@@ -91,28 +96,29 @@ class AsyncBareFloor:
         await future_of(self.client.delete_async(self.path), asyncio.get_running_loop())
 
 
-class Clients:
+class Clients(EngineClients):
     """One process's kazoo client (on the leader) and an event loop for the asyncio rows."""
 
+    KINDS = KINDS
+
     def __init__(self, hosts: str) -> None:
+        super().__init__(hosts)
         self.client = KazooClient(hosts=hosts, timeout=30)
         self.client.start(timeout=30)
-        self.loop = asyncio.new_event_loop()
 
-    def holder(self, kind: str, name: str) -> Holder:
-        """(acquire, release) of a fresh holder of ``kind`` on fence ``name``, blocking."""
-        run = self.loop.run_until_complete
-        path = f"/bench/{name}/lease"
-        if kind in (FLOOR, AA):
-            floor = BareFloor(self.client, path)
-            return floor.acquire, floor.release
-        if kind == AFLOOR:
-            afloor = AsyncBareFloor(self.client, path)
-            return lambda: run(afloor.acquire()), lambda: run(afloor.release())
-        if kind == FENCE:
-            return fence_holder(ZooKeeperFence(self.client, name, TTL), lambda x: x)
-        if kind == AFENCE:
-            return fence_holder(AsyncZooKeeperFence(self.client, name, TTL), run)
+    def floor(self, name: str) -> BareFloor:
+        return BareFloor(self.client, _lease_path(name))
+
+    def afloor(self, name: str) -> AsyncBareFloor:
+        return AsyncBareFloor(self.client, _lease_path(name))
+
+    def fence(self, name: str) -> ZooKeeperFence:
+        return ZooKeeperFence(self.client, name, TTL)
+
+    def afence(self, name: str) -> AsyncZooKeeperFence:
+        return AsyncZooKeeperFence(self.client, name, TTL)
+
+    def peer(self, name: str) -> Holder:
         lock = self.client.Lock(f"/bench-locks/{name}")
         return lock.acquire, lock.release
 
@@ -122,26 +128,23 @@ class Clients:
         self.client.close()
 
 
+def _lease_path(name: str) -> str:
+    return f"/bench/{name}/lease"
+
+
 def run(ctx: Context) -> list[Table]:
-    with ZooKeeperEnsemble() as ensemble:  # inherits the run's CPU pinning
-        hosts = ensemble.leader().hosts
-        clients = Clients(hosts)
-        try:
-            return [_acquire(ctx, clients), _handoff(ctx, clients, hosts)]
-        finally:
-            clients.close()
+    # the ensemble inherits the run's CPU pinning
+    with ZooKeeperEnsemble() as ensemble, Clients(ensemble.leader().hosts) as clients:
+        return [_acquire(ctx, clients), _handoff(ctx, clients)]
 
 
 def _acquire(ctx: Context, clients: Clients) -> Table:
-    stats = acquire_rounds(
-        ctx, clients, ACQUIRE_ORDER, lambda kind: f"acquire-{ACQUIRE_ORDER.index(kind)}"
-    )
     return Table(
         "zookeeper-acquire",
         "ZooKeeper: uncontended acquire + release (3 servers, loopback, on the leader)",
-        [stats[kind] for kind in ACQUIRE_ORDER],
-        floor=FLOOR,
-        floor_of={AFENCE: AFLOOR},
+        acquire_rounds(ctx, clients, lambda kind: f"acquire-{KINDS.acquire_order.index(kind)}"),
+        floor=KINDS.floor,
+        floor_of={KINDS.afence: KINDS.afloor},
         notes=[
             "floor: create + delete of an ephemeral znode, bare; the asyncio fence is compared"
             " with the same calls awaited",
@@ -151,23 +154,15 @@ def _acquire(ctx: Context, clients: Clients) -> Table:
     )
 
 
-def _handoff(ctx: Context, clients: Clients, hosts: str) -> Table:
-    stats = handoff_rounds(
-        ctx,
-        clients,
-        Clients,
-        hosts,
-        HANDOFF_ORDER,
-        lambda kind: f"handoff-{HANDOFF_ORDER.index(kind)}",
-    )
+def _handoff(ctx: Context, clients: Clients) -> Table:
     return Table(
         "zookeeper-handoff",
         "ZooKeeper: hand-off latency (release -> waiter in another process holds)",
-        [stats[kind] for kind in HANDOFF_ORDER],
-        floor=FLOOR,
+        handoff_rounds(ctx, clients, lambda kind: f"handoff-{KINDS.handoff_order.index(kind)}"),
+        floor=KINDS.floor,
         notes=[
             "floor, bare: the waiter's failed create, an exists watch, create again on the"
             " deletion event; the release: one delete",
-            f"hold {MIN_HOLD * 1e3:.0f} ms + U(0, 2 ms) after the waiter says it is about to wait",
+            HOLD_NOTE,
         ],
     )

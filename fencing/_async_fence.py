@@ -11,7 +11,7 @@ from types import TracebackType
 
 from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState
 from ._flow import run_async
-from ._protocol import AsyncCalls, acquire_async, capabilities
+from ._protocol import AsyncCalls, acquire_async, capabilities, release_async
 from ._token import FenceToken
 from .issuer import AsyncIssuer
 
@@ -54,9 +54,8 @@ class AsyncFence(FenceCore):
 
     async def release(self, token: int) -> None:
         """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
-        release = self._release_step(token)
-        await release.aperform(self._calls)
-        self._released(release)
+        value, holder = self._lease_of(token)
+        self._released(value, await release_async(self._calls, value, holder))
 
     def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> AsyncHold:
         """Acquire, renew every ttl/3 in a task, release on exit (see ``Fence.hold``).

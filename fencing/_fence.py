@@ -10,7 +10,7 @@ from types import TracebackType
 
 from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, pause_with
 from ._flow import run_sync
-from ._protocol import Calls, acquire_sync, capabilities
+from ._protocol import Calls, acquire_sync, capabilities, release_sync
 from ._token import FenceToken
 from .issuer import Issuer
 
@@ -54,9 +54,8 @@ class Fence(FenceCore):
 
     def release(self, token: int) -> None:
         """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
-        release = self._release_step(token)
-        release.perform(self._calls)
-        self._released(release)
+        value, holder = self._lease_of(token)
+        self._released(value, release_sync(self._calls, value, holder))
 
     def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> Hold:
         """Acquire, renew every ttl/3 in a background thread, release on exit.

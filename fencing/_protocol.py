@@ -12,7 +12,8 @@ Rules that keep the protocol honest:
 
 1. The uncontended acquire is one issuer call, performed directly by
    ``acquire_sync``/``acquire_async`` (no flow); only a ``Busy`` reply starts the wait
-   flow.
+   flow. A release too is one direct call (``release_sync``/``release_async``); a step
+   object is made for it only when telemetry observes it.
 2. The deadline always wins: once it has passed, a waiter makes one last attempt that
    also leaves the hand-off queue, then raises ``AcquireTimeout``.
 3. A waiter that stops waiting for any reason (deadline, error, cancellation) leaves
@@ -460,6 +461,24 @@ def acquire_sync(
     if isinstance(first.result, Busy):
         return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
     return first.result
+
+
+def release_sync(calls: Calls, token: int, holder: str) -> bool:
+    """The blocking release of ``token``/``holder``: True if it still held the lease."""
+    if GRANTED and holder in GRANTED:  # granted under telemetry: the step observes it
+        release = Release(token, holder)
+        release.perform(calls)
+        return release.result
+    return calls.issuer.release(calls.name, token, holder)
+
+
+async def release_async(calls: AsyncCalls, token: int, holder: str) -> bool:
+    """The asyncio twin of ``release_sync``."""
+    if GRANTED and holder in GRANTED:
+        release = Release(token, holder)
+        await release.aperform(calls)
+        return release.result
+    return await calls.issuer.release(calls.name, token, holder)
 
 
 async def acquire_async(

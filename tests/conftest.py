@@ -21,10 +21,10 @@ import redis.cluster
 from sqlalchemy import create_engine
 
 from fencing.sql import create_tables
-from fencing.testing.redis_cluster import RedisCluster
 from fencing.testing.servers import (
     EtcdCluster,
     PostgresServer,
+    RedisCluster,
     RedisServer,
     SentinelGroup,
     ServerError,

@@ -7,13 +7,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import redis
@@ -22,11 +25,15 @@ from sqlalchemy import create_engine
 import fencing
 from fencing import cli
 from fencing._connect import _BACKENDS, connect
-from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE, releaser
+from fencing.cli._operate import FAILED, NOT_HELD, OK, UNSUPPORTED, USAGE, opened, releaser
+from fencing.etcd._backend import EtcdBackend
 from fencing.issuer import Busy
 from fencing.sql import create_tables
 from fencing.sql._schema import leases
 from fencing.testing.servers import PostgresServer, RedisServer
+from fencing.zookeeper._backend import ZooKeeperBackend
+
+K = TypeVar("K", bound=Hashable)
 
 #: The keys every ``--json`` object has, with the types a script may rely on.
 JSON_KEYS = {
@@ -322,38 +329,35 @@ def test_the_installed_command_prints_json_and_exits_with_the_documented_codes(
     assert fencing_command("release", name, "--force").returncode == NOT_HELD
 
 
-def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
-    url: str, tmp_path: Path
+def race_force_release(
+    new_holder: Callable[[], Callable[[], tuple[int, K | None]]],
+    force_release: Callable[[], K | None],
 ) -> None:
-    """Threads take, use and release the lease while another force-releases it: every
-    lease it reports ended is one whose holder then finds it lost, and no other."""
-    name = unique("racing")
-    backend = connect(url)
-    issuer, _ = releaser(url)
-    store = fencing.FileStore(tmp_path / "resource")
-    lost: list[int] = []  # tokens whose release raised LeaseLost
-    evicted: list[int] = []  # tokens force_release reported ending
+    """Three holders (each from ``new_holder()``) take, use and give back a lease 8 times
+    each while another thread force-releases it, until it has ended 4: every lease it
+    reports ended is one whose holder then finds it lost, and no other.
+
+    A holder's round returns its fence token and, if giving the lease back found it lost,
+    what identifies that lease; ``force_release`` returns what identifies the lease it
+    ended, ``None`` if none was live."""
+    lost: list[K] = []  # leases whose holder found them lost
+    evicted: list[K] = []  # leases force_release reported ending
     tokens: list[int] = []
     workers_done = threading.Event()
 
     def worker() -> None:
-        fence = backend.fence(name, ttl=60)  # no lease expires during the test
+        take_and_give_back = new_holder()
         for _ in range(8):
-            token = fence.acquire(timeout=60)
-            tokens.append(int(token))
-            time.sleep(0.01)  # held a while, so the evictor finds it held (SQLite is quick)
-            with contextlib.suppress(fencing.StaleTokenError):
-                store.write(b"x", token)
-            try:
-                fence.release(token)
-            except fencing.LeaseLost:
-                lost.append(int(token))
+            token, lost_lease = take_and_give_back()
+            tokens.append(token)
+            if lost_lease is not None:
+                lost.append(lost_lease)
 
     def evictor() -> None:
         while not workers_done.is_set() and len(evicted) < 4:
-            ended = issuer.force_release(name)
-            if ended.token is not None:  # a lease was live and ended
-                evicted.append(ended.token)
+            ended = force_release()
+            if ended is not None:
+                evicted.append(ended)
 
     threads = [threading.Thread(target=worker) for _ in range(3)]
     evicting = threading.Thread(target=evictor)
@@ -364,8 +368,87 @@ def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
     workers_done.set()
     evicting.join(60)
     assert evicted, "the evictor never found the lease held"
-    assert sorted(lost) == sorted(evicted)
+    assert Counter(lost) == Counter(evicted)
     assert len(set(tokens)) == len(tokens) == 24
+
+
+def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
+    url: str, tmp_path: Path
+) -> None:
+    """Fences take, use and release the lease while another thread force-releases it:
+    the tokens it reports ended are those whose release raised ``LeaseLost``."""
+    name = unique("racing")
+    backend = connect(url)
+    store = fencing.FileStore(tmp_path / "resource")
+
+    def new_holder() -> Callable[[], tuple[int, int | None]]:
+        fence = backend.fence(name, ttl=60)  # no lease expires during the test
+
+        def take_and_give_back() -> tuple[int, int | None]:
+            token = fence.acquire(timeout=60)
+            time.sleep(0.01)  # held a while, so the evictor finds it held (SQLite is quick)
+            with contextlib.suppress(fencing.StaleTokenError):
+                store.write(b"x", token)
+            try:
+                fence.release(token)
+            except fencing.LeaseLost:
+                return int(token), int(token)
+            return int(token), None
+
+        return take_and_give_back
+
+    with opened(url) as operated:
+        issuer = releaser(operated)
+        race_force_release(new_holder, lambda: issuer.force_release(name).token)
+
+
+def connections_to(url: str) -> int:
+    """How many TCP connections this process has open to the servers of ``url`` (its
+    ``host:port`` parts): the sockets among its file descriptors whose remote end is one
+    of those ports, found in /proc."""
+    ports = {int(port) for port in re.findall(r":(\d+)", url.partition("://")[2])}
+    ours = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):  # closed since listed
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                ours.add(target[len("socket:[") : -1])
+    found = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].rpartition(":")[2], 16)
+            found += remote_port in ports and fields[3] == "01" and fields[9] in ours  # ESTABLISHED
+    return found
+
+
+@pytest.mark.parametrize("server", ["zookeeper_server", "etcd_cluster"])
+def test_the_commands_close_the_backend_they_open(
+    server: str, request: pytest.FixtureRequest, run: Run
+) -> None:
+    """``status``, ``list`` and ``release --force`` on ZooKeeper and etcd leave no session
+    or channel behind: no connection to the servers beyond those of the test's own
+    holder, and nothing on stderr. (A kazoo client left open goes on reconnecting, and
+    says "Connection dropped" on stderr, once its servers go away.)"""
+    url = request.getfixturevalue(server).url
+    name = unique("closed")
+    holder = connect(url)
+    assert isinstance(holder, (EtcdBackend, ZooKeeperBackend))
+    try:
+        token = holder.fence(name, ttl=30).acquire(timeout=0)
+        before = connections_to(url)
+        assert before > 0  # the holder's: the count sees this process's connections
+        code, out, err = run("status", "--json", "--url", url, name)
+        assert code == OK and check_json(out)["token"] == token and not err
+        assert connections_to(url) == before
+        code, out, err = run("list", "--url", url, "--prefix", name)
+        assert code == OK and out.split() == [name] and not err
+        assert connections_to(url) == before
+        code, out, err = run("release", name, "--force", "--url", url)
+        assert code == OK and "evicted holder" in out and not err
+        assert connections_to(url) == before
+    finally:
+        holder.close()
 
 
 def test_a_reader_that_stops_reading_ends_the_output_quietly(tmp_path: Path) -> None:
@@ -629,42 +712,32 @@ def test_help_shows_the_lock_option(command: str, capsys: pytest.CaptureFixture[
 def test_force_release_of_a_lock_racing_holders_ends_exactly_the_locks_it_reports(
     redis_server: RedisServer,
 ) -> None:
-    """Threads take and release a ``FencedLock`` while another force-releases it: every
-    lock it reports ended is one whose holder's release then fails, and no other."""
+    """``FencedLock`` holders take and release the lock while another thread
+    force-releases it: the lock tokens it reports ended are those whose release raised
+    ``LockNotOwnedError``."""
     client = redis.Redis(port=redis_server.port)
     name = unique("racing")
     issuer = fencing.RedisIssuer(client)
-    not_owned: list[str] = []  # lock tokens whose release raised LockNotOwnedError
-    evicted: list[str] = []  # lock tokens force_release_lock reported ending
-    tokens: list[int] = []
-    workers_done = threading.Event()
 
-    def worker() -> None:
+    def new_holder() -> Callable[[], tuple[int, str | None]]:
         lock = fenced_lock(client, name, timeout=60, thread_local=False)
-        for _ in range(8):
+
+        def take_and_give_back() -> tuple[int, str | None]:
             assert lock.acquire(blocking_timeout=60) and lock.fence_token is not None
-            tokens.append(int(lock.fence_token))
-            held = lock_token(lock)
+            token, held = int(lock.fence_token), lock_token(lock)
             try:
                 lock.release()
             except redis.exceptions.LockNotOwnedError:
-                not_owned.append(held)
+                return token, held
+            return token, None
 
-    def evictor() -> None:
-        while not workers_done.is_set() and len(evicted) < 4:
-            ended = issuer.force_release_lock(name)
-            if ended.held:
-                assert ended.holder is not None and ended.token is None
-                evicted.append(ended.holder)
+        return take_and_give_back
 
-    threads = [threading.Thread(target=worker) for _ in range(3)]
-    evicting = threading.Thread(target=evictor)
-    for thread in [*threads, evicting]:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    workers_done.set()
-    evicting.join(60)
-    assert evicted, "the evictor never found the lock held"
-    assert sorted(not_owned) == sorted(evicted)
-    assert len(set(tokens)) == len(tokens) == 24
+    def force_release() -> str | None:
+        ended = issuer.force_release_lock(name)
+        if not ended.held:
+            return None
+        assert ended.holder is not None and ended.token is None
+        return ended.holder
+
+    race_force_release(new_holder, force_release)

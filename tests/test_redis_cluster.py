@@ -32,7 +32,7 @@ from fencing import FencedLock, FenceUnavailable, RedisFence, RedisMark
 from fencing.redis._backend import RedisClusterBackend
 from fencing.redis._issuer import socket_timeout_of
 from fencing.redis._scripts import RELEASE, fence_keys, hash_tag, key_prefix, key_slot
-from fencing.testing.redis_cluster import RedisCluster
+from fencing.testing.servers import RedisCluster
 
 #: Names whose braces make Redis Cluster's hash-tag rule bite, and some that do not.
 AWKWARD_NAMES = [

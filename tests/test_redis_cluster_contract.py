@@ -26,7 +26,7 @@ from fencing.testing.contract import (
     MarkContract,
     OperationsContract,
 )
-from fencing.testing.redis_cluster import RedisCluster
+from fencing.testing.servers import RedisCluster
 
 
 class TestRedisClusterFence(FenceContract):

@@ -27,7 +27,7 @@ from redis.retry import Retry
 import fencing
 from fencing import FenceUnavailable, RedisFence
 from fencing.redis._scripts import fence_keys, key_prefix
-from fencing.testing.redis_cluster import RedisCluster, RedisClusterNode
+from fencing.testing.servers import RedisCluster, RedisClusterNode
 
 ROUNDS = 3
 

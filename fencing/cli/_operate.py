@@ -15,6 +15,9 @@ Exit codes, documented in docs/operations.md (scripts rely on them):
 
 Messages for a non-zero code go to stderr as ``fencing <command>: <what happened>``. A
 reader that stops reading (``fencing list | head``) ends the output quietly, with 0.
+A command opens its backend with ``opened`` and closes it when it ends, so it leaves no
+session or channel behind (a kazoo client would go on reconnecting, and saying so on
+stderr, once its servers went away).
 Imports the core (``connect``, the errors, the issuer protocols) only; the backend is
 loaded by ``connect`` from the URL's scheme.
 """
@@ -26,8 +29,10 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
+from typing import NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from .._connect import connect
@@ -64,45 +69,62 @@ def shown(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
-def _issuer_of(url: str | None) -> tuple[object, str]:
-    """The blocking issuer of ``url`` (``None``: ``connect``'s default) and the URL used
-    (a backend from ``connect`` exposes its issuer as ``issuer``)."""
+@runtime_checkable
+class _Closes(Protocol):
+    """A backend that holds connections or a session until closed (Redis, etcd,
+    ZooKeeper; a SQL backend's issuer is shared by the process, not closed)."""
+
+    def close(self) -> None: ...
+
+
+class Opened(NamedTuple):
+    """A command's backend: its blocking issuer and its URL."""
+
+    issuer: object
+    url: str
+
+
+@contextmanager
+def opened(url: str | None) -> Iterator[Opened]:
+    """The backend of ``url`` (``None``: ``connect``'s default), closed when the command
+    is done with it (a backend from ``connect`` exposes its issuer as ``issuer``)."""
     try:
         backend = connect(url)
     except (TypeError, ValueError) as exc:
         raise CommandError(USAGE, str(exc)) from exc
     except ImportError as exc:
         raise CommandError(FAILED, f"the backend of this URL is not installed: {exc}") from exc
-    return getattr(backend, "issuer", None), backend.url
+    try:
+        yield Opened(getattr(backend, "issuer", None), backend.url)
+    finally:
+        if isinstance(backend, _Closes):
+            backend.close()
 
 
-def inspector(url: str | None) -> Inspects:
-    """The issuer of ``url`` if it can be inspected, else ``CommandError`` (exit 4)."""
-    issuer, url = _issuer_of(url)
-    if not isinstance(issuer, Inspects):
-        raise CommandError(UNSUPPORTED, f"the issuer of {shown(url)} cannot be inspected")
-    return issuer
+def inspector(backend: Opened) -> Inspects:
+    """The backend's issuer if it can be inspected, else ``CommandError`` (exit 4)."""
+    if not isinstance(backend.issuer, Inspects):
+        raise CommandError(UNSUPPORTED, f"the issuer of {shown(backend.url)} cannot be inspected")
+    return backend.issuer
 
 
-def releaser(url: str | None) -> tuple[ForceReleases, str]:
-    """The issuer of ``url`` and the URL used, if it can force-release (else exit 4)."""
-    issuer, url = _issuer_of(url)
-    if not isinstance(issuer, ForceReleases):
-        raise CommandError(UNSUPPORTED, f"the issuer of {shown(url)} cannot force-release")
-    return issuer, url
+def releaser(backend: Opened) -> ForceReleases:
+    """The backend's issuer if it can force-release (else exit 4)."""
+    if not isinstance(backend.issuer, ForceReleases):
+        raise CommandError(UNSUPPORTED, f"the issuer of {shown(backend.url)} cannot force-release")
+    return backend.issuer
 
 
-def lock_operator(url: str | None) -> tuple[OperatesLocks, str]:
-    """The issuer of ``url`` and the URL used, if it operates redis-py-style locks (the
-    ``--lock`` option; else exit 4)."""
-    issuer, url = _issuer_of(url)
-    if not isinstance(issuer, OperatesLocks):
+def lock_operator(backend: Opened) -> OperatesLocks:
+    """The backend's issuer if it operates redis-py-style locks (the ``--lock`` option;
+    else exit 4)."""
+    if not isinstance(backend.issuer, OperatesLocks):
         raise CommandError(
             UNSUPPORTED,
-            f"the issuer of {shown(url)} keeps no locks for --lock (FencedLock and "
+            f"the issuer of {shown(backend.url)} keeps no locks for --lock (FencedLock and "
             "redis.lock.Lock live on Redis)",
         )
-    return issuer, url
+    return backend.issuer
 
 
 def on_lock(call: Callable[[str], FenceStatus], name: str) -> FenceStatus:
@@ -113,13 +135,12 @@ def on_lock(call: Callable[[str], FenceStatus], name: str) -> FenceStatus:
         raise CommandError(USAGE, str(exc)) from exc
 
 
-def reader(url: str | None, *, lock: bool) -> Callable[[str], FenceStatus]:
+def reader(backend: Opened, *, lock: bool) -> Callable[[str], FenceStatus]:
     """What reads one name's status: the issuer's ``status``, or with ``lock`` its
     ``lock_status`` (exit 4 when the issuer has neither capability asked for)."""
     if lock:
-        operator, _ = lock_operator(url)
-        return partial(on_lock, operator.lock_status)
-    return inspector(url).status
+        return partial(on_lock, lock_operator(backend).lock_status)
+    return inspector(backend).status
 
 
 def checked_name(name: str) -> str:

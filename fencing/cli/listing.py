@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._operate import OK, add_url, as_json, inspector, run_command
+from ._operate import OK, add_url, as_json, inspector, opened, run_command
 
 EXAMPLES = """\
 examples:
@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
 
 
 def listing(args: argparse.Namespace) -> int:
-    issuer = inspector(args.url)
-    for name in issuer.names(args.prefix):
-        print(as_json(issuer.status(name)) if args.json else name, flush=True)
+    with opened(args.url) as backend:
+        issuer = inspector(backend)
+        for name in issuer.names(args.prefix):
+            print(as_json(issuer.status(name)) if args.json else name, flush=True)
     return OK

@@ -25,6 +25,7 @@ from ._operate import (
     checked_name,
     lock_operator,
     on_lock,
+    opened,
     releaser,
     run_command,
     shown,
@@ -85,12 +86,12 @@ def release(args: argparse.Namespace) -> int:
             f"refusing to release {name!r} without --force: it evicts whoever holds the "
             "lease (see `fencing status`); nothing changed",
         )
-    if args.lock:
-        operator, url = lock_operator(args.url)
-        ended = on_lock(operator.force_release_lock, name)
-    else:
-        issuer, url = releaser(args.url)
-        ended = issuer.force_release(name)
+    with opened(args.url) as backend:
+        if args.lock:
+            ended = on_lock(lock_operator(backend).force_release_lock, name)
+        else:
+            ended = releaser(backend).force_release(name)
+    url = backend.url
     if args.json:
         print(as_json(ended))
     if not ended.held:

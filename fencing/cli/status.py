@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._operate import OK, add_url, as_json, as_text, checked_name, reader, run_command
+from ._operate import OK, add_url, as_json, as_text, checked_name, opened, reader, run_command
 
 EXAMPLES = """\
 examples:
@@ -52,8 +52,9 @@ def register(subparsers: Any) -> None:
 
 def status(args: argparse.Namespace) -> int:
     names = [checked_name(name) for name in args.names]
-    read = reader(args.url, lock=args.lock)
     show = as_json if args.json else as_text
-    for name in names:
-        print(show(read(name)), flush=True)
+    with opened(args.url) as backend:
+        read = reader(backend, lock=args.lock)
+        for name in names:
+            print(show(read(name)), flush=True)
     return OK

@@ -39,3 +39,9 @@ class EtcdBackend:
         if self._aio_issuer is None:
             self._aio_issuer = AsyncEtcdIssuer(self.options)
         return AsyncEtcdFence(self._aio_issuer, name, ttl)
+
+    def close(self) -> None:
+        """Close the blocking fences' channels (they reopen if a fence is used again);
+        the asyncio fences' channels belong to the event loop that opened them."""
+        if self._issuer is not None:
+            self._issuer.close()

@@ -19,7 +19,11 @@ decides, in one place for both (``_next_move``), what a failure means:
 So no call blocks longer than ``timeout`` (a ``Watch`` longer than that is asked for
 explicitly, gets its whole time on one member, and ends quietly at its deadline).
 
-Imports the core's errors, the URL options and grpcio.
+That loop is written once, as a flow (``_Failover.failover``) of ``_Attempt`` and
+``_Pause`` steps, which ``Cluster.call`` drives with ``run_sync`` and ``AsyncCluster.call``
+with ``run_async``.
+
+Imports the core's errors and flows, the URL options and grpcio.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, TypeVar
 
 import grpc
@@ -35,6 +39,7 @@ import grpc.aio
 from aetcd import rpc
 
 from .._errors import FenceSetupError, FenceUnavailable, FencingError
+from .._flow import run_async, run_sync
 from ._url import EtcdOptions
 
 R = TypeVar("R")
@@ -75,7 +80,8 @@ class _Member:
 
 
 class _Failover:
-    """What the two ports share: the members, which one is current, the auth token."""
+    """What the two ports share: the members, which one is current, the auth token, and
+    the flow of a call (``failover``)."""
 
     def __init__(self, options: EtcdOptions) -> None:
         self.options = options
@@ -102,9 +108,6 @@ class _Failover:
             if self._current == index:
                 self._current = (index + 1) % len(self.options.endpoints)
 
-    def auth_request(self) -> rpc.AuthenticateRequest:
-        return rpc.AuthenticateRequest(name=self.options.user, password=self.options.password)
-
     def _next_move(
         self, exc: grpc.RpcError, index: int, deadline: float, reauthed: bool, missing_ok: bool
     ) -> tuple[str, float]:
@@ -127,6 +130,85 @@ class _Failover:
         if not whole:
             left = min(left, self.timeout / len(self.options.endpoints))
         return max(left, 0.001)
+
+    def failover(
+        self, attempt: Callable[[_Member, float, Any], Any], timeout: float | None, missing_ok: bool
+    ) -> Generator[_Attempt | _Pause, None, Any]:
+        """The flow of one call (see ``Cluster.call``): ``attempt`` on the current member,
+        authenticated first when the port has a user and no token, failing over per
+        ``_next_move``; its value is ``attempt``'s reply (``None`` for ``NOT_FOUND`` when
+        ``missing_ok``)."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        backoff, reauthed = FIRST_BACKOFF, False
+        while True:
+            index, member = self.member()
+            try:
+                if self.options.user and self.metadata is None:
+                    auth = _Attempt(self._authenticate, member, self.share(deadline, False), None)
+                    yield auth
+                    self.metadata = (("token", auth.result.token),)
+                call = _Attempt(
+                    attempt, member, self.share(deadline, timeout is not None), self.metadata
+                )
+                yield call
+                return call.result
+            except grpc.RpcError as exc:
+                move, left = self._next_move(exc, index, deadline, reauthed, missing_ok)
+                if move == _MISSING:
+                    return None
+                if move == _FAIL:
+                    raise _failed(exc) from exc
+                if move == _AUTH:
+                    self.metadata, reauthed = None, True
+                    continue
+                yield _Pause(min(backoff, left))
+                backoff = min(2 * backoff, MAX_BACKOFF)
+
+    def _authenticate(self, member: _Member, seconds: float, metadata: Any) -> Any:
+        """The ``Authenticate`` call (its reply, or an awaitable of it on ``grpc.aio``)."""
+        request = rpc.AuthenticateRequest(name=self.options.user, password=self.options.password)
+        return member.auth.Authenticate(request, timeout=seconds)
+
+
+class _Attempt:
+    """A step of ``failover``: ``call(member, seconds, metadata)`` once; ``result`` is its
+    reply (on the asyncio port, what its awaitable gives)."""
+
+    __slots__ = ("call", "member", "metadata", "result", "seconds")
+    result: Any
+
+    def __init__(
+        self,
+        call: Callable[[_Member, float, Any], Any],
+        member: _Member,
+        seconds: float,
+        metadata: Any,
+    ) -> None:
+        self.call = call
+        self.member = member
+        self.seconds = seconds
+        self.metadata = metadata
+
+    def perform(self, port: object) -> None:
+        self.result = self.call(self.member, self.seconds, self.metadata)
+
+    async def aperform(self, port: object) -> None:
+        self.result = await self.call(self.member, self.seconds, self.metadata)
+
+
+class _Pause:
+    """A step of ``failover``: the back-off before the next member."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def perform(self, port: object) -> None:
+        time.sleep(self.seconds)
+
+    async def aperform(self, port: object) -> None:
+        await asyncio.sleep(self.seconds)
 
 
 def _failed(exc: grpc.RpcError) -> FencingError:
@@ -166,29 +248,8 @@ class Cluster(_Failover):
         ``timeout`` (default: the port's, shared among the members) is this call's own
         time, given whole to each attempt: a watch's wait.
         """
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        backoff, reauthed = FIRST_BACKOFF, False
-        while True:
-            index, member = self.member()
-            try:
-                if self.options.user and self.metadata is None:
-                    self._authenticate(member, deadline)
-                return attempt(member, self.share(deadline, timeout is not None), self.metadata)
-            except grpc.RpcError as exc:
-                move, left = self._next_move(exc, index, deadline, reauthed, missing_ok)
-                if move == _MISSING:
-                    return None
-                if move == _FAIL:
-                    raise _failed(exc) from exc
-                if move == _AUTH:
-                    self.metadata, reauthed = None, True
-                    continue
-                time.sleep(min(backoff, left))
-                backoff = min(2 * backoff, MAX_BACKOFF)
-
-    def _authenticate(self, member: _Member, deadline: float) -> None:
-        reply = member.auth.Authenticate(self.auth_request(), timeout=self.share(deadline, False))
-        self.metadata = (("token", reply.token),)
+        reply: R | None = run_sync(self.failover(attempt, timeout, missing_ok), self)
+        return reply
 
     def close(self) -> None:
         with self._lock:
@@ -227,32 +288,8 @@ class AsyncCluster(_Failover):
         missing_ok: bool = False,
     ) -> R | None:
         """See ``Cluster.call``."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
-        backoff, reauthed = FIRST_BACKOFF, False
-        while True:
-            index, member = self.member()
-            try:
-                if self.options.user and self.metadata is None:
-                    await self._authenticate(member, deadline)
-                return await attempt(
-                    member, self.share(deadline, timeout is not None), self.metadata
-                )
-            except grpc.RpcError as exc:
-                move, left = self._next_move(exc, index, deadline, reauthed, missing_ok)
-                if move == _MISSING:
-                    return None
-                if move == _FAIL:
-                    raise _failed(exc) from exc
-                if move == _AUTH:
-                    self.metadata, reauthed = None, True
-                    continue
-                await asyncio.sleep(min(backoff, left))
-                backoff = min(2 * backoff, MAX_BACKOFF)
-
-    async def _authenticate(self, member: _Member, deadline: float) -> None:
-        request = self.auth_request()
-        reply = await member.auth.Authenticate(request, timeout=self.share(deadline, False))
-        self.metadata = (("token", reply.token),)
+        reply: R | None = await run_async(self.failover(attempt, timeout, missing_ok), self)
+        return reply
 
     async def close(self) -> None:
         with self._lock:

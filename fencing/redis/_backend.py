@@ -93,6 +93,12 @@ class RedisBackend:
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         return AsyncRedisFence(self.new_async_client(), name, ttl, **self._options)
 
+    def close(self) -> None:
+        """Close the blocking fences' client's connections (it reconnects if a fence is
+        used again); each asyncio fence has a client of its own."""
+        if self._client is not None:
+            self._client.close()
+
     def new_client(self) -> SyncClient:
         """A new blocking client for the URL (the backend keeps one for all its fences)."""
         if self._sentinel is not None:

@@ -7,7 +7,10 @@ acquire is one round trip. Every operation is one step (``Eval``, or ``Pop`` for
 BLPOP of a hand-off) built by ``RedisSteps`` with its arguments and reply parser, and
 carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
 ``_flow``); the two issuer classes only choose which, and map redis-py's errors to
-``FenceUnavailable`` in one place each.
+``FenceUnavailable`` in one place each. The blocking issuer's uncontended acquire and
+its release run their script directly (``RedisIssuer.run``: the script and arguments
+``RedisSteps`` gives for the step, no step object), because building a step object
+costs more than the rest of the issuer's Python in that cycle.
 
 With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
 the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAIT N ms``
@@ -144,6 +147,20 @@ class ClientStep(Protocol[R_co]):
     async def aperform(self, client: AsyncClient) -> None: ...
 
 
+#: A script and its KEYS and ARGV, as ``RedisSteps`` builds them for one EVALSHA.
+ScriptCall = tuple[Script, tuple[Any, ...]]
+
+
+def run_script(client: SyncClient, script: Script, args: tuple[Any, ...]) -> Any:
+    """EVALSHA ``script``; after NOSCRIPT (SCRIPT FLUSH, restart, failover) load it and
+    retry. The raw reply; redis-py errors pass through unchanged."""
+    try:
+        return client.evalsha(script.sha, script.numkeys, *args)
+    except NoScriptError:
+        client.script_load(script.text)
+        return client.evalsha(script.sha, script.numkeys, *args)
+
+
 class Eval(Generic[R]):
     """EVALSHA ``script`` and parse its reply into ``result``; after NOSCRIPT (SCRIPT
     FLUSH, restart, failover) load the script and retry.
@@ -167,13 +184,7 @@ class Eval(Generic[R]):
         self.result = self.parse(reply)
 
     def perform(self, client: SyncClient) -> None:
-        script = self.script
-        try:
-            reply = client.evalsha(script.sha, script.numkeys, *self.args)
-        except NoScriptError:
-            client.script_load(script.text)
-            reply = client.evalsha(script.sha, script.numkeys, *self.args)
-        self.result = self.parse(reply)
+        self.result = self.parse(run_script(client, self.script, self.args))
 
     async def aperform(self, client: AsyncClient) -> None:
         script = self.script
@@ -382,11 +393,16 @@ class RedisSteps:
         self.replica_timeout = replica_timeout_for(replica_timeout, socket_timeout)
         self._wait: WaitFor | None = None  # found by the first replicated operation
 
+    def acquire_call(
+        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
+    ) -> ScriptCall:
+        """The script and arguments of ``acquire``."""
+        return ACQUIRE, acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued)
+
     def acquire(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
     ) -> Eval[int | Busy]:
-        args = acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued)
-        return Eval(ACQUIRE, args, parse_acquire)
+        return Eval(*self.acquire_call(name, holder, ttl_ms, queue_ms, queued), parse_acquire)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         return self.extend(name, lease_value(token, holder), ttl_ms, add=False, what="renew")
@@ -395,12 +411,16 @@ class RedisSteps:
         """Set (or, with ``add``, extend by) ``ms`` the lease holding ``value``."""
         return Eval(RENEW, renew_args(name, value, ms, add=add), partial(parse_flag, script=what))
 
+    def release_call(self, name: str, token: int, holder: str) -> ScriptCall:
+        """The script and arguments of ``release``."""
+        return RELEASE, release_args(name, lease_value(token, holder))
+
     def release(self, name: str, token: int, holder: str) -> Eval[bool]:
-        return Eval(RELEASE, release_args(name, lease_value(token, holder)), _parse_release)
+        return Eval(*self.release_call(name, token, holder), parse_release)
 
     def release_value(self, name: str, value: bytes) -> Eval[bool]:
         """End the lease holding ``value`` (hand it to a queued waiter, if any)."""
-        return Eval(RELEASE, release_args(name, value), _parse_release)
+        return Eval(RELEASE, release_args(name, value), parse_release)
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> Pop | None:
         """The BLPOP of ``holder``'s wake key, or ``None`` when the wait is too short."""
@@ -451,8 +471,8 @@ class RedisSteps:
         raise NotReplicated(name, token, sent.acks, self.min_replicas, detail)
 
 
-def _parse_release(reply: Any) -> bool:
-    return parse_flag(reply, "release")
+#: ``RELEASE``'s (and ``LOCK_RELEASE``'s) reply: True if the lease was held.
+parse_release = partial(parse_flag, script="release")
 
 
 class RedisIssuer:
@@ -501,12 +521,16 @@ class RedisIssuer:
         (``FenceSetupError`` when the server's ACL refuses)."""
         try:
             step.perform(self.client)
-        except self.wrapped as exc:
-            raise redis_failure("redis", exc) from exc
         except BaseException as exc:
-            drop_unread_replies(self.client, exc)
-            raise
+            raise self._raised(exc)  # noqa: B904 (its cause is set)
         return step.result
+
+    def run(self, call: ScriptCall) -> Any:
+        """``call``'s script on the client: its raw reply (errors as ``result_of``)."""
+        try:
+            return run_script(self.client, *call)
+        except BaseException as exc:
+            raise self._raised(exc)  # noqa: B904 (its cause is set)
 
     def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
@@ -514,26 +538,38 @@ class RedisIssuer:
             return self.result_of(step)
         try:
             return run_sync(self.steps.replicated(step, name, holder, renewed), self.client)
-        except self.wrapped as exc:
-            raise redis_failure("redis", exc) from exc
         except BaseException as exc:
-            drop_unread_replies(self.client, exc)
-            raise
+            raise self._raised(exc)  # noqa: B904 (its cause is set)
+
+    def _raised(self, exc: BaseException) -> BaseException:
+        """What a call on the client that ``exc`` ended raises: a redis-py error as its
+        ``fencing`` error (caused by it); anything else (an interrupt) unchanged, once
+        the client has no reply left unread (``drop_unread_replies``)."""
+        if isinstance(exc, self.wrapped):
+            error = redis_failure("redis", exc)
+            error.__cause__ = exc
+            return error
+        drop_unread_replies(self.client, exc)
+        return exc
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)
+        return self.try_acquire_queued(name, holder, ttl_ms, 0, False)
 
     def try_acquire_queued(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        step = self.steps.acquire(name, holder, ttl_ms, queue_ms, queued)
-        return self.confirmed(step, name, holder)
+        if self.steps.min_replicas:
+            step = self.steps.acquire(name, holder, ttl_ms, queue_ms, queued)
+            return self.confirmed(step, name, holder)
+        return parse_acquire(
+            self.run(self.steps.acquire_call(name, holder, ttl_ms, queue_ms, queued))
+        )
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self.confirmed(self.steps.renew(name, token, holder, ttl_ms), name, holder, token)
 
     def release(self, name: str, token: int, holder: str) -> bool:
-        return self.result_of(self.steps.release(name, token, holder))
+        return parse_release(self.run(self.steps.release_call(name, token, holder)))
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.steps.await_handoff(name, holder, seconds)

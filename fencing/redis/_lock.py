@@ -54,9 +54,10 @@ from ._issuer import (
     R,
     RedisIssuer,
     RedisSteps,
-    _parse_release,
+    ScriptCall,
     check_client,
     client_encoder,
+    parse_release,
     socket_timeout_of,
 )
 from ._scripts import (
@@ -69,7 +70,6 @@ from ._scripts import (
     lock_acquire_args,
     lock_keys,
     lock_release_args,
-    parse_acquire,
 )
 
 
@@ -87,17 +87,17 @@ class LockSteps(RedisSteps):
         super().__init__(counter_idle, socket_timeout)
         self.keys = keys
 
-    def acquire(
+    def acquire_call(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> Eval[int | Busy]:
+    ) -> ScriptCall:
         args = lock_acquire_args(self.keys, holder, ttl_ms, self._idle_ms, queue_ms, queued)
-        return Eval(LOCK_ACQUIRE, args, parse_acquire)
+        return LOCK_ACQUIRE, args
 
-    def release(self, name: str, token: int, holder: str) -> Eval[bool]:
-        return self.release_value(name, holder_bytes(holder))
+    def release_call(self, name: str, token: int, holder: str) -> ScriptCall:
+        return LOCK_RELEASE, lock_release_args(self.keys, holder_bytes(holder))
 
     def release_value(self, name: str, value: bytes) -> Eval[bool]:
-        return Eval(LOCK_RELEASE, lock_release_args(self.keys, value), _parse_release)
+        return Eval(LOCK_RELEASE, lock_release_args(self.keys, value), parse_release)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         raise NotImplementedError("a FencedLock renews with redis-py's extend and reacquire")

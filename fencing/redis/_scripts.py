@@ -117,6 +117,45 @@ local function leave(prefix, holder)
     here('LREM', prefix .. 'queue', 1, holder)
   end
 end
+
+-- The hand-off of a release: give the lease KEYS[1] to the first waiter queued under
+-- prefix (its '<prefix>queue', '<prefix>waiting' and '<prefix>wake:<holder>' keys) whose
+-- deadline has not passed, dropping those whose deadline passed on the way. The lease
+-- gets the waiter's ttl and, as its value, the waiter's id when lock is true (a lock
+-- keeps its lock token only), else "<token>:<waiter>", marked with "+" if others still
+-- wait; counter gets the fresh token with the waiter's idle lifetime, and the token is
+-- pushed to the waiter's wake key. Returns true when handed over, false when no waiter
+-- was left (the lease is then untouched).
+local function hand_off(prefix, counter, lock)
+  local queue, waiting = prefix .. 'queue', prefix .. 'waiting'
+  local waiter = here('LPOP', queue)
+  while waiter do
+    local place = here('HGET', waiting, waiter)
+    here('HDEL', waiting, waiter)
+    if place then
+      local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
+      local digits, now = next_token(counter)
+      if tonumber(deadline) > now then
+        local value = waiter
+        if not lock then
+          value = digits .. ':' .. waiter
+          if here('EXISTS', queue) == 1 then
+            value = '+' .. value
+          end
+        end
+        set(KEYS[1], value, ttl, false)
+        set(counter, digits, idle, false)
+        local wake = prefix .. 'wake:' .. waiter
+        if here('RPUSH', wake, digits) then
+          here('PEXPIRE', wake, tonumber(deadline) - now)
+        end
+        return true
+      end
+    end
+    waiter = here('LPOP', queue)
+  end
+  return false
+end
 """
 
 
@@ -235,31 +274,9 @@ if held ~= '+' .. ARGV[1] then
   return 0
 end
 local prefix = string.sub(KEYS[1], 1, -6)
-local queue, waiting, counter = prefix .. 'queue', prefix .. 'waiting', prefix .. 'counter'
-local waiter = here('LPOP', queue)
-while waiter do
-  local place = here('HGET', waiting, waiter)
-  here('HDEL', waiting, waiter)
-  if place then
-    local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
-    local digits, now = next_token(counter)
-    if tonumber(deadline) > now then
-      local value = digits .. ':' .. waiter
-      if here('EXISTS', queue) == 1 then
-        value = '+' .. value
-      end
-      set(KEYS[1], value, ttl, false)
-      set(counter, digits, idle, false)
-      local wake = prefix .. 'wake:' .. waiter
-      if here('RPUSH', wake, digits) then
-        here('PEXPIRE', wake, tonumber(deadline) - now)
-      end
-      return 1
-    end
-  end
-  waiter = here('LPOP', queue)
+if not hand_off(prefix, prefix .. 'counter', false) then
+  redis.call('DEL', KEYS[1])
 end
-redis.call('DEL', KEYS[1])
 return 1
 """),
     numkeys=1,
@@ -346,29 +363,9 @@ LOCK_RELEASE = Script(
 if redis.call('GET', KEYS[1]) ~= ARGV[3] then
   return 0
 end
-local counter, queue = ARGV[1], ARGV[2]
-local prefix = string.sub(queue, 1, -6)
-local waiting = prefix .. 'waiting'
-local waiter = here('LPOP', queue)
-while waiter do
-  local place = here('HGET', waiting, waiter)
-  here('HDEL', waiting, waiter)
-  if place then
-    local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
-    local digits, now = next_token(counter)
-    if tonumber(deadline) > now then
-      set(KEYS[1], waiter, ttl, false)
-      set(counter, digits, idle, false)
-      local wake = prefix .. 'wake:' .. waiter
-      if here('RPUSH', wake, digits) then
-        here('PEXPIRE', wake, tonumber(deadline) - now)
-      end
-      return 1
-    end
-  end
-  waiter = here('LPOP', queue)
+if not hand_off(string.sub(ARGV[2], 1, -6), ARGV[1], true) then
+  redis.call('DEL', KEYS[1])
 end
-redis.call('DEL', KEYS[1])
 return 1
 """),
     numkeys=1,

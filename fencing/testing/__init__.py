@@ -13,10 +13,10 @@
   ``AsyncFenceContract``) and every mark (``MarkContract``) must pass; subclass one and
   provide a fixture (see docs/issuers.md). Needs pytest.
 - ``servers``: throwaway ``redis-server`` and PostgreSQL instances on free loopback
-  ports, and ``SentinelGroup`` (a primary, a replica and three Sentinels) for failovers.
-- ``redis_cluster``: a real Redis Cluster (``RedisCluster``: 3 masters with a replica
-  each) on free loopback ports, and the faults a test needs: freeze, kill, cut
-  replication, promote a replica, migrate a slot, heal. Needs redis-py.
+  ports, ``SentinelGroup`` (a primary, a replica and three Sentinels) for failovers, a
+  real Redis Cluster (``RedisCluster``: 3 masters with a replica each) with the faults
+  a test needs (freeze, kill, cut replication, promote a replica, migrate a slot, heal;
+  talking to it needs redis-py), an etcd cluster and ZooKeeper.
 
 Imports the public package only; import the submodules you need.
 """

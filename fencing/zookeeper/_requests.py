@@ -314,13 +314,10 @@ class Requests:
         version = yield from self._version_of(paths, token, holder)
         if version is None:
             return False
-        check = Request(
-            lambda client: _check(client, paths, version), parse_done, answers=_SESSION_ENDED
-        )
-        yield check
-        if not check.result:
+        held = yield from _on_version(paths, version, delete=False, answers=_SESSION_ENDED)
+        if not held:
             self.versions.forget(paths.fence, token, holder)
-        return check.result
+        return held
 
     def release(self, name: str, token: int, holder: str) -> Flow[bool]:
         paths = FencePaths.of(name)
@@ -328,11 +325,7 @@ class Requests:
         self.versions.forget(paths.fence, token, holder)
         if version is None:
             return False
-        end = Request(
-            lambda client: _end(client, paths, version), parse_done, answers=_SESSION_ENDED
-        )
-        yield end
-        return end.result
+        return (yield from _on_version(paths, version, delete=True, answers=_SESSION_ENDED))
 
     def _version_of(self, paths: FencePaths, token: int, holder: str) -> Flow[int | None]:
         """``V`` of the lease ``token``/``holder``; ``None`` if it is not the last one."""
@@ -368,9 +361,7 @@ class Requests:
             owner = yield from _owner(paths)
             if owner is None or not owner.held:
                 return FenceStatus(name, held=False) if owner is None else owner.status(name)
-            end = Request(partial(_end, paths=paths, version=owner.version), parse_done)
-            yield end
-            if end.result:
+            if (yield from _on_version(paths, owner.version, delete=True)):
                 return owner.status(name)  # else it changed meanwhile: look again
 
     @staticmethod
@@ -406,20 +397,32 @@ def _take(client: Any, paths: FencePaths, value: bytes) -> Pending:
     return pending
 
 
-def _check(client: Any, paths: FencePaths, version: int) -> Pending:
+def _versioned(client: Any, paths: FencePaths, version: int, *, delete: bool) -> Pending:
+    """Send renew's multi[check(fence, V), check(lease)] or, with ``delete``, release's
+    multi[check(fence, V), delete(lease)], ``version`` as V: it acts on the lease only if
+    the lease is the one granted with V."""
     txn = client.transaction()
     txn.check(paths.fence, version)
-    txn.check(paths.lease, -1)
+    if delete:
+        txn.delete(paths.lease)
+    else:
+        txn.check(paths.lease, -1)
     pending: Pending = txn.commit_async()
     return pending
 
 
-def _end(client: Any, paths: FencePaths, version: int) -> Pending:
-    txn = client.transaction()
-    txn.check(paths.fence, version)
-    txn.delete(paths.lease)
-    pending: Pending = txn.commit_async()
-    return pending
+def _on_version(
+    paths: FencePaths, version: int, *, delete: bool, answers: tuple[type[Exception], ...] = ()
+) -> Flow[bool]:
+    """``_versioned`` as a step: True when both conditions held, False when one did not
+    (or, per ``answers``, the session ended)."""
+    multi = Request(
+        partial(_versioned, paths=paths, version=version, delete=delete),
+        parse_done,
+        answers=answers,
+    )
+    yield multi
+    return multi.result
 
 
 def reclaim(client: Any, paths: FencePaths, holder: str) -> None:
@@ -438,7 +441,7 @@ def reclaim(client: Any, paths: FencePaths, holder: str) -> None:
                     paths.fence,
                     holder,
                 )
-                _end(client, paths, stat.version)
+                _versioned(client, paths, stat.version, delete=True)
         except Exception as exc:
             log.debug("%s: lease of %s not reclaimed: %r", paths.fence, holder, exc)
 

@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...testing.redis_cluster import RedisCluster
-from ...testing.servers import EtcdCluster, EtcdMember, RedisServer, SentinelGroup
+from ...testing.servers import EtcdCluster, EtcdMember, RedisCluster, RedisServer, SentinelGroup
 from . import checker
 from .resources import FileResource, GuardResource, Resource, SqlRowResource
 from .worker import WorkerConfig, log_path, run_worker

@@ -1,5 +1,6 @@
-"""Throwaway ``redis-server``, PostgreSQL, Redis Sentinel groups, etcd (a 3-member
-cluster) and ZooKeeper (a server or a 3-server ensemble) on free loopback ports.
+"""Throwaway ``redis-server``, PostgreSQL, Redis Sentinel groups, a Redis Cluster, etcd
+(a 3-member cluster) and ZooKeeper (a server or a 3-server ensemble) on free loopback
+ports.
 
 Used by the test suite, the chaos run and the benchmarks: each server lives in its own
 temporary directory, so a test may stop, restart, flush or freeze (SIGSTOP) it without
@@ -11,6 +12,7 @@ from ._base import ServerError, free_port
 from ._etcd import Certificates, EtcdCluster, EtcdMember
 from ._postgres import PostgresServer, _postgres_bin
 from ._redis import RedisServer
+from ._redis_cluster import RedisCluster, RedisClusterNode
 from ._sentinel import SentinelGroup, SentinelServer
 from ._zookeeper import ZOOKEEPER_JAR, ZooKeeperEnsemble, ZooKeeperServer, four_letter
 
@@ -20,6 +22,8 @@ __all__ = [
     "EtcdCluster",
     "EtcdMember",
     "PostgresServer",
+    "RedisCluster",
+    "RedisClusterNode",
     "RedisServer",
     "SentinelGroup",
     "SentinelServer",

@@ -28,7 +28,8 @@ Automatic failover stays on, with a node timeout long enough (``NODE_TIMEOUT_MS`
 busy test machine does not trigger one by accident; a test may promote a replica itself
 rather than wait that long.
 
-Imports the throwaway ``RedisServer`` and redis-py.
+Imports the throwaway ``RedisServer``, and redis-py when a node or the cluster is
+talked to (so that importing ``fencing.testing.servers`` needs no redis-py).
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
-import redis.asyncio.cluster
-import redis.cluster
+from ._base import ServerError, free_port
+from ._redis import RedisServer
 
-from .servers import RedisServer, ServerError, free_port
+if TYPE_CHECKING:
+    import redis.asyncio.cluster
+    import redis.cluster
 
 #: How long (ms) a node may be unreachable before the others flag it as failing.
 NODE_TIMEOUT_MS = 5000
@@ -88,6 +90,8 @@ class RedisClusterNode(RedisServer):
 
     def call(self, *args: Any) -> Any:
         """One command on this node alone (no cluster redirection), replies decoded."""
+        import redis
+
         with redis.Redis(port=self.port, socket_timeout=5, decode_responses=True) as client:
             return client.execute_command(*args)
 
@@ -131,10 +135,14 @@ class RedisCluster:
 
     def client(self, **options: Any) -> redis.cluster.RedisCluster:
         """A blocking cluster client (it finds every node from a live one)."""
+        import redis.cluster
+
         return redis.cluster.RedisCluster(host="127.0.0.1", port=self._live()[0].port, **options)
 
     def async_client(self, **options: Any) -> redis.asyncio.cluster.RedisCluster:
         """An asyncio cluster client; it connects on first use, on the caller's loop."""
+        import redis.asyncio.cluster
+
         port = self._live()[0].port
         return redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=port, **options)
 
@@ -374,6 +382,8 @@ def _wait_until(check: Callable[[], bool], what: str, timeout: float = READY_TIM
 
 
 def _holds(check: Callable[[], bool]) -> bool:
+    import redis
+
     try:
         return check()
     except (redis.RedisError, ServerError):
