@@ -6,15 +6,19 @@ of ``fence_factory``) and resources on SQL rows (a
   with ``claim_rows``.
 - ``OrmRow``: one ``FencedMixin`` row, written by a session's flush and claimed with
   ``fenced_get`` (claim and load in one ``UPDATE ... RETURNING``).
+
+``side_by_side`` runs the cases of a scripted real-time scenario at once.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import redis
@@ -30,6 +34,8 @@ from fencing.testing.statemachine import CLIENTS
 TTL = 0.06
 
 FenceFactory = Callable[..., fencing.Fence]  # (name, ttl=TTL)
+
+T = TypeVar("T")
 
 
 @contextmanager
@@ -66,6 +72,16 @@ def fence_factory(request: pytest.FixtureRequest, tmp_path: Path) -> FenceFactor
     fence = fencing.SqlFence(url, "warm-up", TTL)
     fence.release(fence.acquire())  # the first use of a SQLite file creates its tables
     return lambda name, ttl=TTL: fencing.SqlFence(url, name, ttl)
+
+
+def side_by_side(scenario: Callable[[T], None], cases: Iterable[T]) -> None:
+    """Run ``scenario`` for every case at once, a thread each, and raise the first
+    failure. Each case has its own fences and resource, so they share nothing but the
+    real time they wait past the ttl: the waits of a scripted scenario overlap instead of
+    adding up."""
+    with ThreadPoolExecutor() as pool:
+        for run in [pool.submit(scenario, case) for case in cases]:
+            run.result()
 
 
 def world_factory(

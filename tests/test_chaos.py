@@ -17,7 +17,7 @@ from fencing.cli.chaos.runner import ChaosConfig, run_chaos
 def test_fenced_run_keeps_every_invariant(pg_url: str, tmp_path: Path) -> None:
     lines: list[str] = []
     outcome = run_chaos(
-        ChaosConfig(workers=4, duration=8, ttl=0.2, postgres_url=pg_url, workdir=tmp_path, seed=4),
+        ChaosConfig(workers=4, duration=5, ttl=0.2, postgres_url=pg_url, workdir=tmp_path, seed=4),
         say=lines.append,
     )
     print("\n".join(lines))
@@ -42,7 +42,7 @@ def test_unfenced_run_loses_updates(tmp_path: Path) -> None:
         lines: list[str] = []
         outcome = run_chaos(
             ChaosConfig(
-                workers=4, duration=6, ttl=0.2, fenced=False, workdir=tmp_path / str(attempt)
+                workers=4, duration=4, ttl=0.2, fenced=False, workdir=tmp_path / str(attempt)
             ),
             say=lines.append,
         )

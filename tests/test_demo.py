@@ -13,6 +13,10 @@ import pytest
 
 from fencing.testing.servers import RedisServer
 
+#: The other runs use a shorter lease than the default (1 s) that the first run shows:
+#: the same timeline, half a second sooner (client 2 waits for the lease, however late).
+SHORT = ("--ttl", "0.5")
+
 
 def demo(*args: str, state: Path) -> tuple[int, str, float]:
     """Run ``fencing demo`` as a user would, with its embedded database under ``state``."""
@@ -67,7 +71,7 @@ def test_demo_without_arguments_needs_no_server(tmp_path: Path) -> None:
 
 
 def test_demo_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
-    code, output, _ = demo("--unfenced", state=tmp_path)
+    code, output, _ = demo("--unfenced", *SHORT, state=tmp_path)
     assert code == 0, output
     first, second = tokens(output)
     assert f"client 1  writes with token {first}: accepted OVER token {second}" in output
@@ -79,7 +83,7 @@ def test_demo_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
 
 
 def test_demo_on_redis(redis_server: RedisServer, tmp_path: Path) -> None:
-    code, output, _ = demo("--url", redis_server.url, state=tmp_path)
+    code, output, _ = demo("--url", redis_server.url, *SHORT, state=tmp_path)
     assert code == 0, output
     assert f"issued by {redis_server.url}" in output
     assert "REJECTED" in output and "fencing worked" in output
@@ -89,7 +93,7 @@ def test_demo_on_redis(redis_server: RedisServer, tmp_path: Path) -> None:
 @pytest.mark.parametrize("suffix", ["png", "svg"])
 def test_demo_plot(tmp_path: Path, suffix: str) -> None:
     picture = tmp_path / f"timeline.{suffix}"
-    code, output, _ = demo("--plot", str(picture), state=tmp_path)
+    code, output, _ = demo("--plot", str(picture), *SHORT, state=tmp_path)
     assert code == 0, output
     assert f"timeline picture written to {picture}" in output
     data = picture.read_bytes()
@@ -114,7 +118,7 @@ def test_demo_refuses_bad_arguments(tmp_path: Path, args: list[str], message: st
 
 def test_demo_over_http(tmp_path: Path) -> None:
     """The same pause across a real HTTP call: the service refuses client 1's write."""
-    code, output, _ = demo("--http", state=tmp_path)
+    code, output, _ = demo("--http", *SHORT, state=tmp_path)
     assert code == 0, output
     first, second = tokens(output)
     assert "storage: one item of an HTTP service (PUT /note, uvicorn); fenced" in output
@@ -129,7 +133,7 @@ def test_demo_over_http(tmp_path: Path) -> None:
 
 
 def test_demo_over_http_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
-    code, output, _ = demo("--http", "--unfenced", state=tmp_path)
+    code, output, _ = demo("--http", "--unfenced", *SHORT, state=tmp_path)
     assert code == 0, output
     first, _ = tokens(output)
     assert "<-- LOST UPDATE" in output

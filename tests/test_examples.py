@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,9 @@ EXPECTED: dict[str, list[str]] = {
 }
 
 
+@functools.cache
 def run(script: str) -> str:
+    """``script``'s output; it runs once per session, whichever tests read it."""
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / script)],
         capture_output=True,

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from fail_fast import failing_fast
 from racing import append_line, token_plan
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from fencing import FenceUnavailable, RedisMark, StaleTokenError, guard
 from fencing.testing.servers import RedisServer
@@ -58,8 +57,7 @@ def test_key_holding_something_else_is_unavailable(redis_client: redis.Redis) ->
 
 def test_redis_stopped_is_unavailable(redis_factory: Callable[..., RedisServer]) -> None:
     server = redis_factory()
-    no_retry = Retry(NoBackoff(), 0)  # the client's retry policy is the user's choice
-    client = redis.Redis(port=server.port, socket_timeout=2, retry=no_retry)
+    client = failing_fast(server.port, 2)  # the client's retry policy is the user's choice
     calls: list[int] = []
     guarded = guard(calls.append, mark=RedisMark(client, "mark:u"))
     guarded(1, 1)

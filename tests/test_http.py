@@ -18,8 +18,8 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import httpx
 import pytest
-import redis
 import requests
+from fail_fast import failing_fast
 from fastapi import Depends, FastAPI, Request
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, Response
@@ -142,7 +142,7 @@ async def test_asgi_answers_503_when_the_mark_is_down(
     redis_factory: Callable[..., RedisServer],
 ) -> None:
     server = redis_factory()
-    client = redis.Redis(port=server.port, socket_timeout=2)
+    client = failing_fast(server.port, 2)
     store = Store()
     app = FenceMiddleware(
         starlette_app(store), resource=items, marks=lambda key: RedisMark(client, f"m:{key}")

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import redis
+from fail_fast import failing_fast
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     HistogramDataPoint,
@@ -164,7 +165,7 @@ def test_error_when_the_issuer_is_unreachable(
     otel: Telemetry, redis_factory: Callable[..., RedisServer]
 ) -> None:
     server = redis_factory()
-    fence = fencing.RedisFence(redis.Redis(port=server.port), "orders", 10)
+    fence = fencing.RedisFence(failing_fast(server.port), "orders", 10)
     token = fence.acquire()
     server.close()
     with pytest.raises(FenceUnavailable):
@@ -227,7 +228,7 @@ def test_presumed_lost_after_a_ttl_of_failed_renewals(
     otel: Telemetry, redis_factory: Callable[..., RedisServer]
 ) -> None:
     server = redis_factory()
-    client = redis.Redis(port=server.port, socket_timeout=1)
+    client = failing_fast(server.port, 1)
     fence = fencing.RedisFence(client, "orders", ttl=0.3)
     with pytest.raises(LeaseLost), fence.hold():
         server.close()

@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 import redis
 import redis.asyncio
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
+from fail_fast import failing_fast_async
 
 import fencing
 import fencing.aio
@@ -119,12 +118,7 @@ async def test_waiter_tasks_are_handed_the_lease_in_turn(aclient: redis.asyncio.
 
 async def test_unavailable_server_then_back(redis_factory: Callable[..., RedisServer]) -> None:
     server = redis_factory()
-    client = redis.asyncio.Redis(
-        port=server.port,
-        socket_timeout=0.5,
-        socket_connect_timeout=0.5,
-        retry=Retry(NoBackoff(), 0),
-    )
+    client = failing_fast_async(server.port)
     fence = fencing.aio.RedisFence(client, "adown", ttl=30)
     token = await fence.acquire()
     server.stop()
@@ -143,7 +137,7 @@ async def test_unavailable_server_then_back(redis_factory: Callable[..., RedisSe
 
 
 async def test_bad_input_is_refused_before_any_io() -> None:
-    client = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.2)
+    client = failing_fast_async(free_port(), 0.2)
     with pytest.raises(TypeError):
         fencing.aio.RedisFence(redis.Redis(port=1), "x")  # type: ignore[arg-type]  # a sync client
     with pytest.raises(TypeError):

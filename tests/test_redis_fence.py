@@ -15,24 +15,13 @@ from collections.abc import Callable
 import pytest
 import redis
 import redis.asyncio
+from fail_fast import failing_fast
 from interrupts import interrupt_before_a_reply
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 import fencing
 from fencing import RedisFence, RedisIssuer
 from fencing.issuer import Busy
 from fencing.testing.servers import RedisServer, free_port
-
-
-def failing_fast(port: int, timeout: float = 0.5) -> redis.Redis:
-    """A client that gives up after one socket timeout (redis-py retries by default)."""
-    return redis.Redis(
-        port=port,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
-    )
 
 
 def keys(name: str) -> tuple[str, str]:
@@ -270,7 +259,7 @@ BAD_TOKENS = [
 
 def test_bad_input_is_refused_before_any_io() -> None:
     # Nothing listens on this port: any I/O would raise FenceUnavailable instead.
-    client = redis.Redis(port=free_port(), socket_connect_timeout=0.2)
+    client = failing_fast(free_port(), 0.2)
     for name, error in BAD_NAMES:
         with pytest.raises(error):
             RedisFence(client, name)  # type: ignore[arg-type]

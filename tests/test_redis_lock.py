@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import redis
+from fail_fast import failing_fast
 from interrupts import interrupt_before_a_reply
 from redis.exceptions import LockError, LockNotOwnedError
 
@@ -176,7 +177,7 @@ def test_thread_local_tokens(redis_client: redis.Redis) -> None:
 
 def test_script_flush_and_redis_errors_pass_through(redis_factory: object) -> None:
     server: RedisServer = redis_factory()  # type: ignore[operator]
-    client = redis.Redis(port=server.port, socket_timeout=0.5, socket_connect_timeout=0.5)
+    client = failing_fast(server.port)
     held = lock(client, "flush", timeout=10)
     held.acquire()
     client.script_flush()
@@ -190,7 +191,7 @@ def test_script_flush_and_redis_errors_pass_through(redis_factory: object) -> No
 
 
 def test_bad_input_is_refused_before_any_io() -> None:
-    client = redis.Redis(port=free_port(), socket_connect_timeout=0.2)
+    client = failing_fast(free_port(), 0.2)
     with pytest.raises(TypeError):
         FencedLock("not a client", "x")
     with pytest.raises(TypeError):

@@ -21,6 +21,7 @@ import pytest_asyncio
 import redis
 import redis.asyncio
 import redis.asyncio.lock
+from fail_fast import failing_fast_async
 
 import fencing
 import fencing.aio
@@ -182,7 +183,7 @@ async def test_no_timeout_polls_every_sleep_and_never_queues(
 
 
 async def test_bad_input_is_refused_before_any_io() -> None:
-    client = redis.asyncio.Redis(port=free_port(), socket_connect_timeout=0.2)
+    client = failing_fast_async(free_port(), 0.2)
     with pytest.raises(TypeError):
         fencing.aio.FencedLock(redis.Redis(), "x")  # a blocking client
     with pytest.raises(TypeError):

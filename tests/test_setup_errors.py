@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from fail_fast import failing_fast
 from sqlalchemy.engine import make_url
 
 import fencing
@@ -123,7 +124,7 @@ def test_the_rules_the_message_names_are_enough(acl_server: RedisServer) -> None
 
 
 def test_wrong_redis_credentials_say_where_they_go(acl_server: RedisServer) -> None:
-    client = redis.Redis(port=acl_server.port, username="fencing", password="wrong")
+    client = failing_fast(acl_server.port, 5, username="fencing", password="wrong")
     with pytest.raises(FenceSetupError, match=r"redis://<user>:<password>@host") as info:
         RedisFence(client, "auth", ttl=5).acquire(timeout=0)
     assert isinstance(info.value.__cause__, redis.AuthenticationError)

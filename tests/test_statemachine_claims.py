@@ -25,6 +25,7 @@ from sim_worlds import (
     SqlRow,
     fence_factory,
     quiet_lost_leases,
+    side_by_side,
     world_factory,
 )
 
@@ -207,21 +208,28 @@ def test_read_then_write_window_in_real_time(
     make_fence: FenceFactory, real_resource: Callable[[Path], Resource], tmp_path: Path
 ) -> None:
     """The counterexample, scripted on each real issuer and its resource: without a
-    claim client 2's write drops client 1's; with one, client 1's stale write is refused."""
+    claim client 2's write drops client 1's; with one, client 1's stale write is refused.
+    The two modes are set up one after the other (the first SQL row creates its table),
+    then run side by side."""
+    sims = []
     for mode in ("read-write", "claim-read-write"):
         name = f"window-{uuid.uuid4().hex[:8]}"
-        resource = real_resource(tmp_path / name)
         fences = [make_fence(name, ttl=1.0) for _ in range(2)]  # c2 must outlive its steps
-        sim = Simulation(real_time_world(fences, resource), mode=mode)
+        world = real_time_world(fences, real_resource(tmp_path / name))
+        sims.append(Simulation(world, mode=mode))
+
+    def window(sim: Simulation) -> None:
         c1, c2 = sim.clients
         assert c1.acquire() is not None and c1.pause() is True  # c1 read, then froze
         sim.expire()  # real time past the TTL
         assert c2.acquire() is not None  # c2 (claims and) reads
-        if mode == "read-write":
+        if sim.mode == "read-write":
             assert c1.resume("by client 1") is True  # accepted: nothing newer was written
             with pytest.raises(InvariantViolation, match="lost update"):
                 c2.write("by client 2")
         else:
             assert c1.resume("by client 1") is False  # refused by client 2's claim
             assert c2.write("by client 2") is True
-        assert resource.read() == "by client 2"
+        assert sim.world.resource.read() == "by client 2"
+
+    side_by_side(window, sims)

@@ -20,6 +20,7 @@ from sim_worlds import (
     SqlRow,
     fence_factory,
     quiet_lost_leases,
+    side_by_side,
     world_factory,
 )
 
@@ -68,14 +69,19 @@ def test_machine_on_real_issuer_and_guard(
 
 def test_kleppmann_in_real_time(make_fence: FenceFactory, tmp_path: Path) -> None:
     """The scripted scenario on each real issuer: with a guard, client 1's late write is
-    rejected; against the unfenced register the same schedule loses client 2's update."""
+    rejected; against the unfenced register the same schedule loses client 2's update.
+    Both are set up one after the other, then run side by side."""
+    sims = []
     for fenced in (True, False):
         name = f"kleppmann-{uuid.uuid4().hex[:8]}"
         resource: Resource = (
             StoreResource(fencing.FileStore(tmp_path / name)) if fenced else Register(fenced=False)
         )
         fences = [make_fence(name, ttl=0.3) for _ in range(2)]  # room for a loaded machine
-        sim = Simulation(real_time_world(fences, resource))
+        sims.append(Simulation(real_time_world(fences, resource)))
+
+    def kleppmann(sim: Simulation) -> None:
+        fenced = isinstance(sim.world.resource, StoreResource)
         c1, c2 = sim.clients
         first = c1.acquire()
         assert c1.pause() is True
@@ -85,8 +91,10 @@ def test_kleppmann_in_real_time(make_fence: FenceFactory, tmp_path: Path) -> Non
         assert c2.write("by client 2") is True
         if fenced:
             assert c1.resume("by client 1") is False
-            assert resource.read() == "by client 2"
+            assert sim.world.resource.read() == "by client 2"
         else:
             with pytest.raises(InvariantViolation, match="lost update"):
                 c1.resume("by client 1")
-            assert resource.read() == "by client 1"
+            assert sim.world.resource.read() == "by client 1"
+
+    side_by_side(kleppmann, sims)
