@@ -17,15 +17,16 @@ import time
 
 from fencing.testing.servers import ZooKeeperEnsemble, ZooKeeperServer
 
-#: Sessions of 0.6 s: pauses of up to 2.4 s (3x the 0.8 s ttl) outlive many of them.
-OPTIONS = "?session_timeout=0.6&timeout=2"
+#: Sessions of 0.4 s (the servers' shortest): pauses of up to 3 s (3x the 1 s ttl)
+#: outlive most of them.
+OPTIONS = "?session_timeout=0.4&timeout=2"
 
 
 def chaos(url: str, *args: str, workers: int = 4) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "fencing.cli", "chaos", "--url", url + OPTIONS,
          "--workers", str(workers),
-         "--duration", "6", "--ttl", "0.8", "--postgres", "none", *args],
+         "--duration", "6", "--ttl", "1", "--postgres", "none", *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 
@@ -55,9 +56,10 @@ def test_chaos_on_zookeeper_accepts_no_stale_write_and_the_control_loses_updates
 ) -> None:
     """Pauses are random: a fenced run may have no frozen holder outlive its session (then
     nothing shows the guards at work), a control run may lose nothing; each is run again
-    then, up to three times."""
+    then, up to four and three times. (A frozen holder's refusal is shown without luck by
+    ``test_zookeeper.test_holder_frozen_past_its_session_is_refused_at_the_guard``.)"""
     controls = [chaos(zookeeper_server.url, "--unfenced", "--seed", "5")]
-    for seed in (4, 3, 5):
+    for seed in (4, 5, 6, 7):
         code, out = fenced_run(zookeeper_ensemble, seed)
         print(out)
         assert code == 0, out
