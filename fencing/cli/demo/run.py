@@ -249,8 +249,9 @@ def _play(
         go2.set()
         control.wait_for("client 2", "release")
         time.sleep(prepare / 2)  # a gap, so the picture shows the order plainly
-        os.kill(frozen.pid, signal.SIGCONT)
+        # noted before it is sent: client 1's write, the instant it resumes, comes after
         control.note("resume", f"SIGCONT client 1 after {time.monotonic() - stopped:.2f}s frozen")
+        os.kill(frozen.pid, signal.SIGCONT)
         control.wait_for("client 1", "release")
     finally:
         for process in clients.values():
