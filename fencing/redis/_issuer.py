@@ -9,8 +9,9 @@ carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
 ``_flow``); the two issuer classes only choose which, and map redis-py's errors to
 ``FenceUnavailable`` in one place each. The blocking issuer's uncontended acquire and
 its release run their script directly (``RedisIssuer.run``: the script and arguments
-``RedisSteps`` gives for the step, no step object), because building a step object
-costs more than the rest of the issuer's Python in that cycle.
+``RedisSteps`` gives for the step, no step object), which spares the path every
+acquire takes the step objects' construction (with the fence's own release step, about
+6% of the Python of a stubbed acquire+release, by callgrind).
 
 With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
 the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAIT N ms``
