@@ -263,46 +263,47 @@ class _ChaosIssuer:
     @classmethod
     def _sentinel(cls, config: ChaosConfig, outcome: ChaosOutcome) -> _ChaosIssuer:
         group = SentinelGroup(down_after_ms=500).start()
-        failover = threading.Thread(
-            target=_fail_over, args=(group, config, outcome), name="chaos-failover", daemon=True
-        )
-
-        def close() -> None:
-            if failover.is_alive():
-                failover.join()
-            group.close()
-
         tokens = "INCR-only tokens" if config.incr_only else "Redis"
-        return cls(
+        return cls._failing_over(
+            group.close,
+            lambda: _fail_over(group, config, outcome),
             group.url + "?socket_timeout=1",
             f"{tokens} behind Sentinel (primary killed, a replica that missed writes promoted)",
-            [(0.25, "sentinel failover begun", failover.start)],
-            close,
+            "sentinel failover begun",
         )
 
     @classmethod
     def _cluster(cls, config: ChaosConfig, outcome: ChaosOutcome, fence_name: str) -> _ChaosIssuer:
         cluster = RedisCluster(masters=3, replicas=1).start()
-        failover = threading.Thread(
-            target=_fail_over_cluster,
-            args=(cluster, fence_name, config, outcome),
-            name="chaos-cluster-failover",
-            daemon=True,
+        tokens = "INCR-only tokens" if config.incr_only else "Redis"
+        return cls._failing_over(
+            cluster.close,
+            lambda: _fail_over_cluster(cluster, fence_name, config, outcome),
+            cluster.url + "?socket_timeout=1&socket_connect_timeout=1",
+            f"{tokens} on a Redis Cluster, 3 masters (the fence's master killed, its replica "
+            "that missed writes promoted)",
+            "cluster failover begun",
         )
+
+    @classmethod
+    def _failing_over(
+        cls,
+        stop: Callable[[], None],
+        fail_over: Callable[[], None],
+        url: str,
+        what: str,
+        begun: str,
+    ) -> _ChaosIssuer:
+        """A run on servers that ``fail_over`` fails over, in a thread started a quarter
+        into the run; closing waits for that thread, then stops the servers (``stop``)."""
+        failover = threading.Thread(target=fail_over, name="chaos-failover", daemon=True)
 
         def close() -> None:
             if failover.is_alive():
                 failover.join()
-            cluster.close()
+            stop()
 
-        tokens = "INCR-only tokens" if config.incr_only else "Redis"
-        return cls(
-            cluster.url + "?socket_timeout=1&socket_connect_timeout=1",
-            f"{tokens} on a Redis Cluster, 3 masters (the fence's master killed, its replica "
-            "that missed writes promoted)",
-            [(0.25, "cluster failover begun", failover.start)],
-            close,
-        )
+        return cls(url, what, [(0.25, begun, failover.start)], close)
 
 
 def _fail_over(group: SentinelGroup, config: ChaosConfig, outcome: ChaosOutcome) -> None:
