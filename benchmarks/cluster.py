@@ -147,10 +147,7 @@ def _throughput(ctx: Context, clients: dict[str, Clients]) -> Table:
             )
             variants.append(Variant(stats.name, cell.run))
     try:
-        for r in range(rounds):
-            shift = r % len(variants)
-            for variant in [*variants[shift:], *variants[:shift]]:
-                variant.batch(1)
+        run_rounds(variants, rounds=rounds, per_round=1)  # each cell keeps its own stats
     finally:
         unused_loop.run_until_complete(unused_aclient.aclose())
         unused_loop.close()

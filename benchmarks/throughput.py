@@ -22,7 +22,7 @@ import redis
 import redis.asyncio
 
 import locks
-from harness import Context, Stats, Table, Variant, now_ns
+from harness import Context, Stats, Table, Variant, now_ns, run_rounds
 
 ORDER = [
     locks.FLOOR_HANDOFF,
@@ -55,10 +55,7 @@ def run(ctx: Context) -> list[Table]:
                 cells.append((mode, n, kind, stats))
                 variants.append(Variant(f"{mode}/{stats.name}", cell.run))
     try:
-        for r in range(rounds):
-            shift = r % len(variants)
-            for variant in [*variants[shift:], *variants[:shift]]:
-                variant.batch(1)
+        run_rounds(variants, rounds=rounds, per_round=1)  # each cell keeps its own stats
     finally:
         loop.run_until_complete(aclient.aclose())
         loop.close()
