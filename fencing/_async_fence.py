@@ -44,9 +44,9 @@ class AsyncFence(FenceCore):
 
     async def acquire(self, timeout: float | None = None) -> FenceToken:
         """Take the lease and return its token (see ``Fence.acquire``)."""
-        first, wait = self._first_attempt(timeout)
-        token = await acquire_async(self.name, first, wait, self._waiting, self._calls)
-        return self._granted(token, first)
+        holder, wait = self._acquiring(timeout)
+        token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
+        return self._granted(token, holder)
 
     async def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token``; ``LeaseLost`` if no longer held."""

@@ -29,10 +29,7 @@ from ._protocol import (
     Flow,
     Renew,
     Sleep,
-    TryAcquire,
-    TryAcquireQueued,
     Waiting,
-    first_attempt,
 )
 from ._token import FenceToken
 from ._validate import check_name, check_timeout, check_token_for, check_ttl
@@ -126,14 +123,13 @@ class FenceCore:
 
     # -- flows -------------------------------------------------------------------------
 
-    def _first_attempt(self, timeout: object) -> tuple[TryAcquire | TryAcquireQueued, float | None]:
-        """Check ``timeout``; the first attempt of an acquire, with a fresh holder id."""
-        wait = check_timeout(timeout)
-        return first_attempt(new_holder_id(), self._ttl_ms, wait, self._waiting), wait
+    def _acquiring(self, timeout: object) -> tuple[str, float | None]:
+        """An acquire's fresh holder id and its checked ``timeout``."""
+        return new_holder_id(), check_timeout(timeout)
 
-    def _granted(self, token: int, first: TryAcquire | TryAcquireQueued) -> FenceToken:
-        """Remember the lease just granted, so ``renew``/``release`` can name it."""
-        self._holders[token] = first.holder
+    def _granted(self, token: int, holder: str) -> FenceToken:
+        """Remember the lease just granted to ``holder``, so ``renew``/``release`` can name it."""
+        self._holders[token] = holder
         if acquire_log.isEnabledFor(DEBUG):  # one call, not two, when debug logs are off
             acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
         return FenceToken(token, self.name)

@@ -40,9 +40,9 @@ class Fence(FenceCore):
         many seconds; then ``AcquireTimeout``. Waiters are woken on release (or handed
         the lease) where the issuer supports it, and otherwise back off with jitter.
         """
-        first, wait = self._first_attempt(timeout)
+        holder, wait = self._acquiring(timeout)
         return self._granted(
-            acquire_sync(self.name, first, wait, self._waiting, self._calls), first
+            acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls), holder
         )
 
     def renew(self, token: int, ttl: float | None = None) -> None:

@@ -10,10 +10,10 @@ sleeping is a step, so tests drive the flows on virtual time.
 
 Rules that keep the protocol honest:
 
-1. The uncontended acquire is one issuer call, performed directly by
-   ``acquire_sync``/``acquire_async`` (no flow); only a ``Busy`` reply starts the wait
-   flow. A release too is one direct call (``release_sync``/``release_async``); a step
-   object is made for it only when telemetry observes it.
+1. The uncontended acquire is one issuer call, made directly by
+   ``acquire_sync``/``acquire_async`` (no flow, no step object); only a ``Busy`` reply
+   starts the wait flow. A release too is one direct call (``release_sync``/
+   ``release_async``); a step object is made for it only when telemetry observes it.
 2. The deadline always wins: once it has passed, a waiter makes one last attempt that
    also leaves the hand-off queue, then raises ``AcquireTimeout``.
 3. A waiter that stops waiting for any reason (deadline, error, cancellation) leaves
@@ -69,6 +69,15 @@ class Calls:
         """The same port with another ``sleep`` (a renewer's interruptible wait)."""
         return Calls(self.issuer, self.name, sleep)
 
+    def attempt(self, holder: str, ttl_ms: int, queue_ms: int) -> int | Busy:
+        """One acquire attempt, made directly (rule 1); it also queues ``holder`` for
+        ``queue_ms`` when that is not 0 (then the issuer must hand leases over)."""
+        if not queue_ms:
+            return self.issuer.try_acquire(self.name, holder, ttl_ms)
+        if self.handoff is None:
+            raise _missing("hand-off")
+        return self.handoff.try_acquire_queued(self.name, holder, ttl_ms, queue_ms, False)
+
 
 class AsyncCalls:
     """The asyncio port of one fence's flows (see ``Calls``)."""
@@ -88,6 +97,14 @@ class AsyncCalls:
     def with_sleep(self, sleep: Callable[[float], Awaitable[bool]]) -> AsyncCalls:
         """The same port with another ``sleep`` (a renewal task's interruptible wait)."""
         return AsyncCalls(self.issuer, self.name, sleep)
+
+    async def attempt(self, holder: str, ttl_ms: int, queue_ms: int) -> int | Busy:
+        """The asyncio twin of ``Calls.attempt``."""
+        if not queue_ms:
+            return await self.issuer.try_acquire(self.name, holder, ttl_ms)
+        if self.handoff is None:
+            raise _missing("hand-off")
+        return await self.handoff.try_acquire_queued(self.name, holder, ttl_ms, queue_ms, False)
 
 
 @functools.lru_cache(maxsize=256)
@@ -361,36 +378,35 @@ class Waiting:
         self.interval = interval
 
 
-def first_attempt(
-    holder: str, ttl_ms: int, timeout: float | None, waiting: Waiting
-) -> TryAcquire | TryAcquireQueued:
-    """The first attempt of an acquire (rule 1): the whole uncontended path.
+def first_queue_millis(ttl_ms: int, timeout: float | None, waiting: Waiting) -> int:
+    """How long an acquire's first attempt queues its waiter (0: it does not queue).
 
-    Where the issuer hands leases over, it also queues the waiter unless it must not
-    wait. A lease that never expires (``ttl_ms`` 0) is never handed over: a waiter that
-    died while queued would get it for ever, so such waiters poll instead.
+    Where the issuer hands leases over, the first attempt queues the waiter unless it
+    must not wait. A lease that never expires (``ttl_ms`` 0) is never handed over: a
+    waiter that died while queued would get it for ever, so such waiters poll instead.
     """
     if waiting.hands_off and ttl_ms > 0 and timeout != 0:
-        return TryAcquireQueued(holder, ttl_ms, queue_millis(timeout, waiting.max_block), False)
-    return TryAcquire(holder, ttl_ms)
+        return queue_millis(timeout, waiting.max_block)
+    return 0
 
 
 def wait_flow(
     name: str,
-    first: TryAcquire | TryAcquireQueued,
+    holder: str,
+    ttl_ms: int,
+    queued: bool,
     busy: Busy,
     timeout: float | None,
     waiting: Waiting,
 ) -> Flow[int]:
-    """The rest of an acquire whose ``first`` attempt found the lease ``busy``.
+    """The rest of an acquire whose first attempt (which ``queued`` its waiter, or not)
+    found the lease ``busy``.
 
     ``timeout``: ``0`` gives up at once, ``None`` waits for ever, else ``AcquireTimeout``
     at the deadline. Where the issuer hands leases over, every attempt that finds the
     lease busy also queues the waiter, so the release can hand the lease straight to it
     (rules 2 and 3 of the module docstring).
     """
-    queued = isinstance(first, TryAcquireQueued)
-    holder, ttl_ms = first.holder, first.ttl_ms
     hands_off = waiting.hands_off and ttl_ms > 0
     schedule = WaitSchedule(
         name,
@@ -442,25 +458,28 @@ def wait_flow(
 
 
 def acquire_sync(
-    name: str,
-    first: TryAcquire | TryAcquireQueued,
+    holder: str,
+    ttl_ms: int,
     timeout: float | None,
     waiting: Waiting,
     calls: Calls,
     watched: bool = False,
 ) -> int:
-    """The blocking acquire: ``first`` performed directly, the wait flow only if busy.
+    """The blocking acquire of ``calls.name`` by ``holder``: the first attempt made
+    directly, the wait flow only if it found the lease busy.
 
     Once the application has set an OpenTelemetry SDK (``_metrics``), the acquire runs
     again inside its watch (``watched``); until then the check is all it costs.
     """
     if not watched and (telemetry := live()) is not None:
-        with AcquireWatch(telemetry, calls, first.holder) as watch:
-            return watch.granted(acquire_sync(name, first, timeout, waiting, calls, True))
-    first.perform(calls)
-    if isinstance(first.result, Busy):
-        return run_sync(wait_flow(name, first, first.result, timeout, waiting), calls)
-    return first.result
+        with AcquireWatch(telemetry, calls, holder) as watch:
+            return watch.granted(acquire_sync(holder, ttl_ms, timeout, waiting, calls, True))
+    queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
+    reply = calls.attempt(holder, ttl_ms, queue_ms)
+    if isinstance(reply, Busy):
+        flow = wait_flow(calls.name, holder, ttl_ms, queue_ms > 0, reply, timeout, waiting)
+        return run_sync(flow, calls)
+    return reply
 
 
 def release_sync(calls: Calls, token: int, holder: str) -> bool:
@@ -482,8 +501,8 @@ async def release_async(calls: AsyncCalls, token: int, holder: str) -> bool:
 
 
 async def acquire_async(
-    name: str,
-    first: TryAcquire | TryAcquireQueued,
+    holder: str,
+    ttl_ms: int,
     timeout: float | None,
     waiting: Waiting,
     calls: AsyncCalls,
@@ -491,12 +510,15 @@ async def acquire_async(
 ) -> int:
     """The asyncio twin of ``acquire_sync``."""
     if not watched and (telemetry := live()) is not None:
-        with AcquireWatch(telemetry, calls, first.holder) as watch:
-            return watch.granted(await acquire_async(name, first, timeout, waiting, calls, True))
-    await first.aperform(calls)
-    if isinstance(first.result, Busy):
-        return await run_async(wait_flow(name, first, first.result, timeout, waiting), calls)
-    return first.result
+        with AcquireWatch(telemetry, calls, holder) as watch:
+            granted = await acquire_async(holder, ttl_ms, timeout, waiting, calls, True)
+            return watch.granted(granted)
+    queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
+    reply = await calls.attempt(holder, ttl_ms, queue_ms)
+    if isinstance(reply, Busy):
+        flow = wait_flow(calls.name, holder, ttl_ms, queue_ms > 0, reply, timeout, waiting)
+        return await run_async(flow, calls)
+    return reply
 
 
 def leave_queue(holder: str, ttl_ms: int) -> Flow[None]:

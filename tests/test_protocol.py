@@ -12,11 +12,9 @@ import fencing
 from fencing._flow import run_sync
 from fencing._protocol import (
     Calls,
-    TryAcquire,
     Waiting,
     WaitSchedule,
     acquire_sync,
-    first_attempt,
     queue_millis,
 )
 from fencing.issuer import Busy
@@ -207,7 +205,7 @@ def run(issuer: Scripted, timeout: float | None) -> int:
     """Acquire as the fences do, on the issuer's virtual clock."""
     waiting = Waiting(hands_off=True, wakes=False, clock=issuer.clock.monotonic)
     calls = Calls(issuer, "n", sleeping_on(issuer.clock))
-    return acquire_sync("n", first_attempt("h", 1000, timeout, waiting), timeout, waiting, calls)
+    return acquire_sync("h", 1000, timeout, waiting, calls)
 
 
 def test_a_hand_off_ends_the_wait_without_another_attempt() -> None:
@@ -256,7 +254,7 @@ def test_a_lease_that_never_expires_is_never_queued_for() -> None:
     issuer = Scripted(clock, Busy(None), Busy(None), 7)
     waiting = Waiting(hands_off=True, wakes=False, clock=clock.monotonic, interval=0.25)
     calls = Calls(issuer, "n", sleeping_on(clock))
-    assert acquire_sync("n", first_attempt("h", 0, None, waiting), None, waiting, calls) == 7
+    assert acquire_sync("h", 0, None, waiting, calls) == 7
     assert issuer.calls == [("try", 0, False)] * 3  # it polls, never queued, never waits
     assert clock() == pytest.approx(2 * 0.25)  # every ``interval`` (FencedLock's ``sleep``)
 
@@ -268,7 +266,7 @@ def test_polling_at_an_interval_gives_up_when_the_next_attempt_would_be_late() -
     waiting = Waiting(hands_off=False, wakes=False, clock=clock.monotonic, interval=0.3)
     calls = Calls(issuer, "n", sleeping_on(clock))
     with pytest.raises(fencing.AcquireTimeout):
-        acquire_sync("n", TryAcquire("h", 0), 1.0, waiting, calls)
+        acquire_sync("h", 0, 1.0, waiting, calls)
     assert len(issuer.calls) == 4 and clock() == pytest.approx(0.9)  # 0, 0.3, 0.6, 0.9
 
 

@@ -27,7 +27,7 @@ from .._errors import AcquireTimeout
 from .._flow import run_async
 from .._protocol import AsyncCalls, acquire_async
 from ._issuer import ASYNC_CLIENTS
-from ._lock import AsyncLockIssuer, LockBase, abandon_flow
+from ._lock import AsyncLockIssuer, LockBase
 
 T = TypeVar("T")
 
@@ -73,22 +73,21 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
         token: str | bytes | None = None,
     ) -> bool:
         """Take the lock; True once held. See ``redis.asyncio.lock.Lock.acquire``."""
-        first, timeout, waiting = self._plan(None, blocking, blocking_timeout, token)
+        holder, timeout, waiting = self._plan(None, blocking, blocking_timeout, token)
         try:
-            granted = await acquire_async(self.name, first, timeout, waiting, self._calls)
+            granted = await acquire_async(holder, self._ttl_ms, timeout, waiting, self._calls)
         except AcquireTimeout:
             return False
         except BaseException:
             with contextlib.suppress(Exception):  # best effort: the caller needs the error
-                await finish(run_async(abandon_flow(first), self._calls))
+                await finish(run_async(self._abandon_flow(holder, timeout, waiting), self._calls))
             raise
-        return self._granted(first.holder, granted)
+        return self._granted(holder, granted)
 
     async def do_acquire(self, token: str | bytes) -> bool:
         """One attempt with lock token ``token`` (redis-py's hook); sets ``local``."""
-        attempt = self._attempt(token)
-        await attempt.aperform(self._calls)
-        return self._granted(attempt.holder, attempt.result)
+        holder = self._holder_of(token)
+        return self._granted(holder, await self._calls.attempt(holder, self._ttl_ms, 0))
 
     async def release(self) -> None:
         """Release the lock; see ``redis.asyncio.lock.Lock.release``.

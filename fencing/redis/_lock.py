@@ -35,11 +35,9 @@ from .._protocol import (
     Calls,
     Flow,
     Release,
-    TryAcquire,
-    TryAcquireQueued,
     Waiting,
     acquire_sync,
-    first_attempt,
+    first_queue_millis,
     leave_queue,
 )
 from .._token import FenceToken
@@ -194,8 +192,8 @@ class LockBase:
         blocking: bool | None,
         blocking_timeout: float | None,
         token: str | bytes | None,
-    ) -> tuple[TryAcquire | TryAcquireQueued, float | None, Waiting]:
-        """An acquire's first attempt, timeout and way of waiting (arguments checked)."""
+    ) -> tuple[str, float | None, Waiting]:
+        """An acquire's holder id, timeout and way of waiting (arguments checked)."""
         waiting = self._waiting if sleep is None else self._waiting_for(_check_sleep(sleep))
         if blocking is None:
             blocking = self.blocking
@@ -203,13 +201,23 @@ class LockBase:
             blocking_timeout = self.blocking_timeout
         else:
             check_timeout(blocking_timeout)
-        holder = new_holder_id() if token is None else self._encode(token).decode("latin-1")
-        timeout = blocking_timeout if blocking else 0
-        return first_attempt(holder, self._ttl_ms, timeout, waiting), timeout, waiting
+        holder = new_holder_id() if token is None else self._holder_of(token)
+        return holder, blocking_timeout if blocking else 0, waiting
 
-    def _attempt(self, token: str | bytes) -> TryAcquire:
-        """redis-py's ``do_acquire(token)``: one attempt, no queueing."""
-        return TryAcquire(self._encode(token).decode("latin-1"), self._ttl_ms)
+    def _holder_of(self, token: str | bytes) -> str:
+        """The holder id of lock token ``token`` (latin-1: any bytes pass unchanged)."""
+        encoded: bytes = self._encode(token)
+        return encoded.decode("latin-1")
+
+    def _abandon_flow(self, holder: str, timeout: float | None, waiting: Waiting) -> Flow[None]:
+        """After an acquire stopped by an error mid-call: give back what it may hold.
+
+        An attempt whose reply was lost (a cancelled task, an interrupt) may have taken
+        the lock, or queued its waiter; with ``timeout=None`` nothing would ever free it.
+        """
+        if first_queue_millis(self._ttl_ms, timeout, waiting):
+            return leave_queue(holder, self._ttl_ms)
+        return _release_flow(holder)
 
     def _granted(self, holder: str, fence: int | Busy) -> bool:
         """Record an attempt's outcome in ``local``; True if it was granted."""
@@ -234,16 +242,9 @@ class LockBase:
         return Waiting(True, False, self._clock, max_block=sleep, interval=sleep)
 
 
-def abandon_flow(first: TryAcquire | TryAcquireQueued) -> Flow[None]:
-    """After an acquire stopped by an error mid-call: give back what it may hold.
-
-    An attempt whose reply was lost (a cancelled task, an interrupt) may have taken the
-    lock, or queued its waiter; with ``timeout=None`` nothing would ever free it.
-    """
-    if isinstance(first, TryAcquireQueued):
-        yield from leave_queue(first.holder, first.ttl_ms)
-    else:
-        yield Release(0, first.holder)
+def _release_flow(holder: str) -> Flow[None]:
+    """Release the lock held by ``holder``, if it is (the lock's release ignores the token)."""
+    yield Release(0, holder)
 
 
 #: redis-py's lock module, whose ``mod_time`` its ``Lock`` reads at each call.
@@ -298,22 +299,21 @@ class FencedLock(LockBase, redis.lock.Lock):
         token: str | bytes | None = None,
     ) -> bool:
         """Take the lock; True once held. See ``redis.lock.Lock.acquire``."""
-        first, timeout, waiting = self._plan(sleep, blocking, blocking_timeout, token)
+        holder, timeout, waiting = self._plan(sleep, blocking, blocking_timeout, token)
         try:
-            granted = acquire_sync(self.name, first, timeout, waiting, self._calls)
+            granted = acquire_sync(holder, self._ttl_ms, timeout, waiting, self._calls)
         except AcquireTimeout:
             return False
         except BaseException:
             with contextlib.suppress(Exception):  # best effort: the caller needs the error
-                run_sync(abandon_flow(first), self._calls)
+                run_sync(self._abandon_flow(holder, timeout, waiting), self._calls)
             raise
-        return self._granted(first.holder, granted)
+        return self._granted(holder, granted)
 
     def do_acquire(self, token: str | bytes) -> bool:
         """One attempt with lock token ``token`` (redis-py's hook); sets ``local``."""
-        attempt = self._attempt(token)
-        attempt.perform(self._calls)
-        return self._granted(attempt.holder, attempt.result)
+        holder = self._holder_of(token)
+        return self._granted(holder, self._calls.attempt(holder, self._ttl_ms, 0))
 
     def do_release(self, expected_token: str | bytes) -> None:
         """redis-py's hook: release the lock held with ``expected_token``."""
