@@ -1,9 +1,10 @@
 """The Python cost of one acquire+release, without any I/O: where RedisFence's time goes.
 
 ``python benchmarks/micro_python.py``: an isolated micro-benchmark, not part of
-``run.py``. The Redis client is replaced by a stub whose ``evalsha`` answers at once
-(a token for the acquire script, 1 for the release script), so what is timed is only
-Python: argument building, reply parsing, and the fence's own machinery. Rows:
+``run.py``. The Redis client's connection is replaced by one without a socket that
+answers at once (a token for the acquire script, 1 for the release script), so what is
+timed is only Python: fencing's and redis-py's (argument encoding, command packing).
+Rows:
 
 - the fenced-script floor (two bare ``evalsha`` calls);
 - ``RedisIssuer.try_acquire`` + ``release`` called directly (the issuer alone);
@@ -31,22 +32,36 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.connection import Connection
 
 from fencing import FencedLock, RedisFence
 from fencing.redis._scripts import ACQUIRE
 from floors import FencedFloor
 
 
-class StubRedis(redis.Redis):
-    """Answers EVALSHA at once: a fresh token for ACQUIRE, 1 for anything else."""
+class NoNetwork(Connection):
+    """A connection without a socket: it packs each command as redis-py would send it
+    (so argument encoding is counted) and answers at once: a fresh token for ACQUIRE,
+    1 for anything else."""
 
     tokens = itertools.count(1)
+    acquire_shas = (ACQUIRE.sha, ACQUIRE.sha_arg)
+    reply: Any = None
 
-    def evalsha(self, sha: str, numkeys: int, *args: Any) -> Any:  # type: ignore[override,unused-ignore]
-        return next(self.tokens) if sha == ACQUIRE.sha else 1
+    def connect(self) -> None:
+        pass
 
-    def script_load(self, script: Any) -> str:  # type: ignore[override,unused-ignore]
-        return "stub"
+    def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        pack: Callable[..., Any] = self.pack_command  # untyped in redis-py
+        pack(*args)
+        acquires = args[0] == "EVALSHA" and args[1] in self.acquire_shas
+        self.reply = next(self.tokens) if acquires else 1
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        return self.reply
 
 
 def set_up_otel(mode: str) -> None:
@@ -72,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     set_up_otel(args.otel)
     print(f"OpenTelemetry: {args.otel} (imported: {'opentelemetry' in sys.modules})")
-    client = StubRedis()
+    client = redis.Redis(connection_pool=redis.ConnectionPool(connection_class=NoNetwork))
     floor = FencedFloor(client, "floor")
     fence = RedisFence(client, "fence", 10)
     issuer = fence.issuer

@@ -154,12 +154,17 @@ ScriptCall = tuple[Script, tuple[Any, ...]]
 
 def run_script(client: SyncClient, script: Script, args: tuple[Any, ...]) -> Any:
     """EVALSHA ``script``; after NOSCRIPT (SCRIPT FLUSH, restart, failover) load it and
-    retry. The raw reply; redis-py errors pass through unchanged."""
+    retry. The raw reply; redis-py errors pass through unchanged.
+
+    ``execute_command`` is what redis-py's ``evalsha`` calls; the arguments here are
+    bytes (``Script.sha_arg``, ``numkeys_arg``), which ``evalsha``'s types do not admit.
+    """
+    execute: Callable[..., Any] = client.execute_command  # untyped in redis-py
     try:
-        return client.evalsha(script.sha, script.numkeys, *args)
+        return execute("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
     except NoScriptError:
         client.script_load(script.text)
-        return client.evalsha(script.sha, script.numkeys, *args)
+        return execute("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
 
 
 class Eval(Generic[R]):
@@ -178,8 +183,8 @@ class Eval(Generic[R]):
         self.parse = parse
 
     def command(self) -> tuple[Any, ...]:
-        """The EVALSHA as a command, for a pipeline (``Replicated``)."""
-        return ("EVALSHA", self.script.sha, self.script.numkeys, *self.args)
+        """The EVALSHA as a command (for ``execute_command`` or a pipeline's)."""
+        return ("EVALSHA", self.script.sha_arg, self.script.numkeys_arg, *self.args)
 
     def take(self, reply: Any) -> None:
         self.result = self.parse(reply)
@@ -188,12 +193,11 @@ class Eval(Generic[R]):
         self.result = self.parse(run_script(client, self.script, self.args))
 
     async def aperform(self, client: AsyncClient) -> None:
-        script = self.script
         try:
-            reply = await client.evalsha(script.sha, script.numkeys, *self.args)
+            reply = await client.execute_command(*self.command())
         except NoScriptError:
-            await client.script_load(script.text)
-            reply = await client.evalsha(script.sha, script.numkeys, *self.args)
+            await client.script_load(self.script.text)
+            reply = await client.execute_command(*self.command())
         self.result = self.parse(reply)
 
 
