@@ -167,6 +167,15 @@ def run_script(client: SyncClient, script: Script, args: tuple[Any, ...]) -> Any
         return execute("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
 
 
+async def arun_script(client: AsyncClient, script: Script, args: tuple[Any, ...]) -> Any:
+    """The asyncio twin of ``run_script``."""
+    try:
+        return await client.execute_command("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
+    except NoScriptError:
+        await client.script_load(script.text)
+        return await client.execute_command("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
+
+
 class Eval(Generic[R]):
     """EVALSHA ``script`` and parse its reply into ``result``; after NOSCRIPT (SCRIPT
     FLUSH, restart, failover) load the script and retry.
@@ -193,12 +202,7 @@ class Eval(Generic[R]):
         self.result = self.parse(run_script(client, self.script, self.args))
 
     async def aperform(self, client: AsyncClient) -> None:
-        try:
-            reply = await client.execute_command(*self.command())
-        except NoScriptError:
-            await client.script_load(self.script.text)
-            reply = await client.execute_command(*self.command())
-        self.result = self.parse(reply)
+        self.result = self.parse(await arun_script(client, self.script, self.args))
 
 
 class Pop:
@@ -644,6 +648,9 @@ class AsyncRedisIssuer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
 
+    #: The driver errors that ``result_of`` turns into ``FenceUnavailable``.
+    wrapped: ClassVar[tuple[type[Exception], ...]] = (RedisError,)
+
     async def result_of(self, step: ClientStep[R]) -> R:
         """Perform ``step`` on the client; redis-py errors become ``FenceUnavailable``
         (``FenceSetupError`` when the server's ACL refuses)."""
@@ -651,9 +658,18 @@ class AsyncRedisIssuer:
             if self._ready is not None:
                 await self._ready()
             await step.aperform(self.client)
-        except RedisError as exc:
+        except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
         return step.result
+
+    async def run(self, call: ScriptCall) -> Any:
+        """``call``'s script on the client: its raw reply (errors as ``result_of``)."""
+        try:
+            if self._ready is not None:
+                await self._ready()
+            return await arun_script(self.client, *call)
+        except self.wrapped as exc:
+            raise redis_failure("redis", exc) from exc
 
     async def confirmed(
         self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
@@ -663,24 +679,27 @@ class AsyncRedisIssuer:
             return await self.result_of(step)
         try:
             return await run_async(self.steps.replicated(step, name, holder, renewed), self.client)
-        except RedisError as exc:
+        except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return await self.confirmed(self.steps.acquire(name, holder, ttl_ms), name, holder)
+        return await self.try_acquire_queued(name, holder, ttl_ms, 0, False)
 
     async def try_acquire_queued(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        step = self.steps.acquire(name, holder, ttl_ms, queue_ms, queued)
-        return await self.confirmed(step, name, holder)
+        if self.steps.min_replicas:
+            step = self.steps.acquire(name, holder, ttl_ms, queue_ms, queued)
+            return await self.confirmed(step, name, holder)
+        call = self.steps.acquire_call(name, holder, ttl_ms, queue_ms, queued)
+        return parse_acquire(await self.run(call))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         step = self.steps.renew(name, token, holder, ttl_ms)
         return await self.confirmed(step, name, holder, token)
 
     async def release(self, name: str, token: int, holder: str) -> bool:
-        return await self.result_of(self.steps.release(name, token, holder))
+        return parse_release(await self.run(self.steps.release_call(name, token, holder)))
 
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.steps.await_handoff(name, holder, seconds)

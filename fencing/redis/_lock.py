@@ -46,10 +46,8 @@ from ..issuer import Busy, FenceStatus
 from ._issuer import (
     SYNC_CLIENTS,
     AsyncRedisIssuer,
-    ClientStep,
     Eval,
     Pop,
-    R,
     RedisIssuer,
     RedisSteps,
     ScriptCall,
@@ -124,13 +122,12 @@ class LockIssuer(RedisIssuer):
 class AsyncLockIssuer(AsyncRedisIssuer):
     """``LockIssuer`` on ``redis.asyncio``: redis-py's errors pass unchanged."""
 
+    wrapped = ()
+
     def __init__(self, client: Any, steps: LockSteps) -> None:
         self.client = client
         self.steps = steps
-
-    async def result_of(self, step: ClientStep[R]) -> R:
-        await step.aperform(self.client)
-        return step.result
+        self._ready = None
 
 
 class LockBase:
