@@ -192,13 +192,15 @@ def noise(tables: list[Table]) -> list[dict[str, Any]]:
     return out
 
 
+def _noise(aa: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{n['family']} {n['median_x']:.2f}x (p99 {n['p99_x']:.2f}x)" for n in aa)
+
+
 def render_targets(verdicts: list[dict[str, Any]], aa: list[dict[str, Any]]) -> str:
     lines = []
     if aa:
         lines.append("== noise: a floor's 2nd copy over the floor (A/A), per family")
-        lines.append(
-            ", ".join(f"{n['family']} {n['median_x']:.2f}x (p99 {n['p99_x']:.2f}x)" for n in aa)
-        )
+        lines.append(_noise(aa))
     if not verdicts:
         return "\n".join([*lines, "== targets: none measurable in this run"])
     lines.append("== targets (issue 5), from this run's ratios")
@@ -206,6 +208,17 @@ def render_targets(verdicts: list[dict[str, Any]], aa: list[dict[str, Any]]) -> 
         lines.append(
             f"{'met   ' if v['met'] else 'MISSED'} {v['target']}: {v['value']:.2f} ({v['limit']})"
         )
+    return "\n".join(lines)
+
+
+def targets_markdown(verdicts: list[dict[str, Any]], aa: list[dict[str, Any]]) -> str:
+    """The verdicts as docs/performance.md's table of targets, the A/A noise under it."""
+    lines = ["| target | this run | limit | met |", "|---|---:|---:|---|"]
+    for v in verdicts:
+        met = "yes" if v["met"] else "**no**"
+        lines.append(f"| {v['target']} | {v['value']:.2f} | {v['limit']} | {met} |")
+    if aa:
+        lines += ["", f"Noise, a floor's 2nd copy over the floor (A/A), per family: {_noise(aa)}."]
     return "\n".join(lines)
 
 

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         "errors": errors,
     }
     machine["loadavg_at_end"] = os.getloadavg()
-    markdown = [*(t.to_markdown() for t in tables), report.render_targets(verdicts, aa)]
+    markdown = [*(t.to_markdown() for t in tables), report.targets_markdown(verdicts, aa)]
     (out / f"bench-{stamp}.md").write_text("\n\n".join(markdown) + "\n")
     json_path = out / f"bench-{stamp}.json"
     json_path.write_text(json.dumps(result, indent=2, default=str))
