@@ -192,7 +192,7 @@ class Eval(Generic[R]):
         self.parse = parse
 
     def command(self) -> tuple[Any, ...]:
-        """The EVALSHA as a command (for ``execute_command`` or a pipeline's)."""
+        """The EVALSHA as a command, for a pipeline (``Replicated``)."""
         return ("EVALSHA", self.script.sha_arg, self.script.numkeys_arg, *self.args)
 
     def take(self, reply: Any) -> None:
