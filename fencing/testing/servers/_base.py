@@ -60,6 +60,11 @@ class _Server:
     def start(self: S) -> S:
         raise NotImplementedError
 
+    @property
+    def running(self) -> bool:
+        """True while the server's process has been started and has not exited."""
+        return self.process is not None and self.process.poll() is None
+
     def _pid(self) -> int:
         """The server's own process id (subclasses whose launcher forks override it)."""
         if self.process is None:

@@ -84,10 +84,6 @@ class RedisClusterNode(RedisServer):
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
     def call(self, *args: Any) -> Any:
         """One command on this node alone (no cluster redirection), replies decoded."""
         import redis

@@ -174,7 +174,7 @@ class ZooKeeperEnsemble:
         return self
 
     def running(self) -> list[ZooKeeperServer]:
-        return [m for m in self.members if m.process is not None and m.process.poll() is None]
+        return [member for member in self.members if member.running]
 
     def wait_serving(self, members: list[ZooKeeperServer], timeout: float = 60.0) -> None:
         """Until each of ``members`` serves (a quorum formed with it)."""
