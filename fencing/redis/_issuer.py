@@ -7,11 +7,11 @@ acquire is one round trip. Every operation is one step (``Eval``, or ``Pop`` for
 BLPOP of a hand-off) built by ``RedisSteps`` with its arguments and reply parser, and
 carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
 ``_flow``); the two issuer classes only choose which, and map redis-py's errors to
-``FenceUnavailable`` in one place each. The blocking issuer's uncontended acquire and
-its release run their script directly (``RedisIssuer.run``: the script and arguments
-``RedisSteps`` gives for the step, no step object), which spares the path every
+``FenceUnavailable`` in one place each. Both issuers' uncontended acquire and their
+release run the script directly (``RedisIssuer.run``, ``AsyncRedisIssuer.run``: the
+script and arguments ``RedisSteps`` gives, no step object), which spares the path every
 acquire takes the step objects' construction (with the fence's own release step, about
-6% of the Python of a stubbed acquire+release, by callgrind).
+6% of the Python of a stubbed blocking acquire+release, by callgrind).
 
 With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
 the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAIT N ms``
@@ -421,15 +421,12 @@ class RedisSteps:
         return Eval(RENEW, renew_args(name, value, ms, add=add), partial(parse_flag, script=what))
 
     def release_call(self, name: str, token: int, holder: str) -> ScriptCall:
-        """The script and arguments of ``release``."""
+        """The script and arguments of ``release`` (the issuers run it directly)."""
         return RELEASE, release_args(name, lease_value(token, holder))
 
     def release(self, name: str, token: int, holder: str) -> Eval[bool]:
+        """A release as a step (for a flow: giving back an unreplicated lease)."""
         return Eval(*self.release_call(name, token, holder), parse_release)
-
-    def release_value(self, name: str, value: bytes) -> Eval[bool]:
-        """End the lease holding ``value`` (hand it to a queued waiter, if any)."""
-        return Eval(RELEASE, release_args(name, value), parse_release)
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> Pop | None:
         """The BLPOP of ``holder``'s wake key, or ``None`` when the wait is too short."""

@@ -93,6 +93,7 @@ class LockSteps(RedisSteps):
         return LOCK_RELEASE, lock_release_args(self.keys, holder_bytes(holder))
 
     def release_value(self, name: str, value: bytes) -> Eval[bool]:
+        """End the lock holding ``value`` (hand it to a queued waiter, if any)."""
         return Eval(LOCK_RELEASE, lock_release_args(self.keys, value), parse_release)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
