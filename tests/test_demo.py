@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,11 +17,10 @@ from fencing.testing.servers import RedisServer
 SHORT = ("--ttl", "0.5")
 
 
-def demo(*args: str, state: Path) -> tuple[int, str, float]:
+def demo(*args: str, state: Path) -> tuple[int, str]:
     """Run ``fencing demo`` as a user would, with its embedded database under ``state``."""
     env = {**os.environ, "XDG_STATE_HOME": str(state)}
     env.pop("FENCING_URL", None)
-    started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "fencing.cli", "demo", *args],
         capture_output=True,
@@ -31,7 +29,7 @@ def demo(*args: str, state: Path) -> tuple[int, str, float]:
         env=env,
         check=False,
     )
-    return result.returncode, result.stdout + result.stderr, time.monotonic() - started
+    return result.returncode, result.stdout + result.stderr
 
 
 def tokens(output: str) -> tuple[int, int]:
@@ -45,10 +43,9 @@ def tokens(output: str) -> tuple[int, int]:
 
 
 def test_demo_without_arguments_needs_no_server(tmp_path: Path) -> None:
-    code, output, elapsed = demo(state=tmp_path)
+    code, output = demo(state=tmp_path)
     print(output)
     assert code == 0, output
-    assert elapsed < 10, f"the README promises well under 10 s; it took {elapsed:.1f}s"
     assert f"issued by sqlite:///{tmp_path}/fencing/fencing.db" in output
     lines = output.splitlines()
     first, second = tokens(output)
@@ -71,7 +68,7 @@ def test_demo_without_arguments_needs_no_server(tmp_path: Path) -> None:
 
 
 def test_demo_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
-    code, output, _ = demo("--unfenced", *SHORT, state=tmp_path)
+    code, output = demo("--unfenced", *SHORT, state=tmp_path)
     assert code == 0, output
     first, second = tokens(output)
     assert f"client 1  writes with token {first}: accepted OVER token {second}" in output
@@ -83,7 +80,7 @@ def test_demo_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
 
 
 def test_demo_on_redis(redis_server: RedisServer, tmp_path: Path) -> None:
-    code, output, _ = demo("--url", redis_server.url, *SHORT, state=tmp_path)
+    code, output = demo("--url", redis_server.url, *SHORT, state=tmp_path)
     assert code == 0, output
     assert f"issued by {redis_server.url}" in output
     assert "REJECTED" in output and "fencing worked" in output
@@ -93,7 +90,7 @@ def test_demo_on_redis(redis_server: RedisServer, tmp_path: Path) -> None:
 @pytest.mark.parametrize("suffix", ["png", "svg"])
 def test_demo_plot(tmp_path: Path, suffix: str) -> None:
     picture = tmp_path / f"timeline.{suffix}"
-    code, output, _ = demo("--plot", str(picture), *SHORT, state=tmp_path)
+    code, output = demo("--plot", str(picture), *SHORT, state=tmp_path)
     assert code == 0, output
     assert f"timeline picture written to {picture}" in output
     data = picture.read_bytes()
@@ -112,13 +109,13 @@ def test_demo_plot(tmp_path: Path, suffix: str) -> None:
     ],
 )
 def test_demo_refuses_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
-    code, output, _ = demo(*args, state=tmp_path)
+    code, output = demo(*args, state=tmp_path)
     assert code != 0 and message in output
 
 
 def test_demo_over_http(tmp_path: Path) -> None:
     """The same pause across a real HTTP call: the service refuses client 1's write."""
-    code, output, _ = demo("--http", *SHORT, state=tmp_path)
+    code, output = demo("--http", *SHORT, state=tmp_path)
     assert code == 0, output
     first, second = tokens(output)
     assert "storage: one item of an HTTP service (PUT /note, uvicorn); fenced" in output
@@ -133,7 +130,7 @@ def test_demo_over_http(tmp_path: Path) -> None:
 
 
 def test_demo_over_http_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
-    code, output, _ = demo("--http", "--unfenced", *SHORT, state=tmp_path)
+    code, output = demo("--http", "--unfenced", *SHORT, state=tmp_path)
     assert code == 0, output
     first, _ = tokens(output)
     assert "<-- LOST UPDATE" in output

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,13 +27,17 @@ import fencing
 from fencing.sql import UNFENCED_OPTION, guarded_update
 
 Ops = list[list[int]]
+#: What a read-modify-write does between its read and its write: sleep the window, or
+#: (the staged pause of ``worker``) freeze its own process.
+Between = Callable[[], None]
 
 
 class Resource(Protocol):
     name: str
 
-    def rmw(self, op: list[int], token: int, window: float) -> float:
-        """Read the ops, wait ``window`` seconds, write them back with ``op`` appended.
+    def rmw(self, op: list[int], token: int, between: Between) -> float:
+        """Read the ops, call ``between()`` (the read-modify-write window), write them
+        back with ``op`` appended.
 
         Returns ``time.monotonic()`` taken just before the write (after the read)."""
 
@@ -56,13 +61,13 @@ class FileResource:
         ops: Ops = json.loads(data)
         return ops
 
-    def rmw(self, op: list[int], token: int, window: float) -> float:
+    def rmw(self, op: list[int], token: int, between: Between) -> float:
         written = 0.0
 
         def append(current: bytes | None) -> bytes:
             nonlocal written
             ops: Ops = json.loads(current) if current is not None else []
-            time.sleep(window)
+            between()
             written = time.monotonic()
             return json.dumps([*ops, op]).encode()
 
@@ -116,7 +121,7 @@ class SqlRowResource:
         statement = sa.update(ROWS).where(ROWS.c.id == self.row)
         return statement.values(fence_token=token).execution_options(**{UNFENCED_OPTION: True})
 
-    def rmw(self, op: list[int], token: int, window: float) -> float:
+    def rmw(self, op: list[int], token: int, between: Between) -> float:
         if self.fenced:
             with self.engine.begin() as conn:  # claim: raise the row's token first
                 conn.execute(self._update(token))
@@ -124,7 +129,7 @@ class SqlRowResource:
             ops = json.loads(
                 conn.execute(sa.select(ROWS.c.ops).where(ROWS.c.id == self.row)).scalar_one()
             )
-        time.sleep(window)
+        between()
         written = time.monotonic()
         with self.engine.begin() as conn:
             conn.execute(self._update(token).values(ops=json.dumps([*ops, op])))
@@ -155,19 +160,19 @@ class GuardResource:
             return []
         return ops
 
-    def _rmw(self, op: list[int], window: float) -> float:
+    def _rmw(self, op: list[int], between: Between) -> float:
         ops = self._read()
-        time.sleep(window)
+        between()
         written = time.monotonic()
         temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_bytes(json.dumps([*ops, op]).encode())
         temporary.replace(self.path)
         return written
 
-    def rmw(self, op: list[int], token: int, window: float) -> float:
+    def rmw(self, op: list[int], token: int, between: Between) -> float:
         if self.fenced:
-            return self.guarded(token, op, window)
-        return self._rmw(op, window)
+            return self.guarded(token, op, between)
+        return self._rmw(op, between)
 
     def final(self) -> dict[str, Any]:
         return {"ops": self._read(), "token": self.mark.current if self.fenced else None}

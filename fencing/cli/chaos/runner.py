@@ -2,7 +2,10 @@
 
 ``run_chaos(ChaosConfig(...))`` starts a throwaway issuer, sets up the resources, forks
 the workers, and until the end of the run freezes a random worker with SIGSTOP for 0 to
-3x the TTL (at most half of them at once) while the issuer fails on schedule. Then it
+3x the TTL (at most half of them at once) while the issuer fails on schedule. Worker 0
+also makes the staged pause (``worker``): frozen between a read and its write, it is
+resumed (``_StagedPause``) only once another holder has written with a newer token, so
+every run has a stale write for the guards to refuse, or to lose an update unfenced. Then it
 resumes everyone, waits for the workers, reads every resource's final state and hands
 logs and states to the independent ``checker``. The issuers (``ChaosConfig.issuer``):
 
@@ -72,7 +75,7 @@ class ChaosOutcome:
     failover_at: float | None = None  # when the primary was killed (failover runs)
     promoted_after: float | None = None  # seconds until the replica was the primary
     issuer_events: list[tuple[float, str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    staged: str | None = None  # what the staged pause did, once it is over
 
 
 def _resources(spec: dict[str, Any], fenced: bool) -> list[Resource]:
@@ -131,11 +134,14 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
                 log_path=str(log_path(workdir, index)),
                 fenced=config.fenced,
                 incr_only=config.incr_only,
+                staged=STAGED_RESOURCE if index == 0 else None,
             )
             process = context.Process(target=_worker_main, args=(worker_config, spec))
             process.start()
             processes.append(process)
-        _control(processes, issuer, config, rng, started, deadline, outcome)
+        logs = [log_path(workdir, index) for index in range(config.workers)]
+        staged = _StagedPause(processes[0].pid, logs)
+        _control(processes, issuer, config, rng, started, deadline, outcome, staged)
     finally:
         for process in processes:
             if process.pid is not None and process.is_alive():
@@ -154,6 +160,7 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         f"pauses: {outcome.pauses} (longest {outcome.longest_pause:.2f}s = "
         f"{outcome.longest_pause / config.ttl:.1f} ttl); " + (events or "no issuer failures")
     )
+    say(f"staged pause: {outcome.staged or 'worker 0 was not resumed by another holder write'}")
     say(outcome.report.summary())
     say(f"logs and final states in {workdir}")
     return outcome
@@ -167,6 +174,7 @@ def _control(
     started: float,
     deadline: float,
     outcome: ChaosOutcome,
+    staged: _StagedPause,
 ) -> None:
     frozen: dict[int, float] = {}  # pid -> when to resume
     failures = sorted(issuer.failures, key=lambda failure: failure[0])
@@ -178,7 +186,13 @@ def _control(
                 del frozen[pid]
         while failures and now >= started + failures[0][0] * config.duration:
             _fail(failures.pop(0), started, outcome)
-        running = [p.pid for p in processes if p.pid not in frozen and p.is_alive()]
+        if outcome.staged is None:
+            outcome.staged = staged.resume_when_overtaken()
+        running = [
+            p.pid
+            for p in processes
+            if p.pid not in frozen and p.is_alive() and (p.pid != staged.pid or outcome.staged)
+        ]
         if running and len(frozen) < limit:
             pid = rng.choice(running)
             length = rng.uniform(0, 3 * config.ttl)
@@ -191,6 +205,53 @@ def _control(
         os.kill(pid, signal.SIGCONT)
     for failure in failures:  # overdue on a slow machine: they still happen, last
         _fail(failure, started, outcome)
+
+
+#: The resource of worker 0's staged pause: a SQL row (SQLite, in every run) keeps no
+#: lock between its read and its write, so the other workers go on while it is frozen.
+STAGED_RESOURCE = "sql-row-sqlite"
+
+
+class _StagedPause:
+    """Resumes the worker frozen by its staged pause (``worker``) once the logs show
+    another worker's accepted write of the same resource with a newer token."""
+
+    def __init__(self, pid: int | None, logs: list[Path]) -> None:
+        self.pid, self.mine, self.others = pid, logs[0], logs[1:]
+
+    def _stopped(self) -> bool:
+        """The process is stopped (state ``T`` in ``/proc``): its SIGSTOP has landed."""
+        try:
+            stat = Path(f"/proc/{self.pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rpartition(")")[2].split()[0] == "T"
+
+    @staticmethod
+    def _records(logs: list[Path]) -> list[dict[str, Any]]:
+        return checker.read_logs(log for log in logs if log.exists())  # not all opened yet
+
+    def resume_when_overtaken(self) -> str | None:
+        """SIGCONT the staged worker if it is frozen and has been overtaken; what happened."""
+        paused = next((r for r in self._records([self.mine]) if r["kind"] == "staged"), None)
+        if paused is None or self.pid is None or not self._stopped():
+            return None
+        newer = [
+            r
+            for r in self._records(self.others)
+            if r["kind"] == "write"
+            and r["resource"] == paused["resource"]
+            and r["outcome"] == "accepted"
+            and r["token"] > paused["token"]
+        ]
+        if not newer:
+            return None
+        os.kill(self.pid, signal.SIGCONT)
+        return (
+            f"worker 0 frozen between its read and its write of {paused['resource']} with "
+            f"token {paused['token']}, resumed after worker {newer[0]['worker']} wrote it "
+            f"with token {newer[0]['token']}"
+        )
 
 
 def _fail(

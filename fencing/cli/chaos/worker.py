@@ -8,7 +8,15 @@ queue or lock: a worker frozen by SIGSTOP must not block the others' logging):
 - ``{"kind": "write", "resource", "seq", "token", "outcome", "t0", "tw", "t1"}`` (``tw``:
   just before the write, after the read) with outcome ``accepted``, ``rejected`` (stale
   token) or ``error: ...``,
-- ``{"kind": "unavailable", "what", "t0", "t1"}`` when the issuer could not be reached.
+- ``{"kind": "unavailable", "what", "t0", "t1"}`` when the issuer could not be reached,
+- ``{"kind": "staged", "resource", "token"}`` just before the staged pause (below).
+
+The staged pause: the worker given ``WorkerConfig.staged`` (a resource's name) freezes
+itself with SIGSTOP once, on its first lease, between its read and its write of that
+resource: the pause of Kleppmann's scenario, at the worst moment, in every run. The
+controller resumes it once another holder has written that resource with a newer token,
+so that its write is refused when fenced and loses an update when not, whatever the
+random pauses did.
 
 Imports the public package and the chaos resources.
 """
@@ -20,6 +28,7 @@ import json
 import logging
 import os
 import random
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +37,7 @@ from typing import Any, TextIO
 import fencing
 
 from .incr import IncrOnlyFence
-from .resources import Resource
+from .resources import Between, Resource
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class WorkerConfig:
     log_path: str
     fenced: bool
     incr_only: bool = False  # the control issuer of the failover run (``incr``)
+    staged: str | None = None  # the resource of this worker's staged pause, if it has one
 
 
 class _Log:
@@ -59,6 +69,7 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
     fence = _fence(config)
     seq = 0
     rng = random.Random(os.getpid())
+    staged = config.staged
     while time.monotonic() < config.deadline:
         t0 = time.monotonic()
         try:
@@ -73,9 +84,12 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
         for resource in resources:
             seq += 1
             op = [config.index, seq, int(token)]
+            between = _sleep(config.window)
+            if resource.name == staged:
+                between, staged = _stop_self(config.window, log, resource.name, int(token)), None
             t0 = written = time.monotonic()
             try:
-                written = resource.rmw(op, int(token), config.window)
+                written = resource.rmw(op, int(token), between)
                 outcome = "accepted"
             except fencing.StaleTokenError:
                 outcome = "rejected"
@@ -96,6 +110,21 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
             fence.release(token)
         time.sleep(rng.uniform(0, config.window))
     log.file.close()
+
+
+def _sleep(window: float) -> Between:
+    return lambda: time.sleep(window)
+
+
+def _stop_self(window: float, log: _Log, resource: str, token: int) -> Between:
+    """The staged pause: the window, then a note in the log and SIGSTOP to itself."""
+
+    def stop() -> None:
+        time.sleep(window)
+        log(kind="staged", resource=resource, token=token)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    return stop
 
 
 def _fence(config: WorkerConfig) -> fencing.Fence | IncrOnlyFence:
