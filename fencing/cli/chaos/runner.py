@@ -188,12 +188,15 @@ def _control(
             _fail(failures.pop(0), started, outcome)
         if outcome.staged is None:
             outcome.staged = staged.resume_when_overtaken()
+        # until it is over, the staged pause counts as one of the frozen: the others must
+        # run, to take the lease and overtake it
+        staging = [] if outcome.staged else [staged.pid]
         running = [
             p.pid
             for p in processes
-            if p.pid not in frozen and p.is_alive() and (p.pid != staged.pid or outcome.staged)
+            if p.pid not in frozen and p.pid not in staging and p.is_alive()
         ]
-        if running and len(frozen) < limit:
+        if running and len(frozen) + len(staging) < limit:
             pid = rng.choice(running)
             length = rng.uniform(0, 3 * config.ttl)
             os.kill(pid, signal.SIGSTOP)
