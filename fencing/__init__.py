@@ -2,19 +2,19 @@
 
 Public names are re-exported here; implementation lives in private modules.
 Direction of imports (never the other way), written down as import-linter contracts in
-pyproject.toml:
+pyproject.toml and explained in docs/design.md, "Architecture":
 
-- core, flat: ``_log`` <- ``_errors``; ``_token`` <- ``_validate``; ``issuer`` (the
-  protocols for issuer writers) and ``_flow`` (the sync/async drivers) import nothing;
-  ``_protocol`` <- ``_core`` <- ``_fence``/``_async_fence`` <- ``_memory``; ``_records``
-  <- ``_file_store``/``_marks`` <- ``_guard``; ``_connect`` finds backends by name;
-  ``_metrics`` (the OpenTelemetry hooks the others call) <- ``metrics`` (its public face).
+- the core, flat private modules in layers: ``_errors`` (a leaf) at the bottom, then
+  telemetry, logs, flows, the token and the issuer protocols, up to the fences, marks
+  and guards and, on top, ``aio``, ``_connect`` (finds a backend by its URL scheme) and
+  ``metrics``.
 - backends, each a package that imports the core and never another backend:
-  ``fencing.redis``, ``fencing.sql``.
+  ``fencing.redis``, ``fencing.sql``, ``fencing.etcd``, ``fencing.zookeeper``; beside
+  them ``fencing.http`` (tokens over HTTP) and ``fencing.alembic`` (migration helpers).
 - on top: ``fencing.testing`` (servers, simulation, the contract) and ``fencing.cli``.
 
-``import fencing`` needs neither redis-py nor SQLAlchemy: names from a backend load on
-first use.
+``import fencing`` needs no optional dependency (redis-py, SQLAlchemy, grpcio, kazoo):
+names from a backend load on first use.
 """
 
 from __future__ import annotations

@@ -14,13 +14,12 @@
 Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
 ``raise ... from driver_error`` so the cause stays visible (``issuer_error``).
 
-Imports only the log and telemetry modules.
+A leaf: imports nothing from the package (the standard library only), so every other
+module can import it. Logging and counting a stale rejection is the guards' part
+(``rejected`` in ``_marks``), not the exception's.
 """
 
 from __future__ import annotations
-
-from ._log import guard_log
-from ._metrics import write_rejected
 
 
 class FencingError(Exception):
@@ -108,16 +107,6 @@ class FenceSetupError(FencingError):
     the Redis user's ACL forbids running the scripts. Retrying does not help: it is
     not a ``FenceUnavailable``. Nothing was changed.
     """
-
-
-def rejected(
-    token: int, current: int | None, resource: str, guard: str, mark: str | None = None
-) -> StaleTokenError:
-    """Log a stale rejection on ``fencing.guard``, count it (``fencing.writes.rejected``,
-    by ``guard`` kind and ``mark`` kind) and return the error to raise."""
-    guard_log.warning("%s: rejected stale token %d (high-water mark %s)", resource, token, current)
-    write_rejected(guard, resource, mark)
-    return StaleTokenError(token, current, resource=resource)
 
 
 def issuer_error(backend: str, exc: BaseException) -> FenceUnavailable:

@@ -13,7 +13,8 @@ file description (``flock`` would not exclude them from each other). A forked ch
 must not use the inherited descriptor either (the flock is shared with the parent):
 the store records the pid that opened it and reopens in any other process.
 
-Imports the errors, validation and record modules (POSIX only: ``fcntl``).
+Imports the validation and record modules and ``rejected`` from the marks (POSIX only:
+``fcntl``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import weakref
 from collections.abc import Callable
 from types import TracebackType
 
-from ._errors import rejected
+from ._marks import rejected
 from ._records import (
     PathArg,
     check_record_path,

@@ -1,6 +1,6 @@
 """``guard``: wrap any callable so it runs only for a current fence token.
 
-Imports the marks and the file store's token helpers; knows no optional backend
+Imports the marks and the validation module; knows no optional backend
 (a ``RedisMark`` is passed in by the user).
 """
 

@@ -16,12 +16,17 @@ mark is raised at admission, before the call, and stays raised if the call fails
 
 ``MemoryMark`` (threads of one process) and ``FileMark`` (processes of one host) hold
 their lock across check, raise and call, so guarded calls are fully serialized.
-``RedisMark`` (``_redis_mark``) is atomic only for check-and-raise.
+``RedisMark`` (``fencing.redis``) is atomic only for check-and-raise.
 
 Every mark kind gets ``claim`` from the ``Mark`` protocol (its default method): one
 admission path per mark, so a claim refuses exactly what a guarded call would.
 
-Imports the errors and validation modules and the file record (``_records``).
+``rejected`` is the one way a guard refuses a stale token (the marks here, ``RedisMark``,
+``FileStore``): it logs the rejection, counts it and returns the ``StaleTokenError`` to
+raise.
+
+Imports the errors, log, telemetry and validation modules and the file record
+(``_records``).
 """
 
 from __future__ import annotations
@@ -31,9 +36,21 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
-from ._errors import rejected
+from ._errors import StaleTokenError
+from ._log import guard_log
+from ._metrics import write_rejected
 from ._records import PathArg, check_record_path, locked, read_token, replace_record
 from ._validate import check_mark_token
+
+
+def rejected(
+    token: int, current: int | None, resource: str, guard: str, mark: str | None = None
+) -> StaleTokenError:
+    """Log a stale rejection on ``fencing.guard``, count it (``fencing.writes.rejected``,
+    by ``guard`` kind and ``mark`` kind) and return the error to raise."""
+    guard_log.warning("%s: rejected stale token %d (high-water mark %s)", resource, token, current)
+    write_rejected(guard, resource, mark)
+    return StaleTokenError(token, current, resource=resource)
 
 
 @runtime_checkable

@@ -30,8 +30,8 @@ Spans (tracer ``fencing``, once a tracer provider is set, unless ``configure(spa
 ``fencing.renew``, ``fencing.release``; each carries ``fencing.name``, ``fencing.backend``,
 the token and the outcome.
 
-Imports the standard library only (opentelemetry-api on first use, see above), and the
-errors module when the instruments are made.
+Imports the errors module (a leaf) and the standard library (opentelemetry-api on first
+use, see above).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ from contextlib import AbstractContextManager, contextmanager
 from time import perf_counter
 from types import SimpleNamespace, TracebackType
 from typing import TYPE_CHECKING, Any
+
+from ._errors import AcquireTimeout
 
 if TYPE_CHECKING:  # types only: making Protocol classes costs import time
     from typing import Protocol
@@ -225,8 +227,6 @@ class Telemetry:
     def __init__(self, settings: Settings) -> None:
         from opentelemetry import metrics, trace
 
-        from ._errors import AcquireTimeout
-
         version = _version()
         meter = metrics.get_meter("fencing", version, settings.meter_provider)
         self.acquire_duration = meter.create_histogram(
@@ -252,7 +252,6 @@ class Telemetry:
         )
         self.names = settings.names
         self._attributes: dict[tuple[type, str | None], Mapping[str, str]] = {}
-        self.timeout_error = AcquireTimeout
         self._trace = trace
         self._version = version
         self._tracer_provider = settings.tracer_provider
@@ -356,7 +355,7 @@ class AcquireWatch:
         if exc_type is None:
             outcome = "acquired"
             _remember(self._holder, end)
-        elif issubclass(exc_type, telemetry.timeout_error) or not issubclass(exc_type, Exception):
+        elif issubclass(exc_type, AcquireTimeout) or not issubclass(exc_type, Exception):
             outcome = "timeout"  # the deadline passed, or the caller stopped waiting
         else:
             outcome = "error"

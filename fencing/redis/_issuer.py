@@ -10,8 +10,7 @@ carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
 ``FenceUnavailable`` in one place each. Both issuers' uncontended acquire and their
 release run the script directly (``RedisIssuer.run``, ``AsyncRedisIssuer.run``: the
 script and arguments ``RedisSteps`` gives, no step object), which spares the path every
-acquire takes the step objects' construction (with the fence's own release step, about
-6% of the Python of a stubbed blocking acquire+release, by callgrind).
+acquire takes the step objects' construction (docs/performance.md has what it saves).
 
 With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
 the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAIT N ms``

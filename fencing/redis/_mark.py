@@ -17,8 +17,8 @@ atomically with the write (``FileStore``, the SQL guard, or your own Lua script)
 On Redis Cluster (a ``redis.cluster.RedisCluster`` client) the mark is one key, so its
 script runs on the node serving that key's slot.
 
-Imports the core's errors and ``Mark`` protocol, the redis error translation and the
-client check.
+Imports the core's errors, its ``Mark`` protocol and ``rejected``, the redis error
+translation and the client check.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .._errors import FenceUnavailable, rejected
-from .._marks import Mark
+from .._errors import FenceUnavailable
+from .._marks import Mark, rejected
 from ._errors import redis_errors
 from ._issuer import SYNC_CLIENTS, SYNC_KINDS, SyncClient, check_client
 

@@ -61,7 +61,8 @@ class Script:
 
     ``sha_arg`` and ``numkeys_arg`` are the EVALSHA's first two arguments as bytes:
     redis-py sends bytes as they are, where a ``str`` or an ``int`` costs it an encoding
-    at every call (about 12k instructions a cycle of acquire and release, by callgrind).
+    at every call, on the path every acquire and release takes (docs/performance.md has
+    the instruction counts).
     """
 
     text: str

@@ -35,9 +35,9 @@ Where the guard runs, and what it costs statements on other tables
 -------------------------------------------------------------------
 A listener on ``Engine`` (``before_execute``/``after_execute``), as this module had,
 makes SQLAlchemy dispatch its connection events around every transaction of every
-engine, whether or not a listener cares: a plain one-UPDATE transaction in a process
-with that listener took +17 us (1.31x) on in-memory SQLite, 1.06x on a SQLite file and
-1.08x on PostgreSQL (``benchmarks/sql_scope.py``). So the guard is attached to the
+engine, whether or not a listener cares, which slows every statement of the process,
+on tables fencing does not guard too (docs/performance.md, "Statements on unfenced
+tables", measured with ``benchmarks/sql_scope.py``). So the guard is attached to the
 fenced statements themselves, and nothing is attached to ``Engine``:
 
 * ``FencedUpdate``/``FencedDelete`` (what ``guarded_update``/``guarded_delete`` build, and
