@@ -3,6 +3,11 @@ each), a PostgreSQL cluster, a 3-member etcd cluster and ZooKeeper (a standalone
 and a 3-server ensemble for failover tests) on free ports.
 
 A test that needs a server fails (never skips) when the server cannot be started.
+
+``make test`` runs the suite on pytest-xdist workers: each worker starts the servers its
+tests need, on ports of its own (``free_port``), and the tests of the servers that are
+costly to start (ZooKeeper's JVMs, the etcd and Redis clusters) are grouped on one
+worker each (``--dist loadgroup``), so each starts once.
 Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
 shared one stays up for everyone else.
 """
@@ -171,6 +176,23 @@ def async_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     create_tables(engine)
     engine.dispose()
     return server.url(driver.partition("+")[2])
+
+
+#: The session fixtures whose tests share one pytest-xdist worker, and their group.
+_GROUPS = {
+    "zookeeper_server": "zookeeper",
+    "zookeeper_ensemble": "zookeeper",
+    "etcd_cluster": "etcd",
+    "redis_cluster": "redis-cluster",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        group = next((g for name, g in _GROUPS.items() if name in fixtures), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,6 +5,7 @@ directory, stop / restart / freeze. Imports nothing from the package.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -19,12 +20,40 @@ class ServerError(RuntimeError):
     """A throwaway server could not be started."""
 
 
+#: Ports handed out are taken below Linux's ephemeral range (32768 and up by default), so
+#: no outgoing connection can hold one between ``free_port()`` and the server's start.
+_PORTS = range(10000, 32768)
+#: One slice of ``_PORTS`` per pytest-xdist worker, so parallel workers never pick alike.
+_SLICES = 8
+_given: set[int] = set()
+
+
+def _my_ports() -> range:
+    """This process's slice of ``_PORTS``: by its pytest-xdist worker (``gw3``), else all."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return _PORTS
+    width = len(_PORTS) // _SLICES
+    start = _PORTS.start + int(worker[2:]) % _SLICES * width
+    return range(start, start + width)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A TCP port on 127.0.0.1 that is free now and that this process has not handed out
+    before (a stopped server's port stays its own, for its restart)."""
+    ports = _my_ports()
+    for _ in range(len(ports)):
+        port = random.choice(ports)
+        if port in _given:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _given.add(port)
         return port
+    raise ServerError(f"no free port in {ports}")
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float) -> None:
