@@ -31,7 +31,7 @@ from kazoo.exceptions import NodeExistsError
 
 from fencing.testing.servers import ZooKeeperEnsemble
 from fencing.zookeeper import ZooKeeperFence
-from fencing.zookeeper._requests import future_of
+from fencing.zookeeper._flows import future_of
 from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
 from handoff_rig import (
     HOLD_NOTE,

@@ -43,20 +43,27 @@ from .issuer import AsyncIssuer, Busy, Issuer
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from ._connect import connect
+    from .etcd import EtcdFence, EtcdIssuer
     from .redis import FencedLock, RedisFence, RedisIssuer, RedisMark
     from .sql import SqlFence, SqlIssuer
+    from .zookeeper import ZooKeeperFence, ZooKeeperIssuer
 
 __version__ = "0.1.0"
 
-#: Public names whose modules need an optional dependency (redis-py, SQLAlchemy) or are
-#: heavy: imported on first use, so ``import fencing`` needs neither.
+#: Public names whose modules need an optional dependency (redis-py, SQLAlchemy, grpcio,
+#: kazoo) or are heavy: imported on first use, so ``import fencing`` needs none of them.
+#: Every backend's fence and issuer is here, as its asyncio twin is in ``fencing.aio``.
 _LAZY: dict[str, str] = {
+    "EtcdFence": "fencing.etcd",
+    "EtcdIssuer": "fencing.etcd",
     "FencedLock": "fencing.redis",
     "RedisFence": "fencing.redis",
     "RedisIssuer": "fencing.redis",
     "RedisMark": "fencing.redis",
     "SqlFence": "fencing.sql",
     "SqlIssuer": "fencing.sql",
+    "ZooKeeperFence": "fencing.zookeeper",
+    "ZooKeeperIssuer": "fencing.zookeeper",
     "connect": "fencing._connect",
 }
 
@@ -76,6 +83,8 @@ __all__ = [
     "AsyncHold",
     "AsyncIssuer",
     "Busy",
+    "EtcdFence",
+    "EtcdIssuer",
     "Fence",
     "FenceSetupError",
     "FenceToken",
@@ -100,6 +109,8 @@ __all__ = [
     "SqlIssuer",
     "StaleTokenError",
     "UnfencedWriteError",
+    "ZooKeeperFence",
+    "ZooKeeperIssuer",
     "__version__",
     "connect",
     "guard",

@@ -21,12 +21,13 @@ from logging import DEBUG
 from typing import Protocol
 
 from ._errors import FenceUnavailable, LeaseLost
+from ._flow import Flow
 from ._log import acquire_log, lost_log, release_log, renew_log
 from ._metrics import lease_lost
 from ._protocol import (
     AsyncCalls,
     Calls,
-    Flow,
+    Op,
     Renew,
     Sleep,
     Waiting,
@@ -134,7 +135,7 @@ class FenceCore:
             acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
         return FenceToken(token, self.name)
 
-    def _renew_flow(self, token: object, ttl: object = None) -> Flow[None]:
+    def _renew_flow(self, token: object, ttl: object = None) -> Flow[Op, None]:
         value, holder = self._lease_of(token)
         seconds = self.ttl if ttl is None else check_ttl(ttl)
         renew = Renew(value, holder, millis(seconds))
@@ -156,7 +157,7 @@ class FenceCore:
         if release_log.isEnabledFor(DEBUG):
             release_log.debug("fence %r: released token %d", self.name, token)
 
-    def _renewal_flow(self, hold: HoldState) -> Flow[None]:
+    def _renewal_flow(self, hold: HoldState) -> Flow[Op, None]:
         """Renew ``hold``'s lease every ttl/3 until stopped; on loss mark the hold lost.
 
         A renewal that fails because the issuer is unreachable is retried every ttl/6;

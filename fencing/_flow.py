@@ -5,7 +5,7 @@ step knows how to carry itself out on a *port* (whatever does the I/O: an issuer
 redis-py client, a database connection) and stores its reply in its own ``result``
 attribute, which the flow reads after the ``yield``, typed::
 
-    def renew_flow(...) -> Flow[None]:
+    def renew_flow(...) -> Flow[Op, None]:
         renew = Renew(token, holder, ttl_ms)
         yield renew                      # the driver performs it
         if not renew.result: ...         # result: bool
@@ -25,8 +25,13 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Protocol, TypeVar
 
+S = TypeVar("S")
 T = TypeVar("T")
 P = TypeVar("P", contravariant=True)
+
+#: A flow that yields steps of type ``S`` and returns a ``T``: ``Flow[Execute, bool]``.
+#: The one definition, for the core and every backend.
+Flow = Generator[S, None, T]
 
 
 class Step(Protocol[P]):
@@ -43,7 +48,7 @@ class AsyncStep(Protocol[P]):
         """Do the I/O, awaited, and store the reply in ``self.result``."""
 
 
-def run_sync(flow: Generator[Step[P], None, T], port: P) -> T:
+def run_sync(flow: Flow[Step[P], T], port: P) -> T:
     """Drive ``flow`` to its end, performing each step on ``port``; return its value."""
     error: BaseException | None = None
     while True:
@@ -59,7 +64,7 @@ def run_sync(flow: Generator[Step[P], None, T], port: P) -> T:
             error = exc
 
 
-async def run_async(flow: Generator[AsyncStep[P], None, T], port: P) -> T:
+async def run_async(flow: Flow[AsyncStep[P], T], port: P) -> T:
     """The asyncio twin of ``run_sync``: each step is awaited.
 
     A cancellation is thrown into the flow like any error, so its clean-up steps still

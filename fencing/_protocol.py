@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from typing import TypeVar, cast
 
 from ._errors import AcquireTimeout, FencingError
-from ._flow import run_async, run_sync
+from ._flow import Flow, run_async, run_sync
 from ._metrics import GRANTED, AcquireWatch, live, releasing, renewing
 from .issuer import (
     AsyncHandOff,
@@ -272,9 +272,8 @@ class Sleep:
         self.result = await calls.sleep(self.seconds)
 
 
+#: The steps of a fence's flows (``Flow[Op, T]``).
 Op = TryAcquire | TryAcquireQueued | AwaitHandOff | AwaitRelease | Renew | Release | Sleep
-#: A fence flow: yields ``Op`` steps, returns ``T``.
-Flow = Generator[Op, None, T]
 
 
 # -- waiting -------------------------------------------------------------------------------
@@ -398,7 +397,7 @@ def wait_flow(
     busy: Busy,
     timeout: float | None,
     waiting: Waiting,
-) -> Flow[int]:
+) -> Flow[Op, int]:
     """The rest of an acquire whose first attempt (which ``queued`` its waiter, or not)
     found the lease ``busy``.
 
@@ -521,7 +520,7 @@ async def acquire_async(
     return reply
 
 
-def leave_queue(holder: str, ttl_ms: int) -> Flow[None]:
+def leave_queue(holder: str, ttl_ms: int) -> Flow[Op, None]:
     """Best effort: take ``holder`` out of the queue; release a lease handed to it.
 
     Also what ``FencedLock`` runs when an acquire is interrupted mid-attempt (a lost

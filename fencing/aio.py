@@ -2,7 +2,9 @@
 
 Every class here runs the very same flows as its sync twin (see ``fencing._protocol``);
 only the driver awaits instead of blocking. Imports the core and the optional backends;
-those that need an optional dependency (redis-py) load on first use, as in ``fencing``.
+those that need an optional dependency (redis-py, SQLAlchemy, grpcio, kazoo) load on
+first use, as in ``fencing``: ``fencing.aio.RedisFence`` is ``fencing.redis.aio.RedisFence``,
+and so on for every backend's fence and issuer.
 """
 
 from __future__ import annotations
@@ -14,24 +16,44 @@ from ._async_fence import AsyncFence
 from ._memory import AsyncMemoryFence as MemoryFence
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
-    from .redis.aio import FencedLock, RedisFence
-    from .sql.aio import AsyncSqlFence as SqlFence
+    from .etcd.aio import EtcdFence, EtcdIssuer
+    from .redis.aio import FencedLock, RedisFence, RedisIssuer
+    from .sql.aio import SqlFence, SqlIssuer
+    from .zookeeper.aio import ZooKeeperFence, ZooKeeperIssuer
 
-#: Public name -> (module, name in that module), imported on first use.
-_LAZY: dict[str, tuple[str, str]] = {
-    "FencedLock": ("fencing.redis.aio", "FencedLock"),
-    "RedisFence": ("fencing.redis.aio", "RedisFence"),
-    "SqlFence": ("fencing.sql.aio", "AsyncSqlFence"),
+#: Public name -> the module it is imported from on first use (the same name there).
+_LAZY: dict[str, str] = {
+    "EtcdFence": "fencing.etcd.aio",
+    "EtcdIssuer": "fencing.etcd.aio",
+    "FencedLock": "fencing.redis.aio",
+    "RedisFence": "fencing.redis.aio",
+    "RedisIssuer": "fencing.redis.aio",
+    "SqlFence": "fencing.sql.aio",
+    "SqlIssuer": "fencing.sql.aio",
+    "ZooKeeperFence": "fencing.zookeeper.aio",
+    "ZooKeeperIssuer": "fencing.zookeeper.aio",
 }
 
 
 def __getattr__(name: str) -> Any:
-    found = _LAZY.get(name)
-    if found is None:
+    module = _LAZY.get(name)
+    if module is None:
         raise AttributeError(f"module 'fencing.aio' has no attribute {name!r}")
-    value = getattr(importlib.import_module(found[0]), found[1])
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
-__all__ = ["AsyncFence", "FencedLock", "MemoryFence", "RedisFence", "SqlFence"]
+__all__ = [
+    "AsyncFence",
+    "EtcdFence",
+    "EtcdIssuer",
+    "FencedLock",
+    "MemoryFence",
+    "RedisFence",
+    "RedisIssuer",
+    "SqlFence",
+    "SqlIssuer",
+    "ZooKeeperFence",
+    "ZooKeeperIssuer",
+]

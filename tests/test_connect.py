@@ -10,10 +10,10 @@ import redis
 from sqlalchemy import create_engine
 
 import fencing
+import fencing.aio
 from fencing.redis._backend import RedisBackend
 from fencing.sql import SqlFence, create_tables
 from fencing.sql._backend import SqlBackend
-from fencing.sql.aio import AsyncSqlIssuer
 from fencing.testing.servers import RedisServer
 
 
@@ -77,7 +77,7 @@ async def test_aio_fence_shares_leases_and_tokens(tmp_path: Path) -> None:
     token = await fence.acquire(timeout=0)
     assert token > sync_token
     await fence.release(token)
-    assert isinstance(fence.issuer, AsyncSqlIssuer)
+    assert isinstance(fence.issuer, fencing.aio.SqlIssuer)
     await fence.issuer.engine.dispose()  # its own engine: no connection left for the GC
 
 

@@ -22,7 +22,6 @@ import fencing
 import fencing.aio
 from fencing import MemoryIssuer
 from fencing.sql import SqlFence, SqlIssuer, create_tables
-from fencing.sql.aio import AsyncSqlIssuer
 from fencing.testing.contract import (
     AsyncFenceContract,
     FenceContract,
@@ -133,7 +132,7 @@ class TestAsyncSqlFence(AsyncFenceContract):
     @pytest.fixture
     async def make_fence(self, async_sql_url: str) -> AsyncIterator[MakeAsyncFence]:
         url = async_sql_url
-        issuer = AsyncSqlIssuer(url)
+        issuer = fencing.aio.SqlIssuer(url)
 
         def make(name: str, ttl: float) -> fencing.AsyncFence:
             return fencing.aio.SqlFence(url, name, ttl, issuer=issuer)

@@ -35,7 +35,7 @@ from fencing import (
 from fencing._protocol import Waiting
 from fencing.etcd import EtcdFence, EtcdIssuer, EtcdOptions, parse_etcd_url
 from fencing.etcd._leases import Lease, LeasePool
-from fencing.etcd._requests import MAX_LEASE_SECONDS
+from fencing.etcd._messages import MAX_LEASE_SECONDS
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.issuer import AsyncWakesOnRelease, WakesOnRelease
 from fencing.testing.servers import EtcdCluster, free_port

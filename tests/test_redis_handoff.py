@@ -82,7 +82,7 @@ def test_busy_attempt_queues_once_and_release_hands_over(redis_client: redis.Red
     seconds, micros = redis_client.time()
     now_ms = seconds * 1000 + micros // 1000
     assert now_ms < int(deadline) <= now_ms + 1500  # on the server's clock
-    assert ttl == b"20000" and idle == b"%d" % issuer.steps._idle_ms
+    assert ttl == b"20000" and idle == b"%d" % issuer.flows._idle_ms
     assert 1000 < redis_client.pttl(queue) <= 1500
     assert lease_of(redis_client, "q") == b"+%d:h1" % first  # marked: release serves the queue
     assert 25_000 < redis_client.pttl("fencing:{q}:lease") <= 30_000  # the mark kept the ttl

@@ -352,7 +352,7 @@ def test_the_lock_issuer_inspects_and_force_releases_the_lock_not_the_fence(
     assert held.acquire(blocking=False)
     fence = RedisFence(redis_client, LEASE, ttl=30)
     fence_token = fence.acquire(timeout=0)  # shares the counter, not the lease
-    issuer = LockIssuer(redis_client, held._steps)
+    issuer = LockIssuer(redis_client, held._flows)
     status = issuer.status(LEASE)
     value = redis_client.get(LEASE)
     assert isinstance(value, bytes) and status.held and status.holder == value.decode()

@@ -185,8 +185,8 @@ def test_bad_replica_timeout() -> None:
     with pytest.raises(TypeError, match="replica_timeout"):
         fencing.RedisFence(client, "x", min_replicas=1, replica_timeout="1")  # type: ignore[arg-type]
     # the default: 1 s, or half the socket timeout when that is shorter
-    assert RedisIssuer(client, min_replicas=1).steps.replica_timeout == 0.25
-    assert RedisIssuer(redis.Redis(port=1), min_replicas=1).steps.replica_timeout == 1.0
+    assert RedisIssuer(client, min_replicas=1).flows.replica_timeout == 0.25
+    assert RedisIssuer(redis.Redis(port=1), min_replicas=1).flows.replica_timeout == 1.0
 
 
 def test_a_cluster_client_cannot_wait() -> None:

@@ -176,8 +176,8 @@ def test_replication_options_in_any_redis_url() -> None:
     assert fence_options("redis://h/0?db=1") == ("redis://h/0?db=1", {})
     fence = fencing.connect("redis://localhost:1/0?min_replicas=2").fence("x")
     issuer = fence.issuer
-    assert isinstance(issuer, RedisIssuer) and issuer.steps.min_replicas == 2
+    assert isinstance(issuer, RedisIssuer) and issuer.flows.min_replicas == 2
     sentinel = fencing.connect("redis+sentinel://h/svc?min_replicas=1&replica_timeout=0.25")
     aio = sentinel.aio_fence("y").issuer
     assert isinstance(aio, AsyncRedisIssuer)
-    assert (aio.steps.min_replicas, aio.steps.replica_timeout) == (1, 0.25)
+    assert (aio.flows.min_replicas, aio.flows.replica_timeout) == (1, 0.25)

@@ -15,12 +15,12 @@ from fail_fast import failing_fast
 from sqlalchemy.engine import make_url
 
 import fencing
+import fencing.aio
 from fencing import FenceSetupError, FenceUnavailable, cli
 from fencing.cli._operate import FAILED
 from fencing.redis import RedisFence
 from fencing.redis._errors import ACL_RULES
 from fencing.sql import SqlFence
-from fencing.sql.aio import AsyncSqlFence
 from fencing.testing.servers import RedisServer
 
 #: The command in a missing-table message.
@@ -53,7 +53,7 @@ def test_missing_table_names_the_migrate_command_and_it_works(
 
 async def test_missing_table_from_asyncio_names_a_sync_driver(empty_pg_url: str) -> None:
     url = make_url(empty_pg_url).set(drivername="postgresql+asyncpg")
-    fence = AsyncSqlFence(url.render_as_string(hide_password=False), "async", ttl=5)
+    fence = fencing.aio.SqlFence(url.render_as_string(hide_password=False), "async", ttl=5)
     with pytest.raises(FenceSetupError, match="fencing migrate --url postgresql\\+psycopg://"):
         await fence.acquire(timeout=0)
     await fence.issuer.engine.dispose()  # type: ignore[attr-defined]

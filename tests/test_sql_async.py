@@ -1,4 +1,4 @@
-"""The SQL side on asyncio: AsyncSqlFence, and FencedMixin rows on AsyncSession.
+"""The SQL side on asyncio: fencing.sql.aio.SqlFence, and FencedMixin rows on AsyncSession.
 
 Runs on aiosqlite, psycopg (async) and asyncpg.
 """
@@ -18,7 +18,7 @@ from sqlalchemy.orm.exc import StaleDataError
 import fencing
 import fencing.aio
 from fencing.sql import guarded_update
-from fencing.sql.aio import AsyncSqlFence, AsyncSqlIssuer
+from fencing.sql.aio import SqlFence, SqlIssuer
 from fencing.testing.servers import free_port
 
 
@@ -32,9 +32,9 @@ async def aengine(async_sql_url: str) -> AsyncIterator[AsyncEngine]:
 async def test_async_tokens_increase_in_the_row(aengine: AsyncEngine) -> None:
     """The lease promises are the contract's (tests/test_contract_issuers.py, every
     driver); here: the row's counter goes up with every lease."""
-    assert fencing.aio.SqlFence is AsyncSqlFence
-    issuer = AsyncSqlIssuer(aengine)  # on SQLite, its own engine: disposed below
-    fence = AsyncSqlFence(aengine, f"a:{uuid.uuid4().hex}", ttl=5, issuer=issuer)
+    assert fencing.aio.SqlFence is SqlFence
+    issuer = SqlIssuer(aengine)  # on SQLite, its own engine: disposed below
+    fence = SqlFence(aengine, f"a:{uuid.uuid4().hex}", ttl=5, issuer=issuer)
     first = await fence.acquire(timeout=0)
     await fence.release(first)
     second = await fence.acquire(timeout=0)
@@ -45,10 +45,10 @@ async def test_async_tokens_increase_in_the_row(aengine: AsyncEngine) -> None:
 
 async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncEngine) -> None:
     name = f"t:{uuid.uuid4().hex}"
-    issuer = AsyncSqlIssuer(aengine)  # on SQLite, its own engine: disposed below
+    issuer = SqlIssuer(aengine)  # on SQLite, its own engine: disposed below
 
     async def worker() -> list[int]:
-        fence = AsyncSqlFence(aengine, name, ttl=5, issuer=issuer)
+        fence = SqlFence(aengine, name, ttl=5, issuer=issuer)
         got = []
         for _ in range(5):
             async with fence.hold(timeout=30) as token:
@@ -61,9 +61,23 @@ async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncE
     await issuer.engine.dispose()
 
 
+def test_old_asyncio_names_warn_and_give_the_same_classes() -> None:
+    """``fencing.sql.aio`` now names its classes as every backend's ``aio`` module does
+    (``SqlFence``, ``SqlIssuer``); the old ``Async...`` names still resolve, with a warning."""
+    import fencing.sql.aio as sql_aio
+
+    assert fencing.aio.SqlIssuer is SqlIssuer
+    for old, new in [("AsyncSqlFence", SqlFence), ("AsyncSqlIssuer", SqlIssuer)]:
+        with pytest.warns(DeprecationWarning, match=f"fencing.sql.aio.{old} is deprecated"):
+            assert getattr(sql_aio, old) is new
+        assert old not in sql_aio.__all__
+    with pytest.raises(AttributeError, match="no attribute 'SqlFences'"):
+        sql_aio.SqlFences  # noqa: B018
+
+
 async def test_async_unreachable_database_raises_fence_unavailable() -> None:
     url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/none"
-    fence = AsyncSqlFence(url, "u")
+    fence = SqlFence(url, "u")
     with pytest.raises(fencing.FenceUnavailable):
         await fence.acquire(timeout=0)
 

@@ -5,7 +5,7 @@
   the revision of that creation (``fencing.etcd.aio`` has the asyncio twins).
 - ``EtcdOptions`` / ``parse_etcd_url``: the cluster's members, auth, TLS and timeout.
 
-Modules: ``_url`` (``etcd://`` URLs), ``_requests`` (the etcd requests and reply
+Modules: ``_url`` (``etcd://`` URLs), ``_messages`` (the etcd requests and reply
 parsers, no I/O), ``_cluster`` (gRPC channels, failover between members, auth, errors
 to ``FenceUnavailable``), ``_issuer`` (the flows and the issuers), ``_backend``
 (``fencing.connect("etcd://...")``). docs/etcd.md says why the client is aetcd's

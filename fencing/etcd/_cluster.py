@@ -2,7 +2,7 @@
 
 ``Cluster`` (blocking, ``grpc``) and ``AsyncCluster`` (asyncio, ``grpc.aio``) are the
 two ports the issuer's steps are carried out on (see ``_flow``): the steps (``Unary``,
-``KeepAlive``, ``WatchRelease``) hold a request from ``_requests`` and say which call
+``KeepAlive``, ``WatchRelease``) hold a request from ``_messages`` and say which call
 of the etcd v3 API carries it; a port sends it to one member and
 decides, in one place for both (``_next_move``), what a failure means:
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -39,7 +39,7 @@ import grpc.aio
 from aetcd import rpc
 
 from .._errors import FenceSetupError, FenceUnavailable, FencingError
-from .._flow import run_async, run_sync
+from .._flow import Flow, run_async, run_sync
 from ._url import EtcdOptions
 
 R = TypeVar("R")
@@ -133,7 +133,7 @@ class _Failover:
 
     def failover(
         self, attempt: Callable[[_Member, float, Any], Any], timeout: float | None, missing_ok: bool
-    ) -> Generator[_Attempt | _Pause, None, Any]:
+    ) -> Flow[_Attempt | _Pause, Any]:
         """The flow of one call (see ``Cluster.call``): ``attempt`` on the current member,
         authenticated first when the port has a user and no token, failing over per
         ``_next_move``; its value is ``attempt``'s reply (``None`` for ``NOT_FOUND`` when

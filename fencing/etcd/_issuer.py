@@ -1,7 +1,7 @@
 """The etcd issuer, written once as flows (``EtcdFlows``) and driven blocking
 (``EtcdIssuer``, on ``Cluster``) or asyncio (``AsyncEtcdIssuer``, on ``AsyncCluster``).
 
-Each operation, as calls of the etcd v3 API (requests in ``_requests``):
+Each operation, as calls of the etcd v3 API (messages in ``_messages``):
 
 - acquire: a lease (``LeaseGrant``, the server grants the TTL; or one the issuer kept,
   see ``_leases``), then one ``Txn`` that creates the fence's key on that lease only if
@@ -20,14 +20,14 @@ Each operation, as calls of the etcd v3 API (requests in ``_requests``):
   which it was seen taken, so a release (or the lease's expiry, which deletes the key)
   that happened in between is replayed rather than missed (see ``WatchRelease``).
 
-Imports the core (fences, flows, errors), the requests, the cluster ports and grpcio.
+Imports the core (fences, flows, errors), the messages, the cluster ports and grpcio.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -36,9 +36,9 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import FenceUnavailable
 from .._fence import Fence
-from .._flow import run_async, run_sync
+from .._flow import Flow, run_async, run_sync
 from ..issuer import Busy, FenceStatus
-from . import _requests as req
+from . import _messages as msg
 from ._cluster import AsyncCluster, Cluster
 from ._leases import Lease, LeasePool
 from ._url import EtcdOptions, parse_etcd_url
@@ -84,7 +84,7 @@ class KeepAlive:
     result: int
 
     def __init__(self, lease: int) -> None:
-        self.request = req.keepalive(lease)
+        self.request = msg.keepalive(lease)
 
     def _open(self, member: Any, seconds: float, metadata: Any) -> Any:
         return member.lease.LeaseKeepAlive(iter([self.request]), timeout=seconds, metadata=metadata)
@@ -129,8 +129,8 @@ class WatchRelease:
     __slots__ = ("after", "check", "request", "seconds")
 
     def __init__(self, key: bytes, after: int, seconds: float) -> None:
-        self.request = req.watch_release(key, after)
-        self.check = req.peek(key)
+        self.request = msg.watch_release(key, after)
+        self.check = msg.peek(key)
         self.after = after
         self.seconds = seconds
 
@@ -149,7 +149,7 @@ class WatchRelease:
                     return
                 if self._moved_on(reply):
                     peek = member.kv.Range(self.check, timeout=seconds, metadata=metadata)
-                    if req.changed_since(peek, self.after):
+                    if msg.changed_since(peek, self.after):
                         return
         except grpc.RpcError as exc:
             if not _ran_out(exc):
@@ -165,7 +165,7 @@ class WatchRelease:
                     return
                 if self._moved_on(reply):
                     peek = await member.kv.Range(self.check, timeout=seconds, metadata=metadata)
-                    if req.changed_since(peek, self.after):
+                    if msg.changed_since(peek, self.after):
                         return
         except grpc.RpcError as exc:
             if not _ran_out(exc):
@@ -190,13 +190,12 @@ def _ran_out(exc: grpc.RpcError) -> bool:
 
 
 Step = Unary[Any] | KeepAlive | WatchRelease
-EtcdFlow = Generator[Step, None, R]
 
 # -- flows: each operation once, for both ports ------------------------------------------------
 
 
 def _revoke(lease: int) -> Unary[Any]:
-    return Unary("lease", "LeaseRevoke", req.revoke(lease), missing_ok=True)
+    return Unary("lease", "LeaseRevoke", msg.revoke(lease), missing_ok=True)
 
 
 class EtcdFlows:
@@ -211,13 +210,13 @@ class EtcdFlows:
 
     def __init__(self, options: EtcdOptions, clock: Callable[[], float] = time.monotonic) -> None:
         self.options = options
-        self.keys = req.Keys(options.prefix)
+        self.keys = msg.Keys(options.prefix)
         self.clock = clock
         self.seen: dict[str, int] = {}
         self.leases = LeasePool(clock, self.MEMORY)
 
-    def acquire(self, name: str, holder: str, ttl_ms: int) -> EtcdFlow[int | Busy]:
-        key, seconds = self.keys.of(name), req.lease_seconds(ttl_ms)
+    def acquire(self, name: str, holder: str, ttl_ms: int) -> Flow[Step, int | Busy]:
+        key, seconds = self.keys.of(name), msg.lease_seconds(ttl_ms)
         lease, stale = self.leases.take(name, seconds)
         if stale is not None:
             yield from _best_effort(_revoke(stale.id))
@@ -225,13 +224,13 @@ class EtcdFlows:
         if lease is None:
             lease = yield from self._grant(seconds)
         try:
-            txn: Unary[Any] = Unary("kv", "Txn", req.acquire(key, holder, lease.id), reused)
+            txn: Unary[Any] = Unary("kv", "Txn", msg.acquire(key, holder, lease.id), reused)
             yield txn
             if txn.result is None:  # the kept lease expired meanwhile: a fresh one
                 reused, lease = False, (yield from self._grant(seconds))
-                txn = Unary("kv", "Txn", req.acquire(key, holder, lease.id))
+                txn = Unary("kv", "Txn", msg.acquire(key, holder, lease.id))
                 yield txn
-            outcome = req.parse_acquire(txn.result, holder, lease.id)
+            outcome = msg.parse_acquire(txn.result, holder, lease.id)
             if isinstance(outcome, int) and reused:
                 lease = Lease(lease.id, seconds, self.clock())
                 alive = KeepAlive(lease.id)  # its full TTL from now, not from earlier
@@ -253,17 +252,17 @@ class EtcdFlows:
             yield from _best_effort(_revoke(lease.id))
         return Busy(None)
 
-    def _grant(self, seconds: int) -> EtcdFlow[Lease]:
+    def _grant(self, seconds: int) -> Flow[Step, Lease]:
         since = self.clock()
-        grant: Unary[Any] = Unary("lease", "LeaseGrant", req.grant(seconds))
+        grant: Unary[Any] = Unary("lease", "LeaseGrant", msg.grant(seconds))
         yield grant
         return Lease(int(grant.result.ID), seconds, since)
 
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> EtcdFlow[bool]:
-        key, seconds = self.keys.of(name), req.lease_seconds(ttl_ms)
-        find: Unary[Any] = Unary("kv", "Txn", req.find_lease(key, token, holder))
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[Step, bool]:
+        key, seconds = self.keys.of(name), msg.lease_seconds(ttl_ms)
+        find: Unary[Any] = Unary("kv", "Txn", msg.find_lease(key, token, holder))
         yield find
-        lease = req.lease_of(find.result)
+        lease = msg.lease_of(find.result)
         if lease is None:
             return False
         since = self.clock()
@@ -276,12 +275,12 @@ class EtcdFlows:
             return True
         return (yield from self._move(name, token, holder, lease, seconds))
 
-    def _move(self, name: str, token: int, holder: str, old: int, seconds: int) -> EtcdFlow[bool]:
+    def _move(self, name: str, token: int, holder: str, old: int, seconds: int) -> Flow[Step, bool]:
         """Put the key on a new lease of ``seconds`` (a renew that asks for more time)."""
         new = yield from self._grant(seconds)
         try:
             move: Unary[Any] = Unary(
-                "kv", "Txn", req.move(self.keys.of(name), token, holder, old, new.id)
+                "kv", "Txn", msg.move(self.keys.of(name), token, holder, old, new.id)
             )
             yield move
         except GeneratorExit:
@@ -295,10 +294,10 @@ class EtcdFlows:
         yield from _best_effort(_revoke(old if moved else new.id))
         return moved
 
-    def release(self, name: str, token: int, holder: str) -> EtcdFlow[bool]:
-        delete: Unary[Any] = Unary("kv", "Txn", req.release(self.keys.of(name), token, holder))
+    def release(self, name: str, token: int, holder: str) -> Flow[Step, bool]:
+        delete: Unary[Any] = Unary("kv", "Txn", msg.release(self.keys.of(name), token, holder))
         yield delete
-        lease = req.lease_of(delete.result)
+        lease = msg.lease_of(delete.result)
         if lease is None:
             return False
         known = self.leases.released(name, token, lease)
@@ -306,22 +305,22 @@ class EtcdFlows:
             yield from _best_effort(_revoke(lease))  # else kept for the next acquire
         return True
 
-    def await_release(self, name: str, seconds: float) -> EtcdFlow[None]:
+    def await_release(self, name: str, seconds: float) -> Flow[Step, None]:
         yield WatchRelease(self.keys.of(name), self.seen.get(name, 0), seconds)
 
     # -- operations (``Inspects``, ``ForceReleases``) ------------------------------------
 
-    def status(self, name: str) -> EtcdFlow[FenceStatus]:
+    def status(self, name: str) -> Flow[Step, FenceStatus]:
         """The key, and the time its lease has left. A fence is known only while held: a
         free one reports no last token (etcd keeps no record of a deleted key's
         creation once its history is compacted)."""
-        read: Unary[Any] = Unary("kv", "Range", req.read(self.keys.of(name)))
+        read: Unary[Any] = Unary("kv", "Range", msg.read(self.keys.of(name)))
         yield read
         if not read.result.kvs:
             return FenceStatus(name, held=False)
         kv = read.result.kvs[0]
         token = int(kv.create_revision)
-        left: Unary[Any] = Unary("lease", "LeaseTimeToLive", req.time_to_live(int(kv.lease)))
+        left: Unary[Any] = Unary("lease", "LeaseTimeToLive", msg.time_to_live(int(kv.lease)))
         yield left
         if int(left.result.TTL) < 0:  # the lease ended since the read, and the key with it
             return FenceStatus(name, held=False, last_token=token)
@@ -334,17 +333,17 @@ class EtcdFlows:
             last_token=token,
         )
 
-    def page(self, start: bytes, end: bytes, limit: int) -> EtcdFlow[tuple[list[bytes], bool]]:
+    def page(self, start: bytes, end: bytes, limit: int) -> Flow[Step, tuple[list[bytes], bool]]:
         """Keys from ``start`` up to ``end``, at most ``limit``; and whether there are more."""
-        read: Unary[Any] = Unary("kv", "Range", req.page(start, end, limit))
+        read: Unary[Any] = Unary("kv", "Range", msg.page(start, end, limit))
         yield read
         return [bytes(kv.key) for kv in read.result.kvs], bool(read.result.more)
 
-    def force_release(self, name: str) -> EtcdFlow[FenceStatus]:
+    def force_release(self, name: str) -> Flow[Step, FenceStatus]:
         """Delete the key whoever holds it (one ``Txn``), then revoke the lease it was on,
         so its holder's keep-alives fail too. The next creation of the key has a higher
         revision, as every one does."""
-        delete: Unary[Any] = Unary("kv", "Txn", req.force_release(self.keys.of(name)))
+        delete: Unary[Any] = Unary("kv", "Txn", msg.force_release(self.keys.of(name)))
         yield delete
         if not delete.result.succeeded:
             return FenceStatus(name, held=False)
@@ -355,7 +354,7 @@ class EtcdFlows:
         return FenceStatus(name, held=True, holder=holder, token=token, last_token=token)
 
 
-def _best_effort(step: Step) -> EtcdFlow[None]:
+def _best_effort(step: Step) -> Flow[Step, None]:
     """Clean-up that may fail without harm (a lease that is not revoked expires)."""
     with contextlib.suppress(FenceUnavailable):
         yield step
@@ -374,7 +373,7 @@ class EtcdIssuer:
     """Leases and tokens in an etcd cluster (``etcd://host:port,...`` or ``EtcdOptions``).
 
     Each lease is an etcd lease; the token is the revision at which the fence's key was
-    created (see ``_requests``). Waiters watch the key instead of polling
+    created (see ``_messages``). Waiters watch the key instead of polling
     (``WakesOnRelease``); operators can inspect and force-release (``Inspects``,
     ``ForceReleases``). Thread-safe; ``close()`` closes its channels.
     """
@@ -410,7 +409,7 @@ class EtcdIssuer:
         fence has no key in etcd), in key order, read a page at a time."""
         keys = self.flows.keys
         start, skip = keys.of(prefix), len(keys.of(""))
-        end = req.prefix_end(start)
+        end = msg.prefix_end(start)
         while True:
             page, more = run_sync(self.flows.page(start, end, self.PAGE), self.cluster)
             for key in page:
@@ -463,7 +462,7 @@ class EtcdFence(Fence):
     ) -> None:
         issuer = cluster if isinstance(cluster, EtcdIssuer) else EtcdIssuer(cluster)
         super().__init__(issuer, name, ttl)
-        req.lease_seconds(self._ttl_ms)  # a ttl etcd cannot grant: ValueError now
+        msg.lease_seconds(self._ttl_ms)  # a ttl etcd cannot grant: ValueError now
 
 
 class AsyncEtcdFence(AsyncFence):
@@ -475,4 +474,4 @@ class AsyncEtcdFence(AsyncFence):
     ) -> None:
         issuer = cluster if isinstance(cluster, AsyncEtcdIssuer) else AsyncEtcdIssuer(cluster)
         super().__init__(issuer, name, ttl)
-        req.lease_seconds(self._ttl_ms)
+        msg.lease_seconds(self._ttl_ms)

@@ -27,10 +27,13 @@ from .asgi import FenceMiddleware
 from .wsgi import WSGIFenceMiddleware
 
 if TYPE_CHECKING:
-    from ._httpx import FenceAuth
-    from ._requests import RequestsFenceAuth
+    from ._httpx_auth import FenceAuth
+    from ._requests_auth import RequestsFenceAuth
 
-_LAZY = {"FenceAuth": "fencing.http._httpx", "RequestsFenceAuth": "fencing.http._requests"}
+_LAZY = {
+    "FenceAuth": "fencing.http._httpx_auth",
+    "RequestsFenceAuth": "fencing.http._requests_auth",
+}
 
 
 def __getattr__(name: str) -> Any:

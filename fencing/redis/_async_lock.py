@@ -64,7 +64,7 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
-        self._calls = AsyncCalls(AsyncLockIssuer(redis, self._steps), name, _redis_py_sleep)
+        self._calls = AsyncCalls(AsyncLockIssuer(redis, self._flows), name, _redis_py_sleep)
 
     async def acquire(
         self,

@@ -1,15 +1,15 @@
-"""The Redis issuer, written once as steps (``RedisSteps``) and driven blocking
+"""The Redis issuer, written once as steps (``RedisFlows``) and driven blocking
 (``RedisIssuer``) or asyncio (``AsyncRedisIssuer``).
 
 Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent only
 after the server answered NOSCRIPT, e.g. after SCRIPT FLUSH or a restart), so an
 acquire is one round trip. Every operation is one step (``Eval``, or ``Pop`` for the
-BLPOP of a hand-off) built by ``RedisSteps`` with its arguments and reply parser, and
+BLPOP of a hand-off) built by ``RedisFlows`` with its arguments and reply parser, and
 carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
 ``_flow``); the two issuer classes only choose which, and map redis-py's errors to
 ``FenceUnavailable`` in one place each. Both issuers' uncontended acquire and their
 release run the script directly (``RedisIssuer.run``, ``AsyncRedisIssuer.run``: the
-script and arguments ``RedisSteps`` gives, no step object), which spares the path every
+script and arguments ``RedisFlows`` gives, no step object), which spares the path every
 acquire takes the step objects' construction (docs/performance.md has what it saves).
 
 With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
@@ -17,7 +17,7 @@ the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAI
 (``WAITAOF 0 N ms`` on Redis >= 7.2 with the append-only file on, found once by
 ``Probe``) in the same pipeline, on the same connection (``Replicated``): one round
 trip plus the replicas' acknowledgement. Too few acknowledgements: an acquired lease is
-released again and ``NotReplicated`` raised (``RedisSteps.replicated``, a flow).
+released again and ``NotReplicated`` raised (``RedisFlows.replicated``, a flow).
 
 Tokens come from ``max(counter + 1, server clock in microseconds)`` inside the script, so
 they keep increasing even when the counter key is lost (eviction, restart without
@@ -29,7 +29,7 @@ Imports the core (fences, errors, validation), the scripts module and redis-py.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import suppress
 from functools import partial
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, Union, cast
@@ -44,7 +44,7 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL, millis
 from .._errors import NotReplicated, issuer_error
 from .._fence import Fence
-from .._flow import run_async, run_sync
+from .._flow import Flow, run_async, run_sync
 from .._validate import check_ttl
 from ..issuer import Busy, FenceStatus
 from ._errors import drop_unread_replies, redis_failure
@@ -147,7 +147,7 @@ class ClientStep(Protocol[R_co]):
     async def aperform(self, client: AsyncClient) -> None: ...
 
 
-#: A script and its KEYS and ARGV, as ``RedisSteps`` builds them for one EVALSHA.
+#: A script and its KEYS and ARGV, as ``RedisFlows`` builds them for one EVALSHA.
 ScriptCall = tuple[Script, tuple[Any, ...]]
 
 
@@ -376,13 +376,14 @@ class Replicated(Generic[R]):
 ReplicaStep = Probe | Replicated[Any] | Eval[Any]
 
 
-class RedisSteps:
-    """The Redis issuer's operations as steps: arguments, script and reply parser, no I/O.
+class RedisFlows:
+    """The Redis issuer's operations as steps and flows: arguments, script and reply
+    parser, no I/O.
 
     Every operation is one step (one round trip), so the issuers perform it directly
-    rather than through a flow. ``counter_idle`` (seconds, ``None`` = never) is how
-    long a fence's token counter survives without an acquisition; ``socket_timeout``
-    bounds one BLPOP.
+    rather than through a flow; only ``replicated`` (a write, then WAIT) is a flow.
+    ``counter_idle`` (seconds, ``None`` = never) is how long a fence's token counter
+    survives without an acquisition; ``socket_timeout`` bounds one BLPOP.
     """
 
     def __init__(
@@ -450,7 +451,7 @@ class RedisSteps:
 
     def replicated(
         self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
-    ) -> Generator[ReplicaStep, None, R]:
+    ) -> Flow[ReplicaStep, R]:
         """``step`` followed by the wait for ``min_replicas`` acknowledgements (a flow).
 
         Too few: ``NotReplicated``. A lease the step granted (acquire, hand-off) is
@@ -511,7 +512,7 @@ class RedisIssuer:
         check_client(client, SYNC_CLIENTS, SYNC_KINDS)
         check_replicated_client(client, min_replicas)
         self.client = client
-        self.steps = RedisSteps(
+        self.flows = RedisFlows(
             counter_idle, socket_timeout_of(client), min_replicas, replica_timeout
         )
 
@@ -539,10 +540,10 @@ class RedisIssuer:
 
     def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
-        if not self.steps.min_replicas:
+        if not self.flows.min_replicas:
             return self.result_of(step)
         try:
-            return run_sync(self.steps.replicated(step, name, holder, renewed), self.client)
+            return run_sync(self.flows.replicated(step, name, holder, renewed), self.client)
         except BaseException as exc:
             raise self._raised(exc)  # noqa: B904 (its cause is set)
 
@@ -563,40 +564,40 @@ class RedisIssuer:
     def try_acquire_queued(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        if self.steps.min_replicas:
-            step = self.steps.acquire(name, holder, ttl_ms, queue_ms, queued)
+        if self.flows.min_replicas:
+            step = self.flows.acquire(name, holder, ttl_ms, queue_ms, queued)
             return self.confirmed(step, name, holder)
         return parse_acquire(
-            self.run(self.steps.acquire_call(name, holder, ttl_ms, queue_ms, queued))
+            self.run(self.flows.acquire_call(name, holder, ttl_ms, queue_ms, queued))
         )
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return self.confirmed(self.steps.renew(name, token, holder, ttl_ms), name, holder, token)
+        return self.confirmed(self.flows.renew(name, token, holder, ttl_ms), name, holder, token)
 
     def release(self, name: str, token: int, holder: str) -> bool:
-        return parse_release(self.run(self.steps.release_call(name, token, holder)))
+        return parse_release(self.run(self.flows.release_call(name, token, holder)))
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
-        step = self.steps.await_handoff(name, holder, seconds)
+        step = self.flows.await_handoff(name, holder, seconds)
         return None if step is None else self.confirmed(step, name, holder)
 
     def status(self, name: str) -> FenceStatus:
-        return self.result_of(self.steps.status(name))
+        return self.result_of(self.flows.status(name))
 
     def force_release(self, name: str) -> FenceStatus:
-        return self.result_of(self.steps.force_release(name))
+        return self.result_of(self.flows.force_release(name))
 
     def lock_status(self, name: str) -> FenceStatus:
         """The lock ``name`` kept as redis-py's ``Lock`` keeps it (``OperatesLocks``):
         the holder's lock token, its time left, the counter, the lock's waiters; the
         holder's fence token is not stored (``token`` None, see ``parse_lock_status``).
         ``ValueError`` when the key ``name`` holds something else than a lock."""
-        return self.result_of(self.steps.lock_status(name, self._lock_keys(name)))
+        return self.result_of(self.flows.lock_status(name, self._lock_keys(name)))
 
     def force_release_lock(self, name: str) -> FenceStatus:
         """End the lock ``name`` whoever holds it (``OperatesLocks``); the next token is
         above every token its holder could have (see ``LOCK_FORCE_RELEASE``)."""
-        return self.result_of(self.steps.force_release_lock(name, self._lock_keys(name)))
+        return self.result_of(self.flows.force_release_lock(name, self._lock_keys(name)))
 
     def _lock_keys(self, name: str) -> LockKeys:
         return lock_keys(name, client_encoder(self.client).encode)
@@ -630,7 +631,7 @@ class AsyncRedisIssuer:
         check_client(client, ASYNC_CLIENTS, ASYNC_KINDS)
         check_replicated_client(client, min_replicas)
         self.client = client
-        self.steps = RedisSteps(
+        self.flows = RedisFlows(
             counter_idle, socket_timeout_of(client), min_replicas, replica_timeout
         )
         # redis-py 8.1's asyncio cluster client, used by several tasks at once while it
@@ -671,10 +672,10 @@ class AsyncRedisIssuer:
         self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
     ) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
-        if not self.steps.min_replicas:
+        if not self.flows.min_replicas:
             return await self.result_of(step)
         try:
-            return await run_async(self.steps.replicated(step, name, holder, renewed), self.client)
+            return await run_async(self.flows.replicated(step, name, holder, renewed), self.client)
         except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
 
@@ -684,21 +685,21 @@ class AsyncRedisIssuer:
     async def try_acquire_queued(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int, queued: bool
     ) -> int | Busy:
-        if self.steps.min_replicas:
-            step = self.steps.acquire(name, holder, ttl_ms, queue_ms, queued)
+        if self.flows.min_replicas:
+            step = self.flows.acquire(name, holder, ttl_ms, queue_ms, queued)
             return await self.confirmed(step, name, holder)
-        call = self.steps.acquire_call(name, holder, ttl_ms, queue_ms, queued)
+        call = self.flows.acquire_call(name, holder, ttl_ms, queue_ms, queued)
         return parse_acquire(await self.run(call))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        step = self.steps.renew(name, token, holder, ttl_ms)
+        step = self.flows.renew(name, token, holder, ttl_ms)
         return await self.confirmed(step, name, holder, token)
 
     async def release(self, name: str, token: int, holder: str) -> bool:
-        return parse_release(await self.run(self.steps.release_call(name, token, holder)))
+        return parse_release(await self.run(self.flows.release_call(name, token, holder)))
 
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
-        step = self.steps.await_handoff(name, holder, seconds)
+        step = self.flows.await_handoff(name, holder, seconds)
         return None if step is None else await self.confirmed(step, name, holder)
 
 

@@ -30,10 +30,10 @@ from redis.exceptions import LockNotOwnedError
 
 from .._core import millis, new_holder_id
 from .._errors import AcquireTimeout
-from .._flow import run_sync
+from .._flow import Flow, run_sync
 from .._protocol import (
     Calls,
-    Flow,
+    Op,
     Release,
     Waiting,
     acquire_sync,
@@ -48,8 +48,8 @@ from ._issuer import (
     AsyncRedisIssuer,
     Eval,
     Pop,
+    RedisFlows,
     RedisIssuer,
-    RedisSteps,
     ScriptCall,
     check_client,
     client_encoder,
@@ -69,8 +69,8 @@ from ._scripts import (
 )
 
 
-class LockSteps(RedisSteps):
-    """The Redis steps of one lock: ``LOCK_ACQUIRE``/``LOCK_RELEASE`` on its own keys.
+class LockFlows(RedisFlows):
+    """The Redis flows of one lock: ``LOCK_ACQUIRE``/``LOCK_RELEASE`` on its own keys.
 
     The ``name`` the protocol passes is the lock's own; the keys were built once, with
     the client's encoder. A lock renews through redis-py's ``extend``/``reacquire``.
@@ -111,13 +111,13 @@ class LockSteps(RedisSteps):
 
 
 class LockIssuer(RedisIssuer):
-    """The Redis issuer as a ``FencedLock`` needs it: its steps; redis-py's errors pass."""
+    """The Redis issuer as a ``FencedLock`` needs it: its flows; redis-py's errors pass."""
 
     wrapped = ()
 
-    def __init__(self, client: Any, steps: LockSteps) -> None:
+    def __init__(self, client: Any, flows: LockFlows) -> None:
         self.client = client
-        self.steps = steps
+        self.flows = flows
 
 
 class AsyncLockIssuer(AsyncRedisIssuer):
@@ -125,9 +125,9 @@ class AsyncLockIssuer(AsyncRedisIssuer):
 
     wrapped = ()
 
-    def __init__(self, client: Any, steps: LockSteps) -> None:
+    def __init__(self, client: Any, flows: LockFlows) -> None:
         self.client = client
-        self.steps = steps
+        self.flows = flows
         self._ready = None
 
 
@@ -164,7 +164,7 @@ class LockBase:
         self._ttl_ms = 0 if self.timeout is None else millis(self.timeout)
         self._encode = client_encoder(redis).encode
         keys = lock_keys(name, self._encode)
-        self._steps = LockSteps(keys, self.counter_idle, socket_timeout_of(redis))
+        self._flows = LockFlows(keys, self.counter_idle, socket_timeout_of(redis))
         self._waiting = self._waiting_for(self.sleep)
 
     @property
@@ -207,7 +207,7 @@ class LockBase:
         encoded: bytes = self._encode(token)
         return encoded.decode("latin-1")
 
-    def _abandon_flow(self, holder: str, timeout: float | None, waiting: Waiting) -> Flow[None]:
+    def _abandon_flow(self, holder: str, timeout: float | None, waiting: Waiting) -> Flow[Op, None]:
         """After an acquire stopped by an error mid-call: give back what it may hold.
 
         An attempt whose reply was lost (a cancelled task, an interrupt) may have taken
@@ -227,7 +227,7 @@ class LockBase:
 
     def _release_step(self, expected_token: str | bytes) -> Eval[bool]:
         """The release of the lock held with ``expected_token`` (a hand-off if queued)."""
-        return self._steps.release_value(self.name, self._encode(expected_token))
+        return self._flows.release_value(self.name, self._encode(expected_token))
 
     def _not_owned(self) -> LockNotOwnedError:
         return LockNotOwnedError(
@@ -240,7 +240,7 @@ class LockBase:
         return Waiting(True, False, self._clock, max_block=sleep, interval=sleep)
 
 
-def _release_flow(holder: str) -> Flow[None]:
+def _release_flow(holder: str) -> Flow[Op, None]:
     """Release the lock held by ``holder``, if it is (the lock's release ignores the token)."""
     yield Release(0, holder)
 
@@ -286,7 +286,7 @@ class FencedLock(LockBase, redis.lock.Lock):
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
-        self._issuer = LockIssuer(redis, self._steps)
+        self._issuer = LockIssuer(redis, self._flows)
         self._calls = Calls(self._issuer, name, _redis_py_sleep)
 
     def acquire(

@@ -1,6 +1,6 @@
 """``fencing.sql``: fence tokens on SQL databases (SQLite files and PostgreSQL).
 
-- ``SqlFence`` / ``AsyncSqlFence``: the issuer on a ``fencing_leases`` table.
+- ``SqlFence`` / ``SqlIssuer``: the issuer on a ``fencing_leases`` table.
 - ``FencedMixin``: guarded ORM rows (``UPDATE ... WHERE fence_token <= :token``).
 - ``guarded_update`` / ``guarded_delete``: the same guard for Core statements.
 - ``claim`` / ``claim_rows`` / ``fenced_get``: raise rows' tokens before reading them, so a

@@ -16,10 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
-from .._flow import run_async
+from .._flow import Flow, run_async
 from ..issuer import Busy
 from ._engines import async_issuer_engine, sql_errors
-from ._issuer import SqlFlow, SqlFlows, T
+from ._issuer import Execute, SqlFlows, T
 
 
 class AsyncSqlIssuer:
@@ -31,7 +31,7 @@ class AsyncSqlIssuer:
         self.flows = SqlFlows(self.dialect)
         self._ready = False
 
-    async def _run(self, flow: SqlFlow[T]) -> T:
+    async def _run(self, flow: Flow[Execute, T]) -> T:
         await self._ensure_tables()
         with sql_errors(url=self.engine.url):
             async with self.engine.begin() as conn:

@@ -31,6 +31,6 @@ class SqlBackend:
         return shared_issuer(self.url)
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        from .aio import AsyncSqlFence
+        from ._async_issuer import AsyncSqlFence
 
         return AsyncSqlFence(self.url, name, ttl)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,7 +46,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from .._core import DEFAULT_TTL
 from .._fence import Fence
-from .._flow import run_sync
+from .._flow import Flow, run_sync
 from ..issuer import Busy, FenceStatus
 from ._engines import issuer_engine, sql_errors
 from ._schema import db_micros, db_now, leases
@@ -86,9 +86,6 @@ class Execute:
         self.result = read(await conn.execute(self.statement))
 
 
-SqlFlow = Generator[Execute, None, T]
-
-
 def _upsert(dialect: str) -> Any:
     return postgresql.insert if dialect == "postgresql" else sqlite.insert
 
@@ -116,7 +113,7 @@ class SqlFlows:
     def __init__(self, dialect: str) -> None:
         self.dialect = dialect
 
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> SqlFlow[int | Busy]:
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> Flow[Execute, int | Busy]:
         now, clock = db_now(self.dialect), db_micros(self.dialect)
         insert = _upsert(self.dialect)(leases).values(
             name=name, token=clock, holder=holder, expires_at=now + ttl_ms / 1000.0
@@ -140,7 +137,7 @@ class SqlFlows:
         left = busy.result.rows[0][0] if busy.result.rows else None
         return Busy(None if left is None else max(0.0, float(left)))
 
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> SqlFlow[bool]:
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[Execute, bool]:
         step = Execute(
             update(leases)
             .where(_held(self.dialect, name, token, holder))
@@ -149,7 +146,7 @@ class SqlFlows:
         yield step
         return step.result.rowcount == 1
 
-    def release(self, name: str, token: int, holder: str) -> SqlFlow[bool]:
+    def release(self, name: str, token: int, holder: str) -> Flow[Execute, bool]:
         step = Execute(
             update(leases)
             .where(_held(self.dialect, name, token, holder))
@@ -158,7 +155,7 @@ class SqlFlows:
         yield step
         return step.result.rowcount == 1
 
-    def status(self, name: str, lock: bool = False) -> SqlFlow[FenceStatus]:
+    def status(self, name: str, lock: bool = False) -> Flow[Execute, FenceStatus]:
         """One read of the row of ``name``; ``lock``: keep it locked to the transaction's end."""
         now = db_now(self.dialect)
         live = and_(leases.c.holder.is_not(None), leases.c.expires_at > now)
@@ -174,7 +171,7 @@ class SqlFlows:
             return FenceStatus(name, held=False, last_token=int(token))
         return FenceStatus(name, True, holder, int(token), max(0.0, float(left)), int(token))
 
-    def names(self, prefix: str) -> SqlFlow[list[str]]:
+    def names(self, prefix: str) -> Flow[Execute, list[str]]:
         step = Execute(
             select(leases.c.name)
             .where(leases.c.name.startswith(prefix, autoescape=True))
@@ -183,7 +180,7 @@ class SqlFlows:
         yield step
         return [str(row[0]) for row in step.result.rows]
 
-    def force_release(self, name: str) -> SqlFlow[FenceStatus]:
+    def force_release(self, name: str) -> Flow[Execute, FenceStatus]:
         ended = yield from self.status(name, lock=True)
         if ended.token is not None and ended.holder is not None:  # held: both are set
             clear = Execute(
@@ -212,7 +209,7 @@ class SqlIssuer:
         self._ready = False
         self._ready_lock = threading.Lock()
 
-    def _run(self, flow: SqlFlow[T]) -> T:
+    def _run(self, flow: Flow[Execute, T]) -> T:
         self._ensure_tables()
         with sql_errors(url=self.engine.url), self.engine.begin() as conn:
             return run_sync(flow, conn)

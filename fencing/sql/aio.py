@@ -1,9 +1,34 @@
 """``fencing.sql.aio``: the asyncio SQL fence and issuer, and the asyncio claims (needs
-``fencing[async]``)."""
+``fencing[async]``).
+
+``SqlFence`` and ``SqlIssuer`` here are the asyncio twins of ``fencing.sql``'s, under the
+same names, as in every backend's ``aio`` module. The old names ``AsyncSqlFence`` and
+``AsyncSqlIssuer`` still work, with a ``DeprecationWarning``.
+"""
 
 from __future__ import annotations
 
-from ._async_claims import claim, claim_rows, fenced_get
-from ._async_issuer import AsyncSqlFence, AsyncSqlIssuer
+import warnings
+from typing import Any
 
-__all__ = ["AsyncSqlFence", "AsyncSqlIssuer", "claim", "claim_rows", "fenced_get"]
+from ._async_claims import claim, claim_rows, fenced_get
+from ._async_issuer import AsyncSqlFence as SqlFence
+from ._async_issuer import AsyncSqlIssuer as SqlIssuer
+
+#: Deprecated name -> the name it was renamed to.
+_RENAMED = {"AsyncSqlFence": "SqlFence", "AsyncSqlIssuer": "SqlIssuer"}
+
+
+def __getattr__(name: str) -> Any:
+    new = _RENAMED.get(name)
+    if new is None:
+        raise AttributeError(f"module 'fencing.sql.aio' has no attribute {name!r}")
+    warnings.warn(
+        f"fencing.sql.aio.{name} is deprecated: use fencing.sql.aio.{new} (the same class)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]
+
+
+__all__ = ["SqlFence", "SqlIssuer", "claim", "claim_rows", "fenced_get"]

@@ -6,7 +6,7 @@
 - ``fencing.connect("zookeeper://host:port[,host:port...][/chroot]")``: the same, with a
   client of its own.
 
-Modules: ``_layout`` (znode layout, name encoding, URL; no I/O), ``_requests`` (the
+Modules: ``_layout`` (znode layout, name encoding, URL; no I/O), ``_flows`` (the
 operations as flows of kazoo requests, one step for blocking and asyncio), ``_issuer``
 (the two issuers and fences), ``_backend`` (``fencing.connect``). docs/zookeeper.md says
 what each failure does.

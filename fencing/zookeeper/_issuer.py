@@ -1,5 +1,5 @@
 """The ZooKeeper issuers: ``ZooKeeperIssuer`` (blocking) and ``AsyncZooKeeperIssuer``
-(asyncio) drive the same flows (``_requests``) on one kazoo client.
+(asyncio) drive the same flows (``_flows``) on one kazoo client.
 
 A lease is an ephemeral znode, so it lives as long as the session of the client that
 created it: kazoo keeps the session alive by itself (heartbeats every third of the
@@ -14,7 +14,7 @@ lease znode and sleeps until it fires (the znode was deleted: released, or its s
 ended) or the wait is over. One watch callback per issuer serves all its waiters
 (``Releases``), so waiting longer than a lease lasts does not pile up callbacks in kazoo.
 
-Imports the core (fences, flows, errors), the layout and requests, and kazoo.
+Imports the core (fences, flows, errors), the layout and flows, and kazoo.
 """
 
 from __future__ import annotations
@@ -31,11 +31,11 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import issuer_error
 from .._fence import Fence
-from .._flow import run_async, run_sync
+from .._flow import Flow, run_async, run_sync
 from .._validate import check_name
 from ..issuer import Busy, FenceStatus
+from ._flows import Request, Versions, ZooKeeperFlows
 from ._layout import DEFAULT_TIMEOUT, FencePaths
-from ._requests import Flow, Request, Requests, Versions
 
 T = TypeVar("T")
 
@@ -86,7 +86,7 @@ class _Base:
             raise TypeError(f"client must be a kazoo KazooClient, not {type(client).__name__}")
         self.client = client
         self.timeout = timeout
-        self.requests = Requests(Versions())
+        self.flows = ZooKeeperFlows(Versions())
         self.releases = Releases()
         self._start = start
 
@@ -107,39 +107,39 @@ class ZooKeeperIssuer(_Base):
     by ``fencing.connect`` is started on first use.
     """
 
-    def _run(self, flow: Flow[T]) -> T:
+    def _run(self, flow: Flow[Request[Any], T]) -> T:
         if self._start is not None:
             self._start()
         return run_sync(flow, self)
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return self._run(self.requests.acquire(name, holder))
+        return self._run(self.flows.acquire(name, holder))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return self._run(self.requests.renew(name, token, holder))
+        return self._run(self.flows.renew(name, token, holder))
 
     def release(self, name: str, token: int, holder: str) -> bool:
-        return self._run(self.requests.release(name, token, holder))
+        return self._run(self.flows.release(name, token, holder))
 
     def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.Inspects``: the fence znode, read once (leases have no expiry
         here: ``expires_in`` is ``None``). A bad name is refused before the session starts."""
         check_name(name)
-        return self._run(self.requests.status(name))
+        return self._run(self.flows.status(name))
 
     def names(self, prefix: str = "") -> Iterator[str]:
         """``fencing.issuer.Inspects``: the fences under ``/fencing`` (below the chroot)."""
-        return iter(self._run(self.requests.names(prefix)))
+        return iter(self._run(self.flows.names(prefix)))
 
     def force_release(self, name: str) -> FenceStatus:
         """``fencing.issuer.ForceReleases``: delete the lease znode, whoever holds it."""
         check_name(name)
-        return self._run(self.requests.force_release(name))
+        return self._run(self.flows.force_release(name))
 
     def await_release(self, name: str, seconds: float) -> None:
         released = threading.Event()
         with self.releases.waiting(self.lease_path(name), released.set):
-            if self._run(_one(self.requests.lease_exists(name, self.releases.fire))):
+            if self._run(_one(self.flows.lease_exists(name, self.releases.fire))):
                 released.wait(seconds)
 
 
@@ -150,19 +150,19 @@ class AsyncZooKeeperIssuer(_Base):
     ``call_soon_threadsafe``, so the loop never blocks on ZooKeeper.
     """
 
-    async def _run(self, flow: Flow[T]) -> T:
+    async def _run(self, flow: Flow[Request[Any], T]) -> T:
         if self._start is not None and not self._start.started:
             await asyncio.to_thread(self._start)
         return await run_async(flow, self)
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return await self._run(self.requests.acquire(name, holder))
+        return await self._run(self.flows.acquire(name, holder))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return await self._run(self.requests.renew(name, token, holder))
+        return await self._run(self.flows.renew(name, token, holder))
 
     async def release(self, name: str, token: int, holder: str) -> bool:
-        return await self._run(self.requests.release(name, token, holder))
+        return await self._run(self.flows.release(name, token, holder))
 
     async def await_release(self, name: str, seconds: float) -> None:
         loop = asyncio.get_running_loop()
@@ -173,12 +173,12 @@ class AsyncZooKeeperIssuer(_Base):
                 loop.call_soon_threadsafe(released.set)
 
         with self.releases.waiting(self.lease_path(name), wake):
-            if await self._run(_one(self.requests.lease_exists(name, self.releases.fire))):
+            if await self._run(_one(self.flows.lease_exists(name, self.releases.fire))):
                 with suppress(asyncio.TimeoutError):  # TimeoutError since Python 3.11
                     await asyncio.wait_for(released.wait(), seconds)
 
 
-def _one(request: Request[T]) -> Flow[T]:
+def _one(request: Request[T]) -> Flow[Request[T], T]:
     yield request
     return request.result
 

@@ -1,4 +1,4 @@
-"""The etcd issuer's requests and reply parsers: keys, lease lifetimes, transactions.
+"""The etcd issuer's messages: requests and reply parsers for keys, lease lifetimes, transactions.
 
 Everything here is pure (no I/O): protobuf messages of the etcd v3 API (as generated in
 ``aetcd.rpc``) built from a fence's name, holder id and token, and their replies read

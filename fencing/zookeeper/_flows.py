@@ -32,7 +32,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
@@ -51,6 +51,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .._errors import issuer_error
+from .._flow import Flow
 from ..issuer import Busy, FenceStatus
 from ._layout import ROOT, FencePaths, decode_name
 
@@ -207,9 +208,6 @@ class Versions:
             self._known.pop((path, token, holder), None)
 
 
-Flow = Generator[Request[Any], None, R]
-
-
 @dataclass(frozen=True)
 class Granted:
     """An acquire's outcome: the token, and the fence znode's version that names it."""
@@ -277,7 +275,7 @@ def parse_owner(reply: tuple[bytes, Any] | NoNodeError | SessionExpiredError) ->
     return Owner(data.decode("utf-8", "replace"), stat.mzxid, stat.version, stat.numChildren > 0)
 
 
-class Requests:
+class ZooKeeperFlows:
     """The issuer's operations for one client, as flows; no I/O of their own.
 
     ``versions`` is the issuer's memory of the leases it granted: (fence path, token,
@@ -287,7 +285,7 @@ class Requests:
     def __init__(self, versions: Versions) -> None:
         self.versions = versions
 
-    def acquire(self, name: str, holder: str) -> Flow[int | Busy]:
+    def acquire(self, name: str, holder: str) -> Flow[Request[Any], int | Busy]:
         paths = FencePaths.of(name)
         value = holder.encode()
         for attempt in range(2):
@@ -309,7 +307,7 @@ class Requests:
                 yield Request(lambda client: client.ensure_path_async(paths.fence), bool)
         raise issuer_error("zookeeper", KazooException(f"{paths.fence} vanished twice"))
 
-    def renew(self, name: str, token: int, holder: str) -> Flow[bool]:
+    def renew(self, name: str, token: int, holder: str) -> Flow[Request[Any], bool]:
         paths = FencePaths.of(name)
         version = yield from self._version_of(paths, token, holder)
         if version is None:
@@ -319,7 +317,7 @@ class Requests:
             self.versions.forget(paths.fence, token, holder)
         return held
 
-    def release(self, name: str, token: int, holder: str) -> Flow[bool]:
+    def release(self, name: str, token: int, holder: str) -> Flow[Request[Any], bool]:
         paths = FencePaths.of(name)
         version = yield from self._version_of(paths, token, holder)
         self.versions.forget(paths.fence, token, holder)
@@ -327,7 +325,9 @@ class Requests:
             return False
         return (yield from _on_version(paths, version, delete=True, answers=_SESSION_ENDED))
 
-    def _version_of(self, paths: FencePaths, token: int, holder: str) -> Flow[int | None]:
+    def _version_of(
+        self, paths: FencePaths, token: int, holder: str
+    ) -> Flow[Request[Any], int | None]:
         """``V`` of the lease ``token``/``holder``; ``None`` if it is not the last one."""
         known = self.versions.get(paths.fence, token, holder)
         if known is not None:
@@ -339,12 +339,12 @@ class Requests:
 
     # -- operations (fencing.issuer.Inspects, ForceReleases) ------------------------------
 
-    def status(self, name: str) -> Flow[FenceStatus]:
+    def status(self, name: str) -> Flow[Request[Any], FenceStatus]:
         """One read of the fence znode: its data, version and number of children."""
         owner = yield from _owner(FencePaths.of(name))
         return FenceStatus(name, held=False) if owner is None else owner.status(name)
 
-    def names(self, prefix: str) -> Flow[list[str]]:
+    def names(self, prefix: str) -> Flow[Request[Any], list[str]]:
         listing = Request(
             lambda client: client.get_children_async(ROOT), _children, answers=(NoNodeError,)
         )
@@ -352,7 +352,7 @@ class Requests:
         names = (decode_name(segment) for segment in listing.result)
         return sorted(name for name in names if name.startswith(prefix))
 
-    def force_release(self, name: str) -> Flow[FenceStatus]:
+    def force_release(self, name: str) -> Flow[Request[Any], FenceStatus]:
         """Delete the lease znode if the fence znode still has the version read with it:
         the lease ended is exactly the one reported. The next acquire's zxid, so its
         token, is higher, as always."""
@@ -373,7 +373,7 @@ class Requests:
 
 def _owner(
     paths: FencePaths, answers: tuple[type[Exception], ...] = (NoNodeError,)
-) -> Flow[Owner | None]:
+) -> Flow[Request[Any], Owner | None]:
     """Read the fence znode; ``None`` if it does not exist (or, per ``answers``, if the
     session ended)."""
     read = Request(lambda client: client.get_async(paths.fence), parse_owner, answers=answers)
@@ -413,7 +413,7 @@ def _versioned(client: Any, paths: FencePaths, version: int, *, delete: bool) ->
 
 def _on_version(
     paths: FencePaths, version: int, *, delete: bool, answers: tuple[type[Exception], ...] = ()
-) -> Flow[bool]:
+) -> Flow[Request[Any], bool]:
     """``_versioned`` as a step: True when both conditions held, False when one did not
     (or, per ``answers``, the session ended)."""
     multi = Request(
