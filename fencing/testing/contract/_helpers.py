@@ -9,10 +9,12 @@ from __future__ import annotations
 import itertools
 import math
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from ... import AsyncFence, Fence, FenceToken
+from ... import AsyncFence, Fence, FenceToken, LeaseLost
 from ..._marks import Mark
 from ..._validate import MAX_TTL
 
@@ -112,6 +114,109 @@ def assert_token_of(token: object, name: str) -> None:
     assert isinstance(token, FenceToken), f"acquire returned {token!r}, not a FenceToken"
     assert token.name == name, f"token of fence {token.name!r}, expected {name!r}"
     assert token >= 0, f"negative token {token}"
+
+
+def _assert_after(newer: int, token: int, whose: str = "") -> None:
+    """Fail unless ``newer`` is higher than ``token``, ``whose`` lease came before."""
+    assert newer > token, f"token {newer} after {whose}{token}"
+
+
+def _assert_waited(started: float, at_least: float, what: str) -> None:
+    """Fail if less than ``at_least`` seconds (less ``CLOCK_SLACK``) passed since
+    ``started`` (``time.monotonic``): a lower bound only, which a slow machine never
+    breaks."""
+    waited = time.monotonic() - started
+    assert waited >= at_least - CLOCK_SLACK, f"{what} after {waited:.3f}s, not {at_least}s"
+
+
+def _not_the_lease(holder: T, stranger: T, token: int) -> list[tuple[T, int]]:
+    """While ``holder`` holds ``token``: (fence, token) pairs whose ``renew`` and
+    ``release`` must raise ``LeaseLost`` and change nothing: another fence object,
+    which never held that lease, and the holder with a token it was never granted."""
+    return [(stranger, token), (holder, token + 1)]
+
+
+def _tries(patience: float, what: str) -> Iterator[None]:
+    """The loop of a wait: yields until ``patience`` seconds have passed, then fails the
+    test. A limit against hangs, never a timing."""
+    deadline = time.monotonic() + patience
+    while True:
+        yield
+        assert time.monotonic() < deadline, f"still waiting for {what} after {patience}s"
+
+
+class _InTime:
+    """One try of steps that need a lease granted in them (of ``ttl`` seconds) to be
+    live until their end, as a ``with`` block.
+
+    If the steps pass, the try is ``done``. A ``LeaseLost`` once ``ttl`` may have passed
+    since the try began says only that the machine was too slow (the lease may have
+    expired, as it should): the try is dropped, and the caller tries again. Any other
+    failure, and a ``LeaseLost`` any sooner, fails the test."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self.done = False
+        self._began = time.monotonic()
+
+    def __enter__(self) -> None:
+        self._began = time.monotonic()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if error is None:
+            self.done = True
+            return False
+        too_slow = time.monotonic() - self._began >= self.ttl - CLOCK_SLACK
+        return isinstance(error, LeaseLost) and too_slow
+
+
+def _in_time(ttl: float, patience: float, what: str) -> Iterator[_InTime]:
+    """Tries of the steps in a ``with`` block until one runs in time (see ``_InTime``);
+    fails the test after ``patience`` seconds::
+
+        for attempt in _in_time(ttl, patience, "a renew"):
+            with attempt:
+                ...
+    """
+    for _ in _tries(patience, f"{what} within {ttl}s"):
+        attempt = _InTime(ttl)
+        yield attempt
+        if attempt.done:
+            return
+
+
+class _Occupancy:
+    """What racers report: how many hold the lease now and at most, and the tokens in
+    the order their holders got in. Thread-safe; tasks of one loop may share it too."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._inside = 0
+        self.most = 0
+        self.order: list[int] = []
+
+    def enter(self, token: int) -> None:
+        with self._lock:
+            self._inside += 1
+            self.most = max(self.most, self._inside)
+            self.order.append(token)
+
+    def leave(self) -> None:
+        with self._lock:
+            self._inside -= 1
+
+    def check(self, errors: Sequence[BaseException], acquisitions: int) -> None:
+        """Never two holders at once, no racer failed, all ``acquisitions`` made, and
+        tokens increasing in the order the lease was taken."""
+        assert self.most == 1, f"{self.most} holders at once"
+        assert not errors, f"racers failed: {errors!r}"
+        assert len(self.order) == acquisitions, f"{len(self.order)} of {acquisitions} acquisitions"
+        assert_increasing(self.order, "tokens in acquisition order")
 
 
 class _Background(Generic[T]):

@@ -9,7 +9,7 @@ import pytest
 
 from ... import Fence, LeaseLost
 from ...issuer import ForceReleases, Inspects
-from ._helpers import MakeFence
+from ._helpers import MakeFence, _assert_after
 from ._terms import LeaseTerms
 
 
@@ -78,7 +78,7 @@ class OperationsContract(LeaseTerms):
         ended = issuer.force_release(name)
         assert ended.held and ended.token == token, f"ended {ended}, held token {token}"
         newer = successor.acquire(timeout=0)  # free at once, not after the ttl
-        assert newer > token, f"token {newer} after the evicted {token}"
+        _assert_after(newer, token, "the evicted ")
         with pytest.raises(LeaseLost):
             evicted.renew(token)
         with pytest.raises(LeaseLost):

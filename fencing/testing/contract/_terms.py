@@ -3,12 +3,14 @@ contracts and ``OperationsContract`` read and a subclass overrides."""
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 from ... import AsyncFence, Fence
+from ._helpers import _in_time, _InTime, _tries
 
 
 class LeaseTerms:
@@ -29,13 +31,19 @@ class LeaseTerms:
     expires_while_held: ClassVar[bool] = True
 
     #: Seconds: the ttl of a lease that a test lets expire (and the wait of the
-    #: ``timeout`` checks). Tests wait about twice this long.
+    #: ``timeout`` checks). Tests wait about twice this long. Where steps need such a
+    #: lease to be still live (a renew right after the acquire), a try that the machine
+    #: was too slow for (``LeaseLost`` once ``short_ttl`` may have passed) is tried
+    #: again, until ``patience``: a slow machine never fails a check.
     short_ttl: ClassVar[float] = 0.3
-    #: Seconds: the ttl of a lease that must outlive a test step.
-    long_ttl: ClassVar[float] = 5.0
+    #: Seconds: the ttl of a lease that must outlive a test step. Generous: nothing
+    #: waits for it to expire (the tests release it), so it costs nothing, and a
+    #: machine stalled for seconds between two calls still finds the lease held.
+    long_ttl: ClassVar[float] = 30.0
     #: Seconds: the ttl of a lease kept alive by ``hold()``, which renews it every ttl/3;
-    #: a process stalled for 2/3 of it loses the lease, so it is generous.
-    renewal_ttl: ClassVar[float] = 1.0
+    #: a renewer stalled for 2/3 of it loses the lease, so it is generous. The hold check
+    #: waits a little more than twice this long.
+    renewal_ttl: ClassVar[float] = 2.0
     #: Seconds: how long something that must happen is waited for before the test fails.
     #: A limit against hangs, never a timing assertion.
     patience: ClassVar[float] = 30.0
@@ -57,10 +65,23 @@ class LeaseTerms:
 
     def wait_until(self, condition: Callable[[], bool], what: str) -> None:
         """Poll ``condition`` until it holds; fail after ``patience`` (a limit, not a timing)."""
-        deadline = time.monotonic() + self.patience
-        while not condition():
-            assert time.monotonic() < deadline, f"still waiting for {what} after {self.patience}s"
+        for _ in _tries(self.patience, what):
+            if condition():
+                return
             time.sleep(0.01)
+
+    def in_time(self, what: str) -> Iterator[_InTime]:
+        """Tries of steps on a lease of ``short_ttl`` that must be live at their end, each
+        in a ``with`` block, until one ran before the lease may have expired::
+
+            for attempt in self.in_time("a renew"):
+                with attempt:
+                    token = fence.acquire(timeout=0)
+                    fence.renew(token, ttl=self.long_ttl)
+
+        Where leases do not expire while held, every try counts."""
+        ttl = self.short_ttl if self.expires_while_held else math.inf
+        return _in_time(ttl, self.patience, what)
 
     @staticmethod
     def fresh_name(what: str) -> str:
