@@ -1,0 +1,97 @@
+"""``fencing.testing.contract``: the promises every issuer and every mark keeps, as pytest
+test classes to subclass.
+
+A backend is done when its subclass of the contract passes. Subclass the class in a test
+module and provide one fixture; pytest collects the inherited tests::
+
+    import pytest
+    import fencing
+    from fencing.testing.contract import FenceContract, MakeFence
+
+    class TestMyIssuer(FenceContract):
+        @pytest.fixture
+        def make_fence(self) -> MakeFence:
+            issuer = MyIssuer()                  # one issuer: fences of a name share it
+            return lambda name, ttl: fencing.Fence(issuer, name, ttl)
+
+- ``FenceContract``: ``make_fence(name, ttl)`` returns a fresh ``fencing.Fence``. Every call
+  with the same name must reach the same leases and tokens (the same issuer), as separate
+  processes would.
+- ``AsyncFenceContract``: the same promises for a ``fencing.AsyncFence``; its tests are
+  coroutines (run them with pytest-asyncio in auto mode, or mark the class ``asyncio``).
+  The fixture itself may be async (to open a client on the test's event loop).
+- ``OperationsContract``: for an issuer with the operators' capabilities
+  (``fencing.issuer.Inspects`` and ``ForceReleases``, behind ``fencing status``, ``list``
+  and ``release --force``); the same ``make_fence`` fixture as ``FenceContract``.
+- ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
+  ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
+  tests guard calls with ``fencing.guard(fn, mark=...)``.
+
+What the fence contracts check: tokens strictly increase across release, expiry and a
+crashed holder; a held lease excludes every other holder (``acquire(timeout=0)`` raises
+``AcquireTimeout``); ``timeout`` 0 tries once, a number waits at least that long, ``None``
+waits until the holder releases; renew extends the lease; renew and release act only for
+the exact holder (``LeaseLost``; another fence's token is a ``ValueError``), also at the
+issuer itself; an expired lease lets the next holder in with a higher token; ``hold()``
+keeps the lease past its ttl and surfaces a lost lease (``LeaseLost`` on leaving); bad
+input is refused with ``TypeError``/``ValueError`` and nothing taken; racing threads (or
+tasks) are never two holders at once.
+
+Where an engine's lease model genuinely differs, a subclass declares it with a capability
+attribute (see ``LeaseTerms``; leases that live as long as a session come with an
+``end_session`` hook) and the contract checks the behaviour the engine does promise
+instead: no check is skipped silently. The timings are class attributes too;
+they are only ever lower bounds or limits against hangs, never "fast enough" checks.
+
+Names are unique per test (a uuid), so backends whose state outlives a test (a database,
+a Redis server) need no cleanup between tests.
+
+Assertion messages are written out, so failures read well without pytest's assertion
+rewriting; for its detailed diffs as well, call
+``pytest.register_assert_rewrite("fencing.testing.contract")`` in your ``conftest.py``
+before importing this module.
+
+Needs pytest (a test dependency). Imports the public package and the ``Mark`` protocol.
+"""
+
+from __future__ import annotations
+
+from ._async_fence import AsyncFenceContract
+from ._fence import FenceContract
+from ._helpers import (
+    BAD_MARK_TOKENS,
+    BAD_NAMES,
+    BAD_TIMEOUTS,
+    BAD_TOKENS,
+    BAD_TTLS,
+    CLOCK_SLACK,
+    MakeAsyncFence,
+    MakeFence,
+    MakeMark,
+    assert_increasing,
+    assert_token_of,
+    racing_tokens,
+)
+from ._marks import MarkContract
+from ._operations import OperationsContract
+from ._terms import LeaseTerms
+
+__all__ = [
+    "BAD_MARK_TOKENS",
+    "BAD_NAMES",
+    "BAD_TIMEOUTS",
+    "BAD_TOKENS",
+    "BAD_TTLS",
+    "CLOCK_SLACK",
+    "AsyncFenceContract",
+    "FenceContract",
+    "LeaseTerms",
+    "MakeAsyncFence",
+    "MakeFence",
+    "MakeMark",
+    "MarkContract",
+    "OperationsContract",
+    "assert_increasing",
+    "assert_token_of",
+    "racing_tokens",
+]
