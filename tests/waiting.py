@@ -12,6 +12,9 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fencing._protocol import Waiting
 
 #: How long a test waits for something that should happen at once: only a bug makes
 #: it take this long, a loaded machine does not.
@@ -49,3 +52,15 @@ def joined(*threads: threading.Thread, timeout: float = PATIENCE) -> None:
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
         assert not thread.is_alive(), f"thread {thread.name} still runs after {timeout}s"
+
+
+#: Longer than any test waits: a waiter that blocks this long between attempts can only
+#: be served within ``PATIENCE`` by the wake-up (hand-off, watch) it is waiting for.
+NEVER = 10 * PATIENCE
+
+
+def woken_only(fence: Any) -> None:
+    """Make ``fence``'s blocked acquires wait ``NEVER`` between attempts (instead of at
+    most 1 s), so a waiter served within ``PATIENCE`` was served by the wake-up."""
+    waiting = fence._waiting
+    fence._waiting = Waiting(waiting.hands_off, waiting.wakes, waiting.clock, max_block=NEVER)
