@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import joined
 
 import fencing
 from fencing import FileStore, StaleTokenError, _records
@@ -222,8 +223,7 @@ def test_threads_share_a_store(tmp_path: Path) -> None:
     threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
     assert len(results) == 120
     token, data = store.read_with_token()
     assert token == _token_in(data) == max(t for t, ok in results if ok) == 119

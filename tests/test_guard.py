@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from racing import append_line, token_plan
+from waiting import joined
 
 from fencing import FileMark, Guarded, MemoryMark, StaleTokenError, guard
 
@@ -130,8 +131,7 @@ def _racer(mark_path: str, log: str, worker: int, workers: int, rounds: int) -> 
     threads = [threading.Thread(target=run, args=(n,)) for n in range(3)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
 
 
 def test_file_mark_races_threads_and_processes(tmp_path: Path) -> None:

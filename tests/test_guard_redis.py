@@ -15,6 +15,7 @@ import pytest
 import redis
 from fail_fast import failing_fast
 from racing import append_line, token_plan
+from waiting import joined
 
 from fencing import FenceUnavailable, RedisMark, StaleTokenError, guard
 from fencing.testing.servers import RedisServer
@@ -102,8 +103,7 @@ def _racer(port: int, log: str, worker: int, racers: int, rounds: int) -> None:
     threads = [threading.Thread(target=run, args=(n,)) for n in range(3)]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    joined(*threads)
     client.close()
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from waiting import PATIENCE, wait_until
 
 from fencing import RedisFence, StaleTokenError
 from fencing.http import FenceAuth
@@ -55,7 +56,7 @@ def service(redis_server: RedisServer) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + PATIENCE
         while True:
             if process.poll() is not None:
                 raise RuntimeError(f"uvicorn exited: {process.stderr.read().decode()}")  # type: ignore[union-attr]
@@ -112,18 +113,22 @@ def test_a_holder_frozen_past_its_lease_is_refused_by_the_service(
     try:
         kind, token_a = receive(out_a)
         assert kind == "holding"
-        while not _stopped(a.pid or 0):
-            time.sleep(0.01)
-        time.sleep(TTL * 1.5)  # A's lease expires while A is frozen
+        wait_until(lambda: _stopped(a.pid or 0), "A stops itself")
+        client = redis.Redis.from_url(redis_server.url)
+        lease = "fencing:{http-e2e}:lease"
+        wait_until(lambda: client.exists(lease) == 0, "A's lease expires while A is frozen")
+        client.close()
         b = spawn.Process(target=holder, args=(redis_server.url, service, "B", False, into_b))
         b.start()
         kind, token_b = receive(out_b)
         assert kind == "holding" and token_b > token_a
         assert receive(out_b) == ("written", 200, token_b)
-        b.join(30)
+        b.join(PATIENCE)
+        assert b.exitcode == 0
         os.kill(a.pid or 0, signal.SIGCONT)  # A wakes up believing it holds the lease
         assert receive(out_a) == ("refused", token_a, token_b)
-        a.join(30)
+        a.join(PATIENCE)
+        assert a.exitcode == 0
     finally:
         if a.is_alive():
             os.kill(a.pid or 0, signal.SIGCONT)

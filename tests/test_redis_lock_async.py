@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -22,6 +21,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.lock
 from fail_fast import failing_fast_async
+from waiting import NEVER, PATIENCE, await_until, joined
 
 import fencing
 import fencing.aio
@@ -87,14 +87,16 @@ async def test_a_waiter_is_handed_the_lock_by_a_release(
 ) -> None:
     holder = redis_client.lock(NAME, timeout=30, thread_local=False, lock_class=fencing.FencedLock)
     assert holder.acquire(blocking=False)
-    waiter = alock(aclient, timeout=30, sleep=20)  # a poller would sleep 20 s
-    acquiring = asyncio.create_task(waiter.acquire(blocking_timeout=25))
-    while not await aclient.exists(QUEUE[0]):
-        await asyncio.sleep(0.01)
-    released = time.monotonic()
+    # a poller would sleep longer than the test waits: only the release can serve it
+    waiter = alock(aclient, timeout=30, sleep=NEVER)
+    acquiring = asyncio.create_task(waiter.acquire())
+
+    async def queued() -> bool:
+        return bool(await aclient.exists(QUEUE[0]))
+
+    await await_until(queued, "the waiter queues")
     await asyncio.to_thread(holder.release)
-    assert await asyncio.wait_for(acquiring, 25) is True
-    assert time.monotonic() - released < 10
+    assert await asyncio.wait_for(acquiring, PATIENCE) is True
     assert waiter.fence_token is not None and holder.fence_token is None
     await waiter.release()
 
@@ -173,11 +175,17 @@ async def test_no_timeout_polls_every_sleep_and_never_queues(
     holder = redis_client.lock(NAME, thread_local=False, lock_class=fencing.FencedLock)
     assert holder.acquire(blocking=False)
     waiter = alock(aclient, sleep=0.02)
-    acquiring = asyncio.create_task(waiter.acquire(blocking_timeout=20))
-    await asyncio.sleep(0.1)
+    await aclient.config_resetstat()
+    acquiring = asyncio.create_task(waiter.acquire())
+
+    async def polled() -> bool:  # several attempts made
+        stats = await aclient.info("commandstats")
+        return int(stats.get("cmdstat_evalsha", {}).get("calls", 0)) >= 3
+
+    await await_until(polled, "the waiter tries several times")
     assert not acquiring.done() and await aclient.exists(*QUEUE) == 0
     await asyncio.to_thread(holder.release)
-    assert await asyncio.wait_for(acquiring, 20) is True
+    assert await asyncio.wait_for(acquiring, PATIENCE) is True
     assert await aclient.pttl(NAME) == -1
     await waiter.release()
 
@@ -205,7 +213,7 @@ def test_threads_see_their_own_tokens(redis_client: redis.Redis, redis_server: R
         seen: list[object] = []
         worker = threading.Thread(target=lambda: seen.append(lock.fence_token))
         worker.start()
-        worker.join()
+        joined(worker)
         await lock.release()
         return seen[0]
 

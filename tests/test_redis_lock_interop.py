@@ -21,6 +21,7 @@ import redis
 import redis.asyncio
 from redis.exceptions import LockError, LockNotOwnedError
 from redis.lock import Lock
+from waiting import joined, wait_until
 
 import fencing.aio
 from fencing import FencedLock
@@ -77,8 +78,8 @@ def test_neither_release_frees_the_others_lease(redis_client: redis.Redis) -> No
     # the old lock's lease expires and a FencedLock takes the name ...
     stale_old = old(redis_client, timeout=0.05)
     assert stale_old.acquire(blocking=False)
-    time.sleep(0.1)
-    new = fenced(redis_client, timeout=10)
+    wait_until(lambda: redis_client.exists(NAME) == 0, "the old lock's lease expires")
+    new = fenced(redis_client, timeout=60)
     assert new.acquire(blocking=False)
     with pytest.raises(LockNotOwnedError):  # ... and the old holder wakes up
         stale_old.extend(1)
@@ -86,19 +87,19 @@ def test_neither_release_frees_the_others_lease(redis_client: redis.Redis) -> No
         stale_old.reacquire()
     with pytest.raises(LockNotOwnedError):
         stale_old.release()
-    assert new.owned() and redis_client.pttl(NAME) > 5000
+    assert new.owned() and redis_client.pttl(NAME) > 30_000
     new.release()
     # and the other way round
     stale_new = fenced(redis_client, timeout=0.05)
     assert stale_new.acquire(blocking=False)
-    time.sleep(0.1)
-    taker = old(redis_client, timeout=10)
+    wait_until(lambda: redis_client.exists(NAME) == 0, "the fenced lock's lease expires")
+    taker = old(redis_client, timeout=60)
     assert taker.acquire(blocking=False)
     with pytest.raises(LockNotOwnedError):
         stale_new.extend(1)
     with pytest.raises(LockNotOwnedError):
         stale_new.release()
-    assert taker.owned() and redis_client.pttl(NAME) > 5000
+    assert taker.owned() and redis_client.pttl(NAME) > 30_000
     taker.release()
 
 
@@ -112,12 +113,12 @@ def test_blocked_waiters_of_either_kind_get_the_lock(redis_client: redis.Redis) 
         assert holder.acquire(blocking=False)
         waiter = waiter_kind(redis_client, timeout=10, sleep=0.02, thread_local=False)
         got: list[bool] = []
-        thread = threading.Thread(target=wait_for, args=(waiter, got))
+        thread = threading.Thread(target=wait_for, args=(waiter, got), daemon=True)
         thread.start()
-        time.sleep(0.1)
+        time.sleep(0.1)  # gives it time to try (a load that delays it changes nothing)
         assert not got  # blocked
         holder.release()
-        thread.join(20)
+        joined(thread)
         assert got == [True] and waiter.owned()
         waiter.release()
 

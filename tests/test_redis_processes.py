@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import cast
 
 import redis
+from waiting import PATIENCE, wait_until
 
 import fencing
 from fencing import RedisFence
@@ -123,7 +124,7 @@ def test_hand_off_to_a_waiter_in_another_process(
         for _ in range(rounds):
             token = fence.acquire(timeout=30)
             client.rpush("handoff:go", 1)
-            time.sleep(0.1)  # the waiter is now blocked on the release signal
+            wait_until(lambda: client.llen("fencing:{handoff}:queue") == 1, "the waiter queues")
             released = time.monotonic()
             fence.release(token)
             reply = client.blpop(["handoff:held"], 30)
@@ -132,7 +133,7 @@ def test_hand_off_to_a_waiter_in_another_process(
             assert int(their_token) > token
             latencies.append(float(held_at) - released)
     finally:
-        child.join(60)
+        child.join(PATIENCE)
         client.close()
     assert child.exitcode == 0 and len(latencies) == rounds
     print(
@@ -158,5 +159,6 @@ def test_threads_share_one_fence_object(redis_client: redis.Redis) -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(120)
+        thread.join(PATIENCE * 2)
+        assert not thread.is_alive()
     assert len(tokens) == 120 and tokens == sorted(set(tokens))

@@ -300,13 +300,18 @@ class FencedLock(LockBase, redis.lock.Lock):
         holder, timeout, waiting = self._plan(sleep, blocking, blocking_timeout, token)
         try:
             granted = acquire_sync(holder, self._ttl_ms, timeout, waiting, self._calls)
+            # recorded inside the try: an interrupt (a signal handler's exception lands
+            # between any two bytecodes) after the grant but before ``local`` knows of
+            # it must give the lock back too, or nothing would ever release it
+            return self._granted(holder, granted)
         except AcquireTimeout:
             return False
         except BaseException:
+            if getattr(self.local, "token", None) == holder_bytes(holder):
+                self.local.token = self.local.fence = None  # recorded, then given back
             with contextlib.suppress(Exception):  # best effort: the caller needs the error
                 run_sync(self._abandon_flow(holder, timeout, waiting), self._calls)
             raise
-        return self._granted(holder, granted)
 
     def do_acquire(self, token: str | bytes) -> bool:
         """One attempt with lock token ``token`` (redis-py's hook); sets ``local``."""
