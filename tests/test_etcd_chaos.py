@@ -27,16 +27,17 @@ def test_chaos_on_etcd_accepts_no_stale_write_and_the_control_loses_updates(
 ) -> None:
     """Each run has its staged pause (a holder frozen between its read and its write,
     resumed once a newer holder wrote): refused fenced, a lost update unfenced."""
-    fenced = chaos("--issuer", "etcd", "--seed", "3")
-    control = chaos("--url", etcd_cluster.url, "--unfenced", "--seed", "1", workers=2)
-    out, _ = fenced.communicate(timeout=120)
-    print(out)
+    with (
+        chaos("--issuer", "etcd", "--seed", "3") as fenced,
+        chaos("--url", etcd_cluster.url, "--unfenced", "--seed", "1", workers=2) as control,
+    ):
+        out, _ = fenced.communicate(timeout=180)
+        lost, _ = control.communicate(timeout=180)
+    print(out, lost, sep="\n")
     assert fenced.returncode == 0, out
     assert "etcd leader killed at" in out and "etcd member restarted at" in out
     assert "stale writes accepted: 0" in out and "violations: 0" in out
     assert "lost updates: 0 " in out and "leases acquired: 0 " not in out
     assert "staged pause: worker 0 frozen" in out and "rejected as stale: 0 " not in out
-    lost, _ = control.communicate(timeout=120)
-    print(lost)
     assert "staged pause: worker 0 frozen" in lost, lost
     assert "lost updates: 0 " not in lost, lost

@@ -77,7 +77,9 @@ def test_kleppmann_in_real_time(make_fence: FenceFactory, tmp_path: Path) -> Non
         resource: Resource = (
             StoreResource(fencing.FileStore(tmp_path / name)) if fenced else Register(fenced=False)
         )
-        fences = [make_fence(name, ttl=0.3) for _ in range(2)]  # room for a loaded machine
+        # c1 pauses only if its lease still looks valid (under half the ttl since its
+        # acquire): 1 s of room for a stalled thread on a loaded machine
+        fences = [make_fence(name, ttl=2.0) for _ in range(2)]
         sims.append(Simulation(real_time_world(fences, resource)))
 
     def kleppmann(sim: Simulation) -> None:

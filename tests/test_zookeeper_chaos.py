@@ -44,22 +44,23 @@ def test_chaos_on_zookeeper_accepts_no_stale_write_and_the_control_loses_updates
     the unfenced control on the standalone server. Each run has its staged pause (a
     holder frozen between its read and its write, past its session, resumed once a newer
     holder wrote): refused fenced, a lost update unfenced."""
-    control = chaos(zookeeper_server.url, "--unfenced", "--seed", "5")
-    run = chaos(zookeeper_ensemble.url, "--seed", "4", workers=2)
-    try:
-        time.sleep(3)
-        killed = zookeeper_ensemble.kill_leader()
-        out, _ = run.communicate(timeout=180)
-    finally:
-        zookeeper_ensemble.heal()
-    print(f"leader {killed.myid} killed half-way\n{out}")
+    with (
+        chaos(zookeeper_server.url, "--unfenced", "--seed", "5") as control,
+        chaos(zookeeper_ensemble.url, "--seed", "4", workers=2) as run,
+    ):
+        try:
+            time.sleep(3)
+            killed = zookeeper_ensemble.kill_leader()
+            out, _ = run.communicate(timeout=180)
+        finally:
+            zookeeper_ensemble.heal()
+        lost, _ = control.communicate(timeout=180)
+    print(f"leader {killed.myid} killed half-way\n{out}\n{lost}")
     assert run.returncode == 0, out
     assert count("stale writes accepted", out) == 0 and count("violations", out) == 0, out
     assert count("lost updates", out) == 0 and count("leases acquired", out) > 0, out
     assert "staged pause: worker 0 frozen" in out, out
     assert count("rejected as stale", out) > 0, out
-    lost, _ = control.communicate(timeout=180)
-    print(lost)
     assert control.returncode == 1, lost
     assert "staged pause: worker 0 frozen" in lost, lost
     assert count("lost updates", lost) > 0, lost

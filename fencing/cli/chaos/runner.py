@@ -27,6 +27,7 @@ Imports the chaos resources, worker and checker, and the throwaway servers.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import random
@@ -119,8 +120,9 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         + f", callable-guard; issuer: {issuer.description}"
     )
     started = outcome.started = time.monotonic()
-    deadline = started + config.duration
     context = multiprocessing.get_context("fork")
+    # shared with the forked workers, so that the run can go on until the staged pause is over
+    deadline = context.RawValue(ctypes.c_double, started + config.duration)
     processes = []
     try:
         for index in range(config.workers):
@@ -172,14 +174,16 @@ def _control(
     config: ChaosConfig,
     rng: random.Random,
     started: float,
-    deadline: float,
+    deadline: ctypes.c_double,
     outcome: ChaosOutcome,
     staged: _StagedPause,
 ) -> None:
     frozen: dict[int, float] = {}  # pid -> when to resume
     failures = sorted(issuer.failures, key=lambda failure: failure[0])
     limit = max(1, len(processes) // 2)
-    while (now := time.monotonic()) < deadline:
+    while (now := time.monotonic()) < deadline.value or _overtime(
+        deadline, started, config, outcome
+    ):
         for pid, until in list(frozen.items()):
             if now >= until:
                 os.kill(pid, signal.SIGCONT)
@@ -208,6 +212,22 @@ def _control(
         os.kill(pid, signal.SIGCONT)
     for failure in failures:  # overdue on a slow machine: they still happen, last
         _fail(failure, started, outcome)
+
+
+#: How long a run may go on past its duration until its staged pause is over (a loaded
+#: machine, an issuer that took long to fail over): then it ends without.
+STAGED_GRACE = 60.0
+
+
+def _overtime(
+    deadline: ctypes.c_double, started: float, config: ChaosConfig, outcome: ChaosOutcome
+) -> bool:
+    """At the deadline: move it on a little while the staged pause is not over yet."""
+    now = time.monotonic()
+    if outcome.staged is not None or now >= started + config.duration + STAGED_GRACE:
+        return False
+    deadline.value = now + 4 * config.ttl
+    return True
 
 
 #: The resource of worker 0's staged pause: a SQL row (SQLite, in every run) keeps no

@@ -24,6 +24,7 @@ Imports the public package and the chaos resources.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -47,7 +48,9 @@ class WorkerConfig:
     fence_name: str
     ttl: float
     window: float
-    deadline: float  # time.monotonic() after which no new cycle starts
+    #: ``time.monotonic()`` after which no new cycle starts: shared with the controller
+    #: (forked), which may move it later (``runner``: until the staged pause is over)
+    deadline: ctypes.c_double
     log_path: str
     fenced: bool
     incr_only: bool = False  # the control issuer of the failover run (``incr``)
@@ -70,7 +73,7 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
     seq = 0
     rng = random.Random(os.getpid())
     staged = config.staged
-    while time.monotonic() < config.deadline:
+    while time.monotonic() < config.deadline.value:
         t0 = time.monotonic()
         try:
             token = fence.acquire(timeout=config.ttl * 4)
