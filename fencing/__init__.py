@@ -19,8 +19,7 @@ names from a backend load on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._async_fence import AsyncFence, AsyncHold
 from ._errors import (
@@ -36,6 +35,7 @@ from ._errors import (
 from ._fence import Fence, Hold
 from ._file_store import FileStore
 from ._guard import Guarded, guard
+from ._lazy import lazy_names
 from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
 from ._token import FenceToken
@@ -67,14 +67,7 @@ _LAZY: dict[str, str] = {
     "connect": "fencing._connect",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fencing' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

@@ -9,10 +9,10 @@ and so on for every backend's fence and issuer.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._async_fence import AsyncFence
+from ._lazy import lazy_names
 from ._memory import AsyncMemoryFence as MemoryFence
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
@@ -34,14 +34,7 @@ _LAZY: dict[str, str] = {
     "ZooKeeperIssuer": "fencing.zookeeper.aio",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fencing.aio' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

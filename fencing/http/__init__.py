@@ -19,9 +19,9 @@ Imports the core only; httpx, requests and FastAPI load with the names that need
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._lazy import lazy_names
 from ._check import HEADER, PROBLEM_JSON, Gate, Problem
 from .asgi import FenceMiddleware
 from .wsgi import WSGIFenceMiddleware
@@ -35,14 +35,7 @@ _LAZY = {
     "RequestsFenceAuth": "fencing.http._requests_auth",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fencing.http' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
