@@ -346,22 +346,34 @@ def _check_upsert(insert: Any, context: Any) -> None:
         _refuse(insert, column)
 
 
-def _check_cursor(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
-    """``do_execute``/``do_executemany``: True if the check ran the statement itself."""
+def _fenced_write(context: Any) -> tuple[Any, Any, Any] | None:
+    """What both cursor checks look at first: the compiled UPDATE or DELETE of a fenced
+    table about to run, as (compiled, statement, fence column), counted as examined;
+    ``None`` for anything else. Refuses, on the way, a fenced write wrapped in another
+    statement and an upsert of a fenced table."""
     compiled = context.compiled
     if compiled is None:
-        return False
+        return None
     element = compiled.statement  # the first statement compiled to this SQL: same shape
     if type(element) is FromStatement or getattr(compiled, "ctes", None):
         _check_wrapped(compiled, context)
     if isinstance(element, Insert):
         _check_upsert(element, context)
     if not isinstance(element, _DML):
-        return False
+        return None
     column = fence_column(element.table)
     if column is None:
-        return False
+        return None
     COUNTS.examined += 1
+    return compiled, element, column
+
+
+def _check_cursor(cursor: Any, statement: str, parameters: Any, context: Any) -> bool:
+    """``do_execute``/``do_executemany``: True if the check ran the statement itself."""
+    found = _fenced_write(context)
+    if found is None:
+        return False
+    compiled, element, column = found
     options = context.execution_options
     if options.get(CHECKED_OPTION) or options.get(UNFENCED_OPTION):
         return False
@@ -395,20 +407,10 @@ def _check_cursor(cursor: Any, statement: str, parameters: Any, context: Any) ->
 
 def _check_cursor_no_params(cursor: Any, statement: str, context: Any) -> bool:
     """``do_execute_no_params``: a statement without parameters is never a flush."""
-    compiled = context.compiled
-    if compiled is None:
+    found = _fenced_write(context)
+    if found is None:
         return False
-    element = compiled.statement
-    if type(element) is FromStatement or getattr(compiled, "ctes", None):
-        _check_wrapped(compiled, context)
-    if isinstance(element, Insert):
-        _check_upsert(element, context)
-    if not isinstance(element, _DML):
-        return False
-    column = fence_column(element.table)
-    if column is None:
-        return False
-    COUNTS.examined += 1
+    _, element, column = found
     options = context.execution_options
     if not (options.get(CHECKED_OPTION) or options.get(UNFENCED_OPTION)):
         _refuse(element, column)
