@@ -18,10 +18,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from aetcd import rpc
+from waiting import wait_until
 
 import fencing
 from fencing import (
@@ -346,17 +348,23 @@ def test_a_kept_lease_runs_its_full_ttl_again(
     """The lease a release leaves is used by the next acquire, which restarts its TTL: the
     next holder's lease has its whole TTL, not what was left of the old one."""
     name = fresh("kept")
-    fence = EtcdFence(issuer, name, ttl=5)
+    fence = EtcdFence(issuer, name, ttl=30)
     token = fence.acquire(timeout=0)
     lease = _lease_of(etcd_cluster, name)
     fence.release(token)
-    time.sleep(1.2)  # 3.8 s of the 5 s left; under half the TTL old, so it is used again
+
+    def left() -> int:
+        channel = grpc.insecure_channel(etcd_cluster.leader().endpoint)
+        with channel:
+            request = rpc.LeaseTimeToLiveRequest(ID=lease)
+            return int(rpc.LeaseStub(channel).LeaseTimeToLive(request, timeout=5).TTL)
+
+    # a few seconds gone (under half the TTL: it is used again)
+    wait_until(lambda: left() <= 27, "the kept lease to run down", poll=0.2)
+    before = left()
     newer = fence.acquire(timeout=0)
     assert _lease_of(etcd_cluster, name) == lease
-    channel = grpc.insecure_channel(etcd_cluster.leader().endpoint)
-    with channel:
-        left = rpc.LeaseStub(channel).LeaseTimeToLive(rpc.LeaseTimeToLiveRequest(ID=lease))
-    assert left.TTL >= 4, f"the reused lease has {left.TTL}s left of 5"
+    assert left() > before, "the reused lease did not start its TTL again"
     fence.release(newer)
 
 
@@ -398,6 +406,17 @@ def test_the_lease_pool_keeps_one_young_lease_per_name_and_ttl() -> None:
 # -- auth ------------------------------------------------------------------------------------------
 
 
+def _refused(cluster: EtcdCluster, metadata: Any) -> bool:
+    """True once etcd refuses the auth token in ``metadata`` (it expired)."""
+    channel, kv = raw_kv(cluster)
+    with channel:
+        try:
+            kv.Range(rpc.RangeRequest(key=b"fencing/"), timeout=5, metadata=metadata)
+        except grpc.RpcError as exc:
+            return bool(exc.code() == grpc.StatusCode.UNAUTHENTICATED)
+    return False
+
+
 def test_auth_from_the_url_and_a_new_token_when_it_expires() -> None:
     """A cluster with auth on (its tokens last 1 s): the URL's user and password get a
     token; once it expired, the issuer asks for a new one and goes on. No or wrong
@@ -411,7 +430,8 @@ def test_auth_from_the_url_and_a_new_token_when_it_expires() -> None:
         fence = EtcdFence(issuer, fresh("auth"), ttl=10)
         token = fence.acquire(timeout=0)
         first = issuer.cluster.metadata
-        time.sleep(2.2)  # the token expires (etcd checks every second)
+        # each use of a token keeps it another second: look less often than that
+        wait_until(lambda: _refused(cluster, first), "etcd to expire the auth token", poll=2.5)
         fence.renew(token)
         fence.release(token)
         assert first is not None and issuer.cluster.metadata not in (None, first)
