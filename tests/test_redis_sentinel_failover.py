@@ -105,7 +105,8 @@ def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
     after the failover finds the new primary; ``hold()`` keeps a lease that survived."""
     group = sentinel_group
     backend = fencing.connect(group.url + "?socket_timeout=1")
-    fence, other = backend.fence("survivor", ttl=8), backend.fence("bystander", ttl=8)
+    # leases of 20 s: they outlive a failover on a loaded machine, renewed every 6.7 s
+    fence, other = backend.fence("survivor", ttl=20), backend.fence("bystander", ttl=20)
     replicated = fencing.connect(group.url + "?socket_timeout=1&min_replicas=1").fence("w")
     before = int(replicated.acquire(timeout=0))  # the replica acknowledged it
     replicated.release(before)
@@ -113,16 +114,16 @@ def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
     lease, async_lease = lease_key("survivor"), lease_key("async-survivor")
     async_side = AsyncHolder(backend, "async-survivor")
     with fence.hold(timeout=0) as token, async_side:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while promoted.get(lease) is None or promoted.get(async_lease) is None:
             assert time.monotonic() < deadline  # replicated (asynchronously)
             time.sleep(0.01)
 
         group.primary.freeze()
-        started = time.monotonic()
-        with pytest.raises(fencing.FenceUnavailable):
+        with pytest.raises(fencing.FenceUnavailable) as frozen:
             other.acquire(timeout=0)
-        assert time.monotonic() - started < 1 + 2.0  # socket_timeout plus a bound, no hang
+        # ended by the socket timeout (no hang, no retry loop)
+        assert isinstance(frozen.value.__cause__, redis.exceptions.TimeoutError)
         group.kill_primary()
         with pytest.raises(fencing.FenceUnavailable):
             other.acquire(timeout=0)
@@ -130,7 +131,7 @@ def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
 
         group.wait_for_failover()
         left = promoted.pttl(lease), promoted.pttl(async_lease)
-        deadline = time.monotonic() + 8
+        deadline = time.monotonic() + 60
         while promoted.pttl(lease) <= left[0] or promoted.pttl(async_lease) <= left[1]:
             # the renewer thread and the renewal task renewed on the new primary
             assert time.monotonic() < deadline, "no renewal reached the new primary"
@@ -156,7 +157,7 @@ class AsyncHolder:
     keeps how it ended in ``outcome`` ("released", or the error)."""
 
     def __init__(self, backend: fencing._connect.Backend, name: str) -> None:
-        self.fence = backend.aio_fence(name, ttl=8)
+        self.fence = backend.aio_fence(name, ttl=20)
         self.hold = self.fence.hold(timeout=0)
         self.held, self.done = threading.Event(), threading.Event()
         self.outcome = "not run"
