@@ -1,6 +1,8 @@
 """``fencing.sql``: fence tokens on SQL databases (SQLite files and PostgreSQL).
 
 - ``SqlFence`` / ``SqlIssuer``: the issuer on a ``fencing_leases`` table.
+- ``advisory_keys``: the two int4 keys of a fence name's PostgreSQL advisory lock
+  (``fencing.connect("postgresql://...?lease=advisory")``, docs/sql.md).
 - ``FencedMixin``: guarded ORM rows (``UPDATE ... WHERE fence_token <= :token``).
 - ``guarded_update`` / ``guarded_delete``: the same guard for Core statements.
 - ``claim`` / ``claim_rows`` / ``fenced_get``: raise rows' tokens before reading them, so a
@@ -18,6 +20,7 @@ from ._claims import claim, claim_rows, fenced_get
 from ._errors import RowcountUnavailable, StaleRowError
 from ._guard import UNFENCED_OPTION
 from ._issuer import SqlFence, SqlIssuer
+from ._keys import advisory_keys
 from ._migrate import create_tables, downgrade, migrations_dir, upgrade
 from ._mixin import FencedMixin, allow_unfenced, fenced_mapper_args
 from ._schema import leases
@@ -30,6 +33,7 @@ __all__ = [
     "SqlFence",
     "SqlIssuer",
     "StaleRowError",
+    "advisory_keys",
     "allow_unfenced",
     "claim",
     "claim_rows",
