@@ -1,8 +1,9 @@
 """``fencing.sql``: fence tokens on SQL databases (SQLite files and PostgreSQL).
 
 - ``SqlFence`` / ``SqlIssuer``: the issuer on a ``fencing_leases`` table.
-- ``advisory_keys``: the two int4 keys of a fence name's PostgreSQL advisory lock
-  (``fencing.connect("postgresql://...?lease=advisory")``, docs/sql.md).
+- ``AdvisoryFence`` / ``AdvisoryIssuer``: leases as PostgreSQL session-level advisory
+  locks, tokens from ``fencing_leases`` (``fencing.connect("postgresql://...?lease=advisory")``);
+  ``advisory_keys``: the two int4 keys of a fence name's lock (docs/sql.md).
 - ``FencedMixin``: guarded ORM rows (``UPDATE ... WHERE fence_token <= :token``).
 - ``guarded_update`` / ``guarded_delete``: the same guard for Core statements.
 - ``claim`` / ``claim_rows`` / ``fenced_get``: raise rows' tokens before reading them, so a
@@ -16,6 +17,7 @@ Imports SQLAlchemy (install ``fencing[sql]``) and the core; the core never impor
 
 from __future__ import annotations
 
+from ._advisory import AdvisoryFence, AdvisoryIssuer
 from ._claims import claim, claim_rows, fenced_get
 from ._errors import RowcountUnavailable, StaleRowError
 from ._guard import UNFENCED_OPTION
@@ -28,6 +30,8 @@ from ._statements import guarded_delete, guarded_update
 
 __all__ = [
     "UNFENCED_OPTION",
+    "AdvisoryFence",
+    "AdvisoryIssuer",
     "FencedMixin",
     "RowcountUnavailable",
     "SqlFence",
