@@ -12,13 +12,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import psycopg
 import pytest
-from sqlalchemy import create_engine
+from pg_advisory import advisory_url, terminate_holder
 
 import fencing
-from fencing.sql import AdvisoryFence, AdvisoryIssuer, create_tables
-from fencing.sql._advisory import _LOCK_ROWS, lock_params
+from fencing.sql import AdvisoryFence, AdvisoryIssuer
 from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
 from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
 from fencing.testing.contract import (
@@ -30,27 +28,7 @@ from fencing.testing.contract import (
 )
 from fencing.testing.servers import PostgresServer
 
-TERMINATE = f"SELECT pg_terminate_backend(p.pid, 30000) FROM pg_locks p WHERE {_LOCK_ROWS}".replace(
-    ":c1", "%(c1)s"
-).replace(":c2", "%(c2)s")
-
-
-def terminate_holder(server: PostgresServer, name: str) -> int:
-    """End the backend holding the advisory lock of ``name`` (waiting until it is gone);
-    how many were ended."""
-    dsn = f"host=127.0.0.1 port={server.port} user=postgres dbname={server.database}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        return len(conn.execute(TERMINATE, lock_params(name)).fetchall())
-
-
-@pytest.fixture
-def advisory_url(postgres_server: PostgresServer) -> str:
-    """The session's PostgreSQL, with the SDK's tables."""
-    url = postgres_server.url("psycopg")
-    engine = create_engine(url)
-    create_tables(engine)
-    engine.dispose()
-    return url
+__all__ = ["advisory_url"]  # a fixture, used by the classes below
 
 
 class AdvisoryTerms:

@@ -10,6 +10,8 @@ Imports the SQL issuers (the asyncio ones on first use: they need greenlet).
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlsplit
+
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
@@ -25,7 +27,10 @@ class SqlBackend:
 
     def __init__(self, url: str) -> None:
         parsed = parse_sql_url(url)  # a bad SQL URL fails here, not at the first acquire
-        lease = parsed.query.get("lease", "row")
+        given = [
+            v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == "lease"
+        ]
+        lease = given[0] if len(given) == 1 else "row" if not given else repr(given)
         if lease not in LEASES:
             raise ValueError(f"unknown lease={lease!r} in the URL: use lease=row or lease=advisory")
         if lease == "advisory" and parsed.get_backend_name() != "postgresql":
@@ -36,7 +41,7 @@ class SqlBackend:
         self.lease = lease
         #: The URL SQLAlchemy connects to (without the ``lease`` option).
         self.engine_url = url
-        if "lease" in parsed.query:
+        if given:
             without = parsed.difference_update_query(["lease"])
             self.engine_url = without.render_as_string(hide_password=False)
 
