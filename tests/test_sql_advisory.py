@@ -98,9 +98,10 @@ def test_lease_option_picks_the_issuer_and_leaves_the_url() -> None:
     assert advisory.engine_url == "postgresql://app@db/app?sslmode=disable"
     assert isinstance(advisory.fence("job", ttl=5), AdvisoryFence)
     assert isinstance(advisory.issuer, AdvisoryIssuer)
-    row = fencing.connect("postgresql://app@db/app?lease=row")
-    assert row.lease == "row" and isinstance(row.fence("job"), SqlFence)
-    assert fencing.connect("postgresql://app@db/app").lease == "row"  # the default
+    for url in ("postgresql://app@db/app?lease=row", "postgresql://app@db/app"):  # the default
+        row = fencing.connect(url)
+        assert isinstance(row, SqlBackend) and row.lease == "row", url
+        assert isinstance(row.fence("job"), SqlFence)
 
 
 # -- lease=advisory on a real PostgreSQL ----------------------------------------------
