@@ -22,6 +22,7 @@ from pg_advisory import advisory_url, terminate_holder
 from waiting import PATIENCE, wait_until
 
 import fencing
+from fencing import cli
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys
 from fencing.sql._advisory import _LOCK_ROWS, lock_params
 from fencing.sql._backend import SqlBackend
@@ -290,3 +291,22 @@ def test_missing_table_is_a_setup_error_with_nothing_locked(
             assert locked_anywhere(admin, name) == 0
     finally:
         issuer.close()
+
+
+def test_cli_status_and_force_release(
+    backend: SqlBackend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fencing status`` names the holder's backend; ``release --force`` ends it."""
+    name = unique("cli")
+    fence = backend.fence(name, ttl=30)
+    token = fence.acquire(timeout=0)
+    capsys.readouterr()
+    assert cli.main(["status", "--url", backend.url, name]) == 0
+    out = capsys.readouterr().out
+    assert "held by pid " in out and "client 127.0.0.1" in out and str(int(token)) in out
+    assert cli.main(["release", name, "--force", "--url", backend.url]) == 0
+    with pytest.raises(fencing.LeaseLost):
+        fence.renew(token)
+    newer = fence.acquire(timeout=0)
+    assert newer > token
+    fence.release(newer)
