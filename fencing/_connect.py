@@ -13,6 +13,9 @@ URL                                                    backend
 =====================================================  ==============================
 
 Redis URLs also take ``?min_replicas=N&replica_timeout=S`` (see docs/redis.md).
+SQL URLs take ``?lease=row`` (the default: leases are rows of ``fencing_leases``) or, on
+PostgreSQL, ``?lease=advisory`` (session-level advisory locks, see docs/sql.md); the
+``lease`` option on any other URL, or an unknown value, is a ``ValueError``.
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
 ``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens). The
 embedded default is a SQLite file in the per-user state directory
@@ -31,6 +34,7 @@ import importlib
 import os
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import parse_qsl, urlsplit
 
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
@@ -79,6 +83,11 @@ _BACKENDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _has_lease_option(url: str) -> bool:
+    query = urlsplit(url).query
+    return any(key == "lease" for key, _ in parse_qsl(query, keep_blank_values=True))
+
+
 def connect(url: str | None = None) -> Backend:
     """The backend for ``url`` (see the module docstring); no I/O happens here."""
     if url is None:
@@ -90,6 +99,10 @@ def connect(url: str | None = None) -> Backend:
     full = url.partition("://")[0].lower() if "://" in url else ""
     scheme = full.partition("+")[0]  # postgresql+psycopg: the driver is SQLAlchemy's business
     found = _BACKENDS.get(full) or _BACKENDS.get(scheme)
+    if found is not None and scheme not in _SQL_SCHEMES and _has_lease_option(url):
+        raise ValueError(
+            f"the lease option (lease=row, lease=advisory) is for SQL URLs, not {full}://"
+        )
     if found is not None:
         if scheme == "postgres":  # the libpq spelling; SQLAlchemy wants postgresql
             url = "postgresql" + url[len("postgres") :]

@@ -1,6 +1,9 @@
 """``fencing.sql``: fence tokens on SQL databases (SQLite files and PostgreSQL).
 
 - ``SqlFence`` / ``SqlIssuer``: the issuer on a ``fencing_leases`` table.
+- ``AdvisoryFence`` / ``AdvisoryIssuer``: leases as PostgreSQL session-level advisory
+  locks, tokens from ``fencing_leases`` (``fencing.connect("postgresql://...?lease=advisory")``);
+  ``advisory_keys``: the two int4 keys of a fence name's lock (docs/sql.md).
 - ``FencedMixin``: guarded ORM rows (``UPDATE ... WHERE fence_token <= :token``).
 - ``guarded_update`` / ``guarded_delete``: the same guard for Core statements.
 - ``claim`` / ``claim_rows`` / ``fenced_get``: raise rows' tokens before reading them, so a
@@ -14,10 +17,12 @@ Imports SQLAlchemy (install ``fencing[sql]``) and the core; the core never impor
 
 from __future__ import annotations
 
+from ._advisory import AdvisoryFence, AdvisoryIssuer
 from ._claims import claim, claim_rows, fenced_get
 from ._errors import RowcountUnavailable, StaleRowError
 from ._guard import UNFENCED_OPTION
 from ._issuer import SqlFence, SqlIssuer
+from ._keys import advisory_keys
 from ._migrate import create_tables, downgrade, migrations_dir, upgrade
 from ._mixin import FencedMixin, allow_unfenced, fenced_mapper_args
 from ._schema import leases
@@ -25,11 +30,14 @@ from ._statements import guarded_delete, guarded_update
 
 __all__ = [
     "UNFENCED_OPTION",
+    "AdvisoryFence",
+    "AdvisoryIssuer",
     "FencedMixin",
     "RowcountUnavailable",
     "SqlFence",
     "SqlIssuer",
     "StaleRowError",
+    "advisory_keys",
     "allow_unfenced",
     "claim",
     "claim_rows",

@@ -1,36 +1,74 @@
 """``fencing.connect("sqlite:///..." or "postgresql://...")``: fences in a SQL database.
 
-Imports the SQL issuers (the asyncio one on first use: it needs greenlet).
+The URL's ``lease`` option picks what a lease is: ``row`` (the default: a row of
+``fencing_leases`` with an expiry) or, on PostgreSQL, ``advisory`` (a session-level
+advisory lock held on a connection kept for the lease; ``_advisory``). The option is
+the SDK's and is taken off the URL before SQLAlchemy sees it.
+
+Imports the SQL issuers (the asyncio ones on first use: they need greenlet).
 """
 
 from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlsplit
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
 from ._engines import parse_sql_url
-from ._issuer import SqlFence, SqlIssuer, shared_issuer
+from ._issuer import SqlFence, shared_issuer
+
+#: The values of the URL's ``lease`` option.
+LEASES = ("row", "advisory")
 
 
 class SqlBackend:
-    """Fences in the ``fencing_leases`` table of a SQLite file or PostgreSQL database."""
+    """Fences in a SQLite file or PostgreSQL database (see the module docstring)."""
 
     def __init__(self, url: str) -> None:
-        parse_sql_url(url)  # a bad SQL URL fails here, not at the first acquire
+        parsed = parse_sql_url(url)  # a bad SQL URL fails here, not at the first acquire
+        given = [
+            v for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True) if k == "lease"
+        ]
+        lease = given[0] if len(given) == 1 else "row" if not given else repr(given)
+        if lease not in LEASES:
+            raise ValueError(f"unknown lease={lease!r} in the URL: use lease=row or lease=advisory")
+        if lease == "advisory" and parsed.get_backend_name() != "postgresql":
+            raise ValueError(
+                f"lease=advisory needs a PostgreSQL URL, not {parsed.get_backend_name()!r}"
+            )
         self.url = url
+        self.lease = lease
+        #: The URL SQLAlchemy connects to (without the ``lease`` option).
+        self.engine_url = url
+        if given:
+            without = parsed.difference_update_query(["lease"])
+            self.engine_url = without.render_as_string(hide_password=False)
 
     def __repr__(self) -> str:
         return f"SqlBackend({self.url!r})"
 
     def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return SqlFence(self.url, name, ttl)
+        if self.lease == "advisory":
+            from ._advisory import AdvisoryFence
+
+            return AdvisoryFence(self.engine_url, name, ttl)
+        return SqlFence(self.engine_url, name, ttl)
 
     @property
-    def issuer(self) -> SqlIssuer:
+    def issuer(self) -> object:
         """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
-        return shared_issuer(self.url)
+        if self.lease == "advisory":
+            from ._advisory import shared_advisory_issuer
+
+            return shared_advisory_issuer(self.engine_url)
+        return shared_issuer(self.engine_url)
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+        if self.lease == "advisory":
+            from ._async_advisory import AsyncAdvisoryFence
+
+            return AsyncAdvisoryFence(self.engine_url, name, ttl)
         from ._async_issuer import AsyncSqlFence
 
-        return AsyncSqlFence(self.url, name, ttl)
+        return AsyncSqlFence(self.engine_url, name, ttl)

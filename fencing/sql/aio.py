@@ -2,7 +2,8 @@
 ``fencing[async]``).
 
 ``SqlFence`` and ``SqlIssuer`` here are the asyncio twins of ``fencing.sql``'s, under the
-same names, as in every backend's ``aio`` module. The old names ``AsyncSqlFence`` and
+same names, as in every backend's ``aio`` module; so are ``AdvisoryFence`` and
+``AdvisoryIssuer`` (leases as PostgreSQL advisory locks). The old names ``AsyncSqlFence`` and
 ``AsyncSqlIssuer`` still work, with a ``DeprecationWarning``.
 """
 
@@ -11,6 +12,8 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from ._async_advisory import AsyncAdvisoryFence as AdvisoryFence
+from ._async_advisory import AsyncAdvisoryIssuer as AdvisoryIssuer
 from ._async_claims import claim, claim_rows, fenced_get
 from ._async_issuer import AsyncSqlFence as SqlFence
 from ._async_issuer import AsyncSqlIssuer as SqlIssuer
@@ -31,4 +34,12 @@ def __getattr__(name: str) -> Any:
     return globals()[new]
 
 
-__all__ = ["SqlFence", "SqlIssuer", "claim", "claim_rows", "fenced_get"]
+__all__ = [
+    "AdvisoryFence",
+    "AdvisoryIssuer",
+    "SqlFence",
+    "SqlIssuer",
+    "claim",
+    "claim_rows",
+    "fenced_get",
+]

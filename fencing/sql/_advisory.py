@@ -1,0 +1,356 @@
+"""Leases as PostgreSQL session-level advisory locks (``lease=advisory``), tokens from
+``fencing_leases``.
+
+A lease is ``pg_try_advisory_lock(k1, k2)`` (the keys of ``advisory_keys(name)``) held by
+a connection the issuer keeps checked out of its pool for the lease's whole life, one
+connection per held lease. The lease ends when the lock is unlocked (release) or when
+that connection ends, whatever ends it: the holder's crash, a network cut noticed by the
+server, ``pg_terminate_backend`` (``fencing release --force``), ``idle_session_timeout``.
+
+Every operation on a lease connection runs in autocommit mode, one statement each:
+
+- acquire: ``WITH lock AS MATERIALIZED (SELECT pg_try_advisory_lock(k1, k2) AS got)
+  INSERT INTO fencing_leases ... SELECT ... FROM lock WHERE got ON CONFLICT (name) DO
+  UPDATE SET token = greatest(token + 1, clock) RETURNING token, pg_backend_pid()``: the
+  lock and the token in one statement, so one transaction; the token is clock-floored
+  as the ``row`` issuer's (a row deleted by hand does not restart it). No row back: the
+  lock is held by someone else (``Busy``, with no expiry to report). The counter is the
+  ``row`` leases' counter, so both kinds of lease of one name share one token sequence;
+  the advisory acquire touches neither ``holder`` nor ``expires_at``.
+- renew: a check, not an extension (the lease has no expiry): the lock is still granted
+  to this connection's own ``pg_backend_pid()`` in ``pg_locks``, and that pid is still
+  the one that took it (a pooler in transaction mode would hand the statement to another
+  server connection). Any error on the connection means the connection, and with it the
+  lock, is gone: ``False`` (``LeaseLost``).
+- release: ``pg_advisory_unlock(k1, k2)``; the connection goes back to the pool only if
+  that returned true, and is closed otherwise.
+
+A session lock taken by a statement that then fails stays locked despite the rollback,
+so a lease connection that saw any error, an interrupt or a cancellation is closed, never
+pooled: nothing is ever left locked by a failed acquire.
+
+Waiting (``WakesOnRelease``): a waiter blocks in ``pg_advisory_lock(k1, k2)`` with
+``SET LOCAL lock_timeout`` on a pooled connection and unlocks in the same statement once
+granted, then tries again. PostgreSQL's lock manager wakes it at the very moment the
+lock is freed, by a release, a crash or a termination alike (``LISTEN``/``NOTIFY`` would
+say nothing when a holder's connection just ends), and nothing polls.
+
+Operators (``Inspects``, ``ForceReleases``): ``status`` is one read of ``pg_locks`` joined
+with ``pg_stat_activity`` and the counter; ``force_release`` terminates the holder's
+backend with ``pg_terminate_backend(pid, 5000)`` (PostgreSQL 14+, which waits for the
+backend to end) in that same statement; the next token is above the evicted holder's
+because the counter only grows.
+
+Imports the core fences and flows, the SQL engines, key and schema helpers, SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection, Engine, TextClause, create_engine, text
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
+
+from .._core import DEFAULT_TTL
+from .._fence import Fence
+from ..issuer import Busy, FenceStatus
+from ._engines import parse_sql_url, sql_errors
+from ._keys import advisory_keys
+
+#: The database clock in whole microseconds: the token floor (as ``_schema.db_micros``).
+_CLOCK = "floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+
+#: Lock and count in one statement (autocommit: one transaction). Row: (token, pid).
+ACQUIRE = text(
+    "WITH lock AS MATERIALIZED "
+    "(SELECT pg_try_advisory_lock(CAST(:k1 AS int4), CAST(:k2 AS int4)) AS got) "
+    "INSERT INTO fencing_leases AS l (name, token) "
+    f"SELECT :name, {_CLOCK} FROM lock WHERE got "
+    "ON CONFLICT (name) DO UPDATE "
+    f"SET token = greatest(l.token + 1, {_CLOCK}) "
+    "RETURNING l.token, pg_backend_pid()"
+)
+
+#: ``pg_locks`` rows of the advisory lock of (k1, k2) in this database: the two-int4 form
+#: shows k1 and k2 as ``classid``/``objid`` (oids, so unsigned) with ``objsubid`` 2.
+_LOCK_ROWS = (
+    "p.locktype = 'advisory' AND p.objsubid = 2 AND p.granted "
+    "AND p.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND p.classid::int8 = :c1 AND p.objid::int8 = :c2"
+)
+
+#: Row: (held by this connection's backend?, this backend's pid).
+CHECK = text(
+    f"SELECT EXISTS (SELECT 1 FROM pg_locks p WHERE {_LOCK_ROWS} "
+    "AND p.pid = pg_backend_pid()), pg_backend_pid()"
+)
+
+RELEASE = text("SELECT pg_advisory_unlock(CAST(:k1 AS int4), CAST(:k2 AS int4))")
+
+#: A waiter: blocks until the lock is free (or ``lock_timeout``), then lets it go at once.
+WAIT = text(
+    "SELECT pg_advisory_lock(CAST(:k1 AS int4), CAST(:k2 AS int4)), "
+    "pg_advisory_unlock(CAST(:k1 AS int4), CAST(:k2 AS int4))"
+)
+
+_HOLDER = (
+    "SELECT (SELECT token FROM fencing_leases WHERE name = :name), p.pid, "
+    "s.application_name, host(s.client_addr){extra} "
+    "FROM pg_locks p LEFT JOIN pg_stat_activity s ON s.pid = p.pid "
+    f"WHERE {_LOCK_ROWS}"
+)
+#: Rows: (last token, holder pid, application_name, client address), none when free.
+STATUS = text(_HOLDER.format(extra=""))
+#: The same, terminating the holder's backend (waiting up to 5 s for it to end).
+FORCE = text(_HOLDER.format(extra=", pg_terminate_backend(p.pid, 5000)"))
+LAST_TOKEN = text("SELECT token FROM fencing_leases WHERE name = :name")
+NAMES = text("SELECT name FROM fencing_leases WHERE starts_with(name, :prefix) ORDER BY name")
+
+#: SQLSTATE of ``lock_timeout`` expiring (``lock_not_available``).
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def lock_params(name: str) -> dict[str, int]:
+    """The bound parameters of the statements above for fence ``name``."""
+    k1, k2 = advisory_keys(name)
+    return {"k1": k1, "k2": k2, "c1": k1 & 0xFFFFFFFF, "c2": k2 & 0xFFFFFFFF}
+
+
+def timeout_sql(seconds: float) -> TextClause:
+    """``SET LOCAL lock_timeout`` to ``seconds`` (at least 1 ms: 0 would mean no limit)."""
+    return text(f"SET LOCAL lock_timeout = {max(1, round(seconds * 1000))}")
+
+
+def is_lock_timeout(exc: DBAPIError) -> bool:
+    return getattr(exc.orig, "sqlstate", None) == LOCK_NOT_AVAILABLE
+
+
+def holder_status(name: str, rows: list[Any], last: int | None) -> FenceStatus:
+    """The ``FenceStatus`` from ``STATUS``/``FORCE`` rows (``last``: the counter when free)."""
+    if not rows:
+        return FenceStatus(name, held=False, last_token=last)
+    token, pid, app, addr = rows[0][:4]
+    holder = f"pid {pid}" + (f", application_name {app!r}" if app else "")
+    holder += f", client {addr}" if addr else ", client local socket"
+    token = None if token is None else int(token)
+    return FenceStatus(name, True, holder, token, None, token)
+
+
+def advisory_url(source: str | URL) -> URL:
+    """The URL of a PostgreSQL database for advisory leases (psycopg by default)."""
+    url = parse_sql_url(source)
+    if url.get_backend_name() != "postgresql":
+        raise ValueError(
+            f"advisory leases need PostgreSQL, not {url.get_backend_name()!r} (use lease=row)"
+        )
+    if url.get_driver_name() not in ("psycopg", "psycopg2", "pg8000", "asyncpg"):
+        url = url.set(drivername="postgresql+psycopg")
+    return url
+
+
+def advisory_engine(source: Engine | str | URL) -> Engine:
+    """The engine of the blocking issuer: the user's, or one of its own for a URL whose
+    pool keeps 5 idle connections and opens more without limit (a lease holds one for its
+    whole life, so a bounded pool would make an acquire wait for a connection)."""
+    if isinstance(source, Engine):
+        advisory_url(source.url)
+        return source
+    url = advisory_url(source)
+    if url.get_driver_name() == "asyncpg":
+        url = url.set(drivername="postgresql+psycopg")
+    return create_engine(url, pool_size=5, max_overflow=-1, pool_pre_ping=True)
+
+
+@dataclass
+class Lease:
+    """A held lease: its connection (checked out of the pool), its backend's pid, and a
+    lock so that a renew and a release of it never use the connection at once."""
+
+    connection: Any
+    pid: int
+    guard: Any = field(default_factory=threading.Lock)
+
+
+class AdvisoryIssuer:
+    """Leases as session-level advisory locks on PostgreSQL (an ``Engine`` or URL); see
+    the module docstring. The ``fencing_leases`` table must exist (``fencing migrate``).
+
+    It wakes waiters on release (``fencing.issuer.WakesOnRelease``) and can be inspected
+    and force-released (``Inspects``, ``ForceReleases``). ``ttl`` does not bound a lease:
+    ``renew`` checks that the lock still stands, and ``hold()`` does so every ttl/3.
+    """
+
+    def __init__(self, engine: Engine | str) -> None:
+        self.engine = advisory_engine(engine)
+        self._leases: dict[tuple[str, int, str], Lease] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"AdvisoryIssuer({self.engine.url.render_as_string()!r})"
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        with sql_errors("advisory lease", self.engine.url):
+            conn = self.engine.connect()
+            try:
+                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                row = conn.execute(ACQUIRE, {"name": name, **lock_params(name)}).first()
+            except BaseException:
+                _discard(conn)  # a failed statement may still have taken the lock
+                raise
+        if row is None:
+            conn.close()
+            return Busy(None)
+        token = int(row[0])
+        with self._lock:
+            self._leases[(name, token, holder)] = Lease(conn, int(row[1]))
+        return token
+
+    def _lease(self, name: str, token: int, holder: str) -> Lease | None:
+        with self._lock:
+            return self._leases.get((name, token, holder))
+
+    def _forget(self, name: str, token: int, holder: str) -> None:
+        with self._lock:
+            self._leases.pop((name, token, holder), None)
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        lease = self._lease(name, token, holder)
+        if lease is None:
+            return False
+        with lease.guard:
+            if lease.connection.closed:
+                return False
+            try:
+                held, pid = lease.connection.execute(CHECK, lock_params(name)).one()
+            except Exception:  # the connection is gone, and its lock with it
+                held, pid = False, None
+            except BaseException:
+                self._lost(lease, name, token, holder)
+                raise
+            if held and pid == lease.pid:
+                return True
+            self._lost(lease, name, token, holder)
+            return False
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        lease = self._lease(name, token, holder)
+        if lease is None:
+            return False
+        with lease.guard:
+            self._forget(name, token, holder)
+            if lease.connection.closed:
+                return False
+            try:
+                unlocked = bool(lease.connection.execute(RELEASE, lock_params(name)).scalar())
+            except BaseException as exc:
+                _discard(lease.connection)
+                if isinstance(exc, Exception):
+                    return False  # the connection, and its lock, were gone already
+                raise
+            if unlocked:
+                lease.connection.close()  # back to the pool, holding nothing
+            else:
+                _discard(lease.connection)
+            return unlocked
+
+    def close(self) -> None:
+        """End every lease this issuer holds (their connections are closed, so their locks
+        go) and dispose of the engine's pool."""
+        with self._lock:
+            leases, self._leases = list(self._leases.values()), {}
+        for lease in leases:
+            with lease.guard:
+                _discard(lease.connection)
+        self.engine.dispose()
+
+    def _lost(self, lease: Lease, name: str, token: int, holder: str) -> None:
+        self._forget(name, token, holder)
+        _discard(lease.connection)
+
+    def await_release(self, name: str, seconds: float) -> None:
+        """Block until the lock of ``name`` is free or ``seconds`` pass (see the module
+        docstring); the lock is let go in the statement that got it."""
+        if seconds <= 0:
+            return
+        with sql_errors("advisory wait", self.engine.url):
+            conn = self.engine.connect()
+            try:
+                with conn.begin():
+                    conn.execute(timeout_sql(seconds))
+                    conn.execute(WAIT, lock_params(name))
+            except DBAPIError as exc:
+                if not is_lock_timeout(exc):
+                    _discard(conn)
+                    raise
+                conn.close()  # the lock was never granted
+            except BaseException:
+                _discard(conn)
+                raise
+            else:
+                conn.close()
+
+    def status(self, name: str) -> FenceStatus:
+        with sql_errors(url=self.engine.url), self.engine.begin() as conn:
+            rows = list(conn.execute(STATUS, {"name": name, **lock_params(name)}))
+            last = None if rows else conn.execute(LAST_TOKEN, {"name": name}).scalar()
+        return holder_status(name, rows, None if last is None else int(last))
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        with sql_errors(url=self.engine.url), self.engine.begin() as conn:
+            return iter([str(row[0]) for row in conn.execute(NAMES, {"prefix": prefix})])
+
+    def force_release(self, name: str) -> FenceStatus:
+        with sql_errors(url=self.engine.url), self.engine.begin() as conn:
+            rows = list(conn.execute(FORCE, {"name": name, **lock_params(name)}))
+            last = None if rows else conn.execute(LAST_TOKEN, {"name": name}).scalar()
+        return holder_status(name, rows, None if last is None else int(last))
+
+
+def _discard(conn: Connection) -> None:
+    """Close ``conn`` for good (never back to the pool): its session, and any advisory
+    lock it may hold, end with it."""
+    try:
+        conn.invalidate()
+    except Exception:
+        pass
+    finally:
+        conn.close()
+
+
+_issuers: dict[str, AdvisoryIssuer] = {}
+_issuers_lock = threading.Lock()
+
+
+def shared_advisory_issuer(url: str) -> AdvisoryIssuer:
+    """One blocking advisory issuer (and one pool) per URL in this process."""
+    with _issuers_lock:
+        issuer = _issuers.get(url)
+        if issuer is None:
+            issuer = _issuers[url] = AdvisoryIssuer(url)
+        return issuer
+
+
+class AdvisoryFence(Fence):
+    """A fence whose lease is a PostgreSQL session-level advisory lock.
+
+    ``AdvisoryFence(engine_or_url, "invoice:42", ttl=10)`` (or
+    ``fencing.connect("postgresql://...?lease=advisory").fence(...)``): the same API and
+    token guarantees as every ``Fence``; the lease lasts until released or until its
+    connection ends, and ``ttl`` is how often ``hold()`` checks it (every ttl/3).
+    """
+
+    def __init__(
+        self,
+        engine: Engine | str,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        issuer: AdvisoryIssuer | None = None,
+    ) -> None:
+        if issuer is None:
+            issuer = shared_advisory_issuer(engine) if isinstance(engine, str) else None
+        super().__init__(issuer or AdvisoryIssuer(engine), name, ttl)

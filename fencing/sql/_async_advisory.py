@@ -1,0 +1,172 @@
+"""The asyncio advisory-lock issuer: the statements of ``_advisory``, awaited on an
+``AsyncConnection`` (psycopg's asyncio side or asyncpg); see ``_advisory`` for the model.
+
+Separate from ``_advisory`` because SQLAlchemy's asyncio layer needs greenlet.
+Imports the core async fence, ``_advisory``'s statements, SQLAlchemy's asyncio layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from .._async_fence import AsyncFence
+from .._core import DEFAULT_TTL
+from ..issuer import Busy
+from ._advisory import (
+    ACQUIRE,
+    CHECK,
+    RELEASE,
+    WAIT,
+    Lease,
+    advisory_url,
+    is_lock_timeout,
+    lock_params,
+    timeout_sql,
+)
+from ._engines import sql_errors
+
+
+def async_advisory_engine(source: AsyncEngine | Engine | str) -> AsyncEngine:
+    """The engine of the asyncio issuer (see ``_advisory.advisory_engine``)."""
+    if isinstance(source, AsyncEngine):
+        advisory_url(source.url)
+        return source
+    url = advisory_url(source.url if isinstance(source, Engine) else source)
+    if url.get_driver_name() not in ("psycopg", "asyncpg"):
+        url = url.set(drivername="postgresql+psycopg")
+    return create_async_engine(url, pool_size=5, max_overflow=-1, pool_pre_ping=True)
+
+
+class AsyncAdvisoryIssuer:
+    """The asyncio ``AdvisoryIssuer``: the same statements, the same leases."""
+
+    def __init__(self, engine: AsyncEngine | Engine | str) -> None:
+        self.engine = async_advisory_engine(engine)
+        self._leases: dict[tuple[str, int, str], Lease] = {}
+
+    def __repr__(self) -> str:
+        return f"AsyncAdvisoryIssuer({self.engine.url.render_as_string()!r})"
+
+    async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        with sql_errors("advisory lease", self.engine.url):
+            conn = await self.engine.connect()
+            try:
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                result = await conn.execute(ACQUIRE, {"name": name, **lock_params(name)})
+                row = result.first()
+            except BaseException:
+                await _discard(conn)  # a failed statement may still have taken the lock
+                raise
+        if row is None:
+            await conn.close()
+            return Busy(None)
+        token = int(row[0])
+        self._leases[(name, token, holder)] = Lease(conn, int(row[1]), asyncio.Lock())
+        return token
+
+    async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        lease = self._leases.get((name, token, holder))
+        if lease is None:
+            return False
+        async with lease.guard:
+            conn: AsyncConnection = lease.connection
+            if conn.closed:
+                return False
+            try:
+                held, pid = (await conn.execute(CHECK, lock_params(name))).one()
+            except Exception:  # the connection is gone, and its lock with it
+                held, pid = False, None
+            except BaseException:
+                await self._lost(lease, name, token, holder)
+                raise
+            if held and pid == lease.pid:
+                return True
+            await self._lost(lease, name, token, holder)
+            return False
+
+    async def release(self, name: str, token: int, holder: str) -> bool:
+        lease = self._leases.get((name, token, holder))
+        if lease is None:
+            return False
+        async with lease.guard:
+            self._leases.pop((name, token, holder), None)
+            conn: AsyncConnection = lease.connection
+            if conn.closed:
+                return False
+            try:
+                unlocked = bool((await conn.execute(RELEASE, lock_params(name))).scalar())
+            except BaseException as exc:
+                await _discard(conn)
+                if isinstance(exc, Exception):
+                    return False
+                raise
+            if unlocked:
+                await conn.close()
+            else:
+                await _discard(conn)
+            return unlocked
+
+    async def close(self) -> None:
+        """End every lease this issuer holds and dispose of the engine's pool."""
+        leases, self._leases = list(self._leases.values()), {}
+        for lease in leases:
+            async with lease.guard:
+                await _discard(lease.connection)
+        await self.engine.dispose()
+
+    async def _lost(self, lease: Lease, name: str, token: int, holder: str) -> None:
+        self._leases.pop((name, token, holder), None)
+        await _discard(lease.connection)
+
+    async def await_release(self, name: str, seconds: float) -> None:
+        """See ``AdvisoryIssuer.await_release``."""
+        if seconds <= 0:
+            return
+        with sql_errors("advisory wait", self.engine.url):
+            conn = await self.engine.connect()
+            try:
+                async with conn.begin():
+                    await conn.execute(timeout_sql(seconds))
+                    await conn.execute(WAIT, lock_params(name))
+            except DBAPIError as exc:
+                if not is_lock_timeout(exc):
+                    await _discard(conn)
+                    raise
+                await conn.close()
+            except BaseException:
+                await _discard(conn)
+                raise
+            else:
+                await conn.close()
+
+
+async def _discard(conn: Any) -> None:
+    """Close ``conn`` for good (see ``_advisory._discard``), even while being cancelled."""
+    try:
+        await conn.invalidate()
+    except Exception:
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            await conn.close()
+
+
+class AsyncAdvisoryFence(AsyncFence):
+    """The asyncio ``AdvisoryFence``; a URL gets an issuer (and engine) of its own, since
+    asyncio engines belong to one event loop: pass an ``AsyncEngine`` or ``issuer`` to share."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine | Engine | str,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        issuer: AsyncAdvisoryIssuer | None = None,
+    ) -> None:
+        super().__init__(issuer or AsyncAdvisoryIssuer(engine), name, ttl)

@@ -1,0 +1,33 @@
+"""Helpers of the advisory-lease tests: the database fixture and ending a holder's backend."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from sqlalchemy import create_engine
+
+from fencing.sql import create_tables
+from fencing.sql._advisory import _LOCK_ROWS, lock_params
+from fencing.testing.servers import PostgresServer
+
+TERMINATE = f"SELECT pg_terminate_backend(p.pid, 30000) FROM pg_locks p WHERE {_LOCK_ROWS}".replace(
+    ":c1", "%(c1)s"
+).replace(":c2", "%(c2)s")
+
+
+def terminate_holder(server: PostgresServer, name: str) -> int:
+    """End the backend holding the advisory lock of ``name`` (waiting until it is gone),
+    as an operator, ``idle_session_timeout`` or a dead client would; how many ended."""
+    dsn = f"host=127.0.0.1 port={server.port} user=postgres dbname={server.database}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return len(conn.execute(TERMINATE, lock_params(name)).fetchall())
+
+
+@pytest.fixture
+def advisory_url(postgres_server: PostgresServer) -> str:
+    """The session's PostgreSQL (psycopg), with the SDK's tables."""
+    url = postgres_server.url("psycopg")
+    engine = create_engine(url)
+    create_tables(engine)
+    engine.dispose()
+    return url

@@ -1,0 +1,312 @@
+"""PostgreSQL advisory locks as leases (``lease=advisory``): what is theirs beyond the
+contract (tests/test_sql_advisory_contract.py): the key derivation, URLs, interop with
+raw advisory locks, killed holders, terminated backends, failed acquires.
+
+``advisory_keys`` is public and must never change: the pinned values below are what
+psql users reproduce with the SQL in docs/sql.md, and the test runs that SQL on the
+session's PostgreSQL to show it gives the same keys.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+import pytest
+from pg_advisory import advisory_url, terminate_holder
+from waiting import PATIENCE, wait_until
+
+import fencing
+from fencing import cli
+from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys
+from fencing.sql._advisory import _LOCK_ROWS, lock_params
+from fencing.sql._backend import SqlBackend
+from fencing.sql._keys import KEYS_SQL
+from fencing.testing.servers import PostgresServer
+
+__all__ = ["advisory_url"]  # a fixture, imported to be used here
+
+#: name -> keys, pinned: sha256("invoice:42") starts 5cd23eb3 3b1a2549 (hex).
+PINNED = {
+    "invoice:42": (1557282483, 991569225),
+    "job": (1586272514, 544930539),
+    "é€😀": (-544069998, 2144694977),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_keys_are_pinned(name: str) -> None:
+    assert advisory_keys(name) == PINNED[name]
+
+
+def test_keys_are_two_signed_int4() -> None:
+    for i in range(2000):
+        for key in advisory_keys(f"n{i}"):
+            assert -(2**31) <= key < 2**31
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        (b"job", TypeError),
+        (None, TypeError),
+        ("", ValueError),
+        ("a\x00b", ValueError),
+        ("x" * 257, ValueError),
+    ],
+)
+def test_bad_names_are_refused(name: Any, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        advisory_keys(name)
+
+
+def test_psql_derives_the_same_keys(postgres_server: PostgresServer) -> None:
+    dsn = f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres"
+    query = KEYS_SQL.replace(":name", "%(name)s")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name in [*PINNED, "a'b", "x" * 256]:
+            row = conn.execute(query, {"name": name}).fetchone()
+            assert row == advisory_keys(name), name
+
+
+# -- lease=advisory: URLs -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite:////tmp/fencing.db?lease=advisory",  # advisory locks are PostgreSQL's
+        "postgresql://app@db/app?lease=bogus",  # an unknown lease
+        "postgresql://app@db/app?lease=",
+        "redis://localhost:6379/0?lease=advisory",  # the option is the SQL backend's
+        "redis+cluster://127.0.0.1:7000?lease=row",
+        "etcd://127.0.0.1:2379?lease=advisory",
+    ],
+)
+def test_bad_lease_option_is_a_value_error(url: str) -> None:
+    with pytest.raises(ValueError, match="lease"):
+        fencing.connect(url)
+
+
+def test_lease_option_picks_the_issuer_and_leaves_the_url() -> None:
+    advisory = fencing.connect("postgres://app@db/app?sslmode=disable&lease=advisory")
+    assert isinstance(advisory, SqlBackend) and advisory.lease == "advisory"
+    assert advisory.engine_url == "postgresql://app@db/app?sslmode=disable"
+    assert isinstance(advisory.fence("job", ttl=5), AdvisoryFence)
+    assert isinstance(advisory.issuer, AdvisoryIssuer)
+    for url in ("postgresql://app@db/app?lease=row", "postgresql://app@db/app"):  # the default
+        row = fencing.connect(url)
+        assert isinstance(row, SqlBackend) and row.lease == "row", url
+        assert isinstance(row.fence("job"), SqlFence)
+
+
+# -- lease=advisory on a real PostgreSQL ----------------------------------------------
+
+
+def raw(server: PostgresServer, database: str | None = None) -> psycopg.Connection[Any]:
+    """A plain psycopg connection, as psql or another library would hold one."""
+    dsn = f"host=127.0.0.1 port={server.port} user=postgres dbname={database or server.database}"
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def try_lock(conn: psycopg.Connection[Any], name: str, unlock: bool = False) -> bool:
+    k1, k2 = advisory_keys(name)
+    verb = "pg_advisory_unlock" if unlock else "pg_try_advisory_lock"
+    row = conn.execute(f"SELECT {verb}(%s, %s)", (k1, k2)).fetchone()
+    assert row is not None
+    return bool(row[0])
+
+
+def locked_anywhere(conn: psycopg.Connection[Any], name: str) -> int:
+    """How many backends of this database hold the advisory lock of ``name``."""
+    query = f"SELECT count(*) FROM pg_locks p WHERE {_LOCK_ROWS}"
+    row = conn.execute(query.replace(":c1", "%(c1)s").replace(":c2", "%(c2)s"), lock_params(name))
+    return int(row.fetchone()[0])  # type: ignore[index]
+
+
+def unique(what: str) -> str:
+    return f"advisory:{what}:{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def backend(advisory_url: str) -> Iterator[SqlBackend]:
+    found = fencing.connect(advisory_url + "?lease=advisory")
+    assert isinstance(found, SqlBackend)
+    yield found
+
+
+def test_interop_with_a_raw_advisory_lock_both_ways(
+    backend: SqlBackend, postgres_server: PostgresServer
+) -> None:
+    name = unique("interop")
+    fence = backend.fence(name, ttl=30)
+    with raw(postgres_server) as other:
+        assert try_lock(other, name)  # psql first: the fence is excluded ...
+        with pytest.raises(fencing.AcquireTimeout):
+            fence.acquire(timeout=0)
+        with ThreadPoolExecutor(1) as pool:
+            waiter = pool.submit(fence.acquire, timeout=PATIENCE)
+            assert try_lock(other, name, unlock=True)  # ... and gets it once psql lets go
+            token = waiter.result(PATIENCE)
+        assert not try_lock(other, name)  # the fence holds: psql is excluded
+        fence.release(token)
+        assert try_lock(other, name)
+        assert try_lock(other, name, unlock=True)
+
+
+async def test_interop_asyncio(backend: SqlBackend, postgres_server: PostgresServer) -> None:
+    name = unique("interop-aio")
+    fence = backend.aio_fence(name, ttl=30)
+    try:
+        with raw(postgres_server) as other:
+            token = await fence.acquire(timeout=0)
+            assert not try_lock(other, name)
+            await fence.release(token)
+            assert try_lock(other, name)
+            with pytest.raises(fencing.AcquireTimeout):
+                await fence.acquire(timeout=0)
+            assert try_lock(other, name, unlock=True)
+            assert await fence.acquire(timeout=0) > token
+    finally:
+        await fence.issuer.close()  # type: ignore[attr-defined]
+
+
+_HOLDER = """
+import sys, time, fencing
+fence = fencing.connect(sys.argv[1]).fence(sys.argv[2], ttl=30)
+print(int(fence.acquire(timeout=60)), flush=True)
+time.sleep(600)
+"""
+
+
+def test_killed_holder_frees_its_lock_and_the_next_token_is_higher(
+    backend: SqlBackend, postgres_server: PostgresServer
+) -> None:
+    name = unique("sigkill")
+    command = [sys.executable, "-c", _HOLDER, backend.url, name]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout is not None
+            token = int(child.stdout.readline())
+            fence = backend.fence(name, ttl=30)
+            with pytest.raises(fencing.AcquireTimeout):
+                fence.acquire(timeout=0)
+            child.kill()  # SIGKILL: no release, the connection just ends with the process
+            child.wait(PATIENCE)
+            newer = fence.acquire(timeout=PATIENCE)  # woken when the server frees the lock
+            assert newer > token
+            fence.release(newer)
+        finally:
+            child.kill()
+            child.wait(PATIENCE)
+
+
+def test_terminated_backend_makes_the_lease_lost(
+    backend: SqlBackend, postgres_server: PostgresServer
+) -> None:
+    name = unique("terminated")
+    fence, other = backend.fence(name, ttl=0.6), backend.fence(name, ttl=30)
+    hold = fence.hold()
+    with pytest.raises(fencing.LeaseLost), hold as token:
+        assert terminate_holder(postgres_server, name) == 1
+        wait_until(lambda: hold.lost, "hold() to find the lock gone")
+        newer = other.acquire(timeout=0)  # the lock went with the connection
+    assert newer > token
+    other.release(newer)
+    evicted = fence.acquire(timeout=0)
+    assert terminate_holder(postgres_server, name) == 1
+    for act in (fence.renew, fence.release):
+        with pytest.raises(fencing.LeaseLost):
+            act(evicted)
+    last = other.acquire(timeout=0)
+    assert last > evicted
+    other.release(last)
+
+
+def test_force_release_terminates_the_holder(
+    backend: SqlBackend, postgres_server: PostgresServer
+) -> None:
+    name = unique("force")
+    fence = backend.fence(name, ttl=30)
+    token = fence.acquire(timeout=0)
+    issuer = backend.issuer
+    assert isinstance(issuer, AdvisoryIssuer)
+    status = issuer.status(name)
+    assert status.held and status.token == token
+    assert status.holder is not None and status.holder.startswith("pid ")
+    assert "client 127.0.0.1" in status.holder
+    ended = issuer.force_release(name)
+    assert ended.held and ended.token == token
+    with pytest.raises(fencing.LeaseLost):
+        fence.renew(token)
+    successor = backend.fence(name, ttl=30)
+    newer = successor.acquire(timeout=0)
+    assert newer > token
+    with raw(postgres_server) as other:
+        assert locked_anywhere(other, name) == 1  # the successor's, only
+    successor.release(newer)
+
+
+def test_failed_acquire_leaves_nothing_locked(
+    empty_pg_url: str, postgres_server: PostgresServer
+) -> None:
+    """The token's INSERT fails after the lock was taken in the same statement (a
+    CHECK constraint refuses every token): the session lock would outlive the rollback,
+    so the issuer must close that connection, and nothing stays locked."""
+    database = empty_pg_url.rsplit("/", 1)[1]
+    with raw(postgres_server, database) as admin:
+        admin.execute(
+            "CREATE TABLE fencing_leases (name varchar(256) PRIMARY KEY, "
+            "token bigint NOT NULL DEFAULT 0 CHECK (token < 0), holder varchar(64), "
+            "expires_at double precision)"
+        )
+        issuer = AdvisoryIssuer(empty_pg_url)
+        name = unique("failed")
+        fence = AdvisoryFence(empty_pg_url, name, ttl=30, issuer=issuer)
+        try:
+            for _ in range(3):
+                with pytest.raises(fencing.FenceUnavailable):
+                    fence.acquire(timeout=0)
+                wait_until(lambda: locked_anywhere(admin, name) == 0, "the lock to be freed")
+            assert try_lock(admin, name)
+            assert try_lock(admin, name, unlock=True)
+        finally:
+            issuer.close()
+
+
+def test_missing_table_is_a_setup_error_with_nothing_locked(
+    empty_pg_url: str, postgres_server: PostgresServer
+) -> None:
+    name = unique("setup")
+    issuer = AdvisoryIssuer(empty_pg_url)
+    try:
+        with pytest.raises(fencing.FenceSetupError, match="fencing migrate"):
+            AdvisoryFence(empty_pg_url, name, issuer=issuer).acquire(timeout=0)
+        with raw(postgres_server, empty_pg_url.rsplit("/", 1)[1]) as admin:
+            assert locked_anywhere(admin, name) == 0
+    finally:
+        issuer.close()
+
+
+def test_cli_status_and_force_release(
+    backend: SqlBackend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fencing status`` names the holder's backend; ``release --force`` ends it."""
+    name = unique("cli")
+    fence = backend.fence(name, ttl=30)
+    token = fence.acquire(timeout=0)
+    capsys.readouterr()
+    assert cli.main(["status", "--url", backend.url, name]) == 0
+    out = capsys.readouterr().out
+    assert "held by pid " in out and "client 127.0.0.1" in out and str(int(token)) in out
+    assert cli.main(["release", name, "--force", "--url", backend.url]) == 0
+    with pytest.raises(fencing.LeaseLost):
+        fence.renew(token)
+    newer = fence.acquire(timeout=0)
+    assert newer > token
+    fence.release(newer)
