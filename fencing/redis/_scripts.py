@@ -680,8 +680,9 @@ def holder_bytes(holder: str) -> bytes:
 
 
 def lease_value(token: int, holder: str) -> bytes:
-    """What the lease key holds while ``holder`` has the lease with ``token``."""
-    return b"%d:%s" % (token, holder_bytes(holder))
+    """What the lease key holds while ``holder`` has the lease with ``token``
+    (``holder_bytes``, inline: this is on every release's path)."""
+    return b"%d:%s" % (token, holder.encode("latin-1"))
 
 
 def acquire_args(
@@ -689,7 +690,7 @@ def acquire_args(
 ) -> tuple[Any, ...]:
     """KEYS and ARGV of ``ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
     lease = fence_keys(name).lease
-    args = (lease, holder_bytes(holder), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
+    args = (lease, holder.encode("latin-1"), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
     return (*args, b"1") if queued else args
 
 
