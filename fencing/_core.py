@@ -125,8 +125,9 @@ class FenceCore:
     # -- flows -------------------------------------------------------------------------
 
     def _acquiring(self, timeout: object) -> tuple[str, float | None]:
-        """An acquire's fresh holder id and its checked ``timeout``."""
-        return new_holder_id(), check_timeout(timeout)
+        """An acquire's fresh holder id and its checked ``timeout`` (``None``, the
+        default, needs no check: this is on every acquire's path)."""
+        return new_holder_id(), None if timeout is None else check_timeout(timeout)
 
     def _granted(self, token: int, holder: str) -> FenceToken:
         """Remember the lease just granted to ``holder``, so ``renew``/``release`` can name it."""
@@ -148,7 +149,7 @@ class FenceCore:
 
     def _released(self, token: int, held: bool) -> None:
         """Forget the lease of ``token``; ``LeaseLost`` if the release found it gone."""
-        self._forget(token)
+        self._holders.pop(token, None)  # _forget, inline: this is on every release's path
         if not held:
             lost_log.warning(
                 "fence %r: lease of token %d lost (found at release)", self.name, token

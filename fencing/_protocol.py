@@ -384,9 +384,11 @@ def first_queue_millis(ttl_ms: int, timeout: float | None, waiting: Waiting) -> 
     must not wait. A lease that never expires (``ttl_ms`` 0) is never handed over: a
     waiter that died while queued would get it for ever, so such waiters poll instead.
     """
-    if waiting.hands_off and ttl_ms > 0 and timeout != 0:
-        return queue_millis(timeout, waiting.max_block)
-    return 0
+    if not waiting.hands_off or ttl_ms <= 0 or timeout == 0:
+        return 0
+    if timeout is None:  # queue_millis(None, ...), inline: the default, on every acquire's path
+        return round((waiting.max_block + QUEUE_GRACE) * 1000)
+    return queue_millis(timeout, waiting.max_block)
 
 
 def wait_flow(

@@ -16,7 +16,7 @@ class FenceToken(int):
     name: str
 
     def __new__(cls, value: int, name: str) -> FenceToken:
-        token = super().__new__(cls, value)
+        token = int.__new__(cls, value)  # not super(): this is on every acquire's path
         token.name = name
         return token
 

@@ -84,6 +84,8 @@ def check_token(token: object) -> int:
 
 def check_token_for(token: object, name: str) -> int:
     """A token passed back to the fence ``name``: also refuses another fence's token."""
+    if type(token) is FenceToken and token.name == name and token >= 0:
+        return int(token)  # the usual case, on every release's path: check_token's checks hold
     value = check_token(token)
     if isinstance(token, FenceToken) and token.name != name:
         raise ValueError(f"token {value} was issued by fence {token.name!r}, not {name!r}")

@@ -531,10 +531,10 @@ class RedisIssuer:
             raise self._raised(exc)  # noqa: B904 (its cause is set)
         return step.result
 
-    def run(self, call: ScriptCall) -> Any:
-        """``call``'s script on the client: its raw reply (errors as ``result_of``)."""
+    def run(self, script: Script, args: tuple[Any, ...]) -> Any:
+        """``script`` with ``args`` on the client: its raw reply (errors as ``result_of``)."""
         try:
-            return run_script(self.client, *call)
+            return run_script(self.client, script, args)
         except BaseException as exc:
             raise self._raised(exc)  # noqa: B904 (its cause is set)
 
@@ -567,15 +567,15 @@ class RedisIssuer:
         if self.flows.min_replicas:
             step = self.flows.acquire(name, holder, ttl_ms, queue_ms, queued)
             return self.confirmed(step, name, holder)
-        return parse_acquire(
-            self.run(self.flows.acquire_call(name, holder, ttl_ms, queue_ms, queued))
-        )
+        reply = self.run(*self.flows.acquire_call(name, holder, ttl_ms, queue_ms, queued))
+        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self.confirmed(self.flows.renew(name, token, holder, ttl_ms), name, holder, token)
 
     def release(self, name: str, token: int, holder: str) -> bool:
-        return parse_release(self.run(self.flows.release_call(name, token, holder)))
+        reply = self.run(*self.flows.release_call(name, token, holder))
+        return reply == 1 or parse_release(reply)
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.flows.await_handoff(name, holder, seconds)
@@ -659,12 +659,12 @@ class AsyncRedisIssuer:
             raise redis_failure("redis", exc) from exc
         return step.result
 
-    async def run(self, call: ScriptCall) -> Any:
-        """``call``'s script on the client: its raw reply (errors as ``result_of``)."""
+    async def run(self, script: Script, args: tuple[Any, ...]) -> Any:
+        """``script`` with ``args`` on the client: its raw reply (errors as ``result_of``)."""
         try:
             if self._ready is not None:
                 await self._ready()
-            return await arun_script(self.client, *call)
+            return await arun_script(self.client, script, args)
         except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
 
@@ -689,14 +689,16 @@ class AsyncRedisIssuer:
             step = self.flows.acquire(name, holder, ttl_ms, queue_ms, queued)
             return await self.confirmed(step, name, holder)
         call = self.flows.acquire_call(name, holder, ttl_ms, queue_ms, queued)
-        return parse_acquire(await self.run(call))
+        reply = await self.run(*call)
+        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         step = self.flows.renew(name, token, holder, ttl_ms)
         return await self.confirmed(step, name, holder, token)
 
     async def release(self, name: str, token: int, holder: str) -> bool:
-        return parse_release(await self.run(self.flows.release_call(name, token, holder)))
+        reply = await self.run(*self.flows.release_call(name, token, holder))
+        return reply == 1 or parse_release(reply)
 
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.flows.await_handoff(name, holder, seconds)

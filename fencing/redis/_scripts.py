@@ -78,8 +78,11 @@ class Script:
         object.__setattr__(self, "numkeys_arg", b"%d" % self.numkeys)
 
 
-#: Lua shared by the scripts that issue tokens or queue waiters.
-_LUA_HELPERS = """
+#: Lua shared by the scripts that issue tokens (and by those that queue waiters). A
+#: script is its header comment, then the helpers it calls, then its code; a script's
+#: fast path may come before the helpers it does not need on it, since each helper is a
+#: closure made at every call (``RELEASE``'s compare-and-delete makes none).
+_LUA_TOKENS = """
 -- A command on a key other than KEYS[1] (every such key of a fence is in its slot).
 -- On Redis Cluster, while that slot migrates, the source master refuses a command on a
 -- key it does not hold ("non local key"); here() then returns false: the key counts as
@@ -100,15 +103,25 @@ end
 -- The next token of a fence, as digits: max(counter + 1, server clock in
 -- microseconds), so a lost or stale counter restarts above every earlier token unless
 -- the server clock stepped back further than the time that passed. Also returns the
--- server clock in ms.
+-- TIME reply (see millis). The clock's digits are joined as text and compared with the
+-- counter's by length, then byte by byte (both are plain digits), so the usual case
+-- converts no number (tonumber is a strtod); counter + 1 stays below 2^53.
 local function next_token(counter)
   local now = redis.call('TIME')
-  local token = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local last = tonumber(here('GET', counter))
-  if last and last >= token then
-    token = last + 1
+  local token = now[1] .. string.sub('00000' .. now[2], -6)
+  local last = here('GET', counter)
+  if last and (#last > #token or (#last == #token and last >= token)) then
+    local number = tonumber(last)
+    if number then
+      token = string.format('%d', number + 1)
+    end
   end
-  return string.format('%d', token), math.floor(tonumber(now[1]) * 1000 + tonumber(now[2]) / 1000)
+  return token, now
+end
+
+-- A TIME reply in whole milliseconds.
+local function millis(now)
+  return tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 end
 
 -- SET key value, with PX ms unless ms is '0' (no expiry), and NX when nx is true
@@ -122,6 +135,21 @@ local function set(key, value, ms, nx)
   return here('SET', key, value, 'PX', ms)
 end
 
+-- Take the lease KEYS[1] with value if it is free, for ms ('0': no expiry); true if
+-- taken. KEYS[1] is always local: no here().
+local function take(value, ms)
+  if ms == '0' then
+    return redis.call('SET', KEYS[1], value, 'NX')
+  end
+  return redis.call('SET', KEYS[1], value, 'NX', 'PX', ms)
+end
+"""
+
+#: Lua shared by the scripts that queue waiters and hand leases over (after
+#: ``_LUA_TOKENS``, whose helpers it calls). The queue of a fence (or of a lock) is the
+#: list '<prefix>queue' of holder ids, the hash '<prefix>waiting' of their places
+#: ("<deadline ms>:<ttl ms>:<idle ms>") and a wake key '<prefix>wake:<holder>' each.
+_LUA_QUEUE = """
 -- Take holder out of the queue of the fence whose keys start with prefix.
 local function leave(prefix, holder)
   if here('HDEL', prefix .. 'waiting', holder) == 1 then
@@ -129,14 +157,40 @@ local function leave(prefix, holder)
   end
 end
 
+-- Where a busy attempt of holder leaves it in the queue under prefix. ms '0': out of
+-- it (it leaves, if an earlier attempt queued it: queued). Else it joins the end of
+-- the queue, or keeps its place, until ms ms past now (a TIME reply), asking for a
+-- lease of ttl ms and a counter idle lifetime of idle ms when it is handed the lease;
+-- the queue lives as long as its latest deadline. Returns true when its place was
+-- written, false when not (left, or a migrating slot kept it out).
+local function queue_up(prefix, holder, ms, queued, now, ttl, idle)
+  if ms == '0' then
+    if queued then
+      leave(prefix, holder)
+    end
+    return false
+  end
+  local queue, waiting = prefix .. 'queue', prefix .. 'waiting'
+  local wait = tonumber(ms)
+  local place = string.format('%d', millis(now) + wait) .. ':' .. ttl .. ':' .. idle
+  local added = here('HSET', waiting, holder, place)
+  if added == 1 then
+    here('RPUSH', queue, holder)
+  end
+  if added and (here('PTTL', queue) or -2) < wait then
+    here('PEXPIRE', queue, wait)
+    here('PEXPIRE', waiting, wait)
+  end
+  return added ~= false
+end
+
 -- The hand-off of a release: give the lease KEYS[1] to the first waiter queued under
--- prefix (its '<prefix>queue', '<prefix>waiting' and '<prefix>wake:<holder>' keys) whose
--- deadline has not passed, dropping those whose deadline passed on the way. The lease
--- gets the waiter's ttl and, as its value, the waiter's id when lock is true (a lock
--- keeps its lock token only), else "<token>:<waiter>", marked with "+" if others still
--- wait; counter gets the fresh token with the waiter's idle lifetime, and the token is
--- pushed to the waiter's wake key. Returns true when handed over, false when no waiter
--- was left (the lease is then untouched).
+-- prefix whose deadline has not passed, dropping those whose deadline passed on the
+-- way. The lease gets the waiter's ttl and, as its value, the waiter's id when lock is
+-- true (a lock keeps its lock token only), else "<token>:<waiter>", marked with "+" if
+-- others still wait; counter gets the fresh token with the waiter's idle lifetime, and
+-- the token is pushed to the waiter's wake key. Returns true when handed over, false
+-- when no waiter was left (the lease is then untouched).
 local function hand_off(prefix, counter, lock)
   local queue, waiting = prefix .. 'queue', prefix .. 'waiting'
   local waiter = here('LPOP', queue)
@@ -146,7 +200,8 @@ local function hand_off(prefix, counter, lock)
     if place then
       local deadline, ttl, idle = string.match(place, '^(%d+):(%d+):(%d+)$')
       local digits, now = next_token(counter)
-      if tonumber(deadline) > now then
+      local left = tonumber(deadline) - millis(now)
+      if left > 0 then
         local value = waiter
         if not lock then
           value = digits .. ':' .. waiter
@@ -158,7 +213,7 @@ local function hand_off(prefix, counter, lock)
         set(counter, digits, idle, false)
         local wake = prefix .. 'wake:' .. waiter
         if here('RPUSH', wake, digits) then
-          here('PEXPIRE', wake, tonumber(deadline) - now)
+          here('PEXPIRE', wake, left)
         end
         return true
       end
@@ -170,13 +225,8 @@ end
 """
 
 
-def _lua(body: str) -> str:
-    """A script: the shared helpers, then ``body``."""
-    return _LUA_HELPERS + body
-
-
 ACQUIRE = Script(
-    _lua("""
+    """
 -- fencing acquire: take a fence's lease and issue its next token, in one step.
 -- KEYS[1] lease key (the counter and queue keys are derived from it)
 -- ARGV[1] holder id (unique per acquisition)
@@ -189,22 +239,31 @@ ACQUIRE = Script(
 -- this holder, else {pttl}: the lease's remaining ms, or -1 when it has no expiry.
 -- Queueing marks the lease: its value gets a "+" in front, so that only the release of
 -- a marked lease looks at the queue.
+"""
+    + _LUA_TOKENS
+    + """
 local holder = ARGV[1]
 local prefix = string.sub(KEYS[1], 1, -6)
 local counter = prefix .. 'counter'
 local digits, now = next_token(counter)
-if set(KEYS[1], digits .. ':' .. holder, ARGV[2], true) then
+local taken = take(digits .. ':' .. holder, ARGV[2])
+if taken then
   set(counter, digits, ARGV[3], false)
-  if ARGV[5] then  -- a waiter that took an expired lease: serve the others at release
-    leave(prefix, holder)
-    if here('EXISTS', prefix .. 'queue') == 1 then
-      redis.call('SET', KEYS[1], '+' .. digits .. ':' .. holder, 'KEEPTTL')
-    end
+  if not ARGV[5] then
+    return tonumber(digits)
+  end
+end
+"""
+    + _LUA_QUEUE
+    + """
+if taken then  -- a waiter that took an expired lease: serve the others at release
+  leave(prefix, holder)
+  if here('EXISTS', prefix .. 'queue') == 1 then
+    redis.call('SET', KEYS[1], '+' .. digits .. ':' .. holder, 'KEEPTTL')
   end
   return tonumber(digits)
 end
 local held = redis.call('GET', KEYS[1])
-local queue = prefix .. 'queue'
 if ARGV[5] then
   local token, owner = string.match(held, '^%+?(%d+):(.*)$')
   if owner == holder then  -- a release handed it over; the wake-up was not heard
@@ -212,28 +271,12 @@ if ARGV[5] then
     return tonumber(token)
   end
 end
-if ARGV[4] == '0' then
-  if ARGV[5] then
-    leave(prefix, holder)
-  end
-else
-  local ms = tonumber(ARGV[4])
-  local place = string.format('%d', now + ms) .. ':' .. ARGV[2] .. ':' .. ARGV[3]
-  local waiting = prefix .. 'waiting'
-  local added = here('HSET', waiting, holder, place)
-  if added == 1 then
-    here('RPUSH', queue, holder)
-  end
-  if added and string.sub(held, 1, 1) ~= '+' then  -- mark the lease: its release serves the queue
-    redis.call('SET', KEYS[1], '+' .. held, 'KEEPTTL')
-  end
-  if added and (here('PTTL', queue) or -2) < ms then
-    here('PEXPIRE', queue, ms)
-    here('PEXPIRE', waiting, ms)
-  end
+if queue_up(prefix, holder, ARGV[4], ARGV[5], now, ARGV[2], ARGV[3])
+    and string.sub(held, 1, 1) ~= '+' then  -- mark the lease: its release serves the queue
+  redis.call('SET', KEYS[1], '+' .. held, 'KEEPTTL')
 end
 return {redis.call('PTTL', KEYS[1])}
-"""),
+""",
     numkeys=1,
 )
 
@@ -267,7 +310,7 @@ return 1
 
 
 RELEASE = Script(
-    _lua("""
+    """
 -- fencing release: end a lease, only for the exact lease named, or hand it over.
 -- KEYS[1] lease key (the counter and queue keys are derived from it)
 -- ARGV[1] the lease value expected: "<token>:<holder>"
@@ -284,12 +327,16 @@ end
 if held ~= '+' .. ARGV[1] then
   return 0
 end
+"""
+    + _LUA_TOKENS
+    + _LUA_QUEUE
+    + """
 local prefix = string.sub(KEYS[1], 1, -6)
 if not hand_off(prefix, prefix .. 'counter', false) then
   redis.call('DEL', KEYS[1])
 end
 return 1
-"""),
+""",
     numkeys=1,
 )
 
@@ -297,7 +344,7 @@ return 1
 # -- FencedLock's scripts: the lease is the lock's own key, as redis.lock.Lock keeps it ------
 
 LOCK_ACQUIRE = Script(
-    _lua("""
+    """
 -- FencedLock acquire: take a lock as redis.lock.Lock does (SET name token NX PX) and
 -- issue the fence's next token in the same step.
 -- KEYS[1] the lock's own key (its name): the lock token while held, nothing else, so a
@@ -319,14 +366,24 @@ LOCK_ACQUIRE = Script(
 -- this waiter, else {pttl}: the lock's remaining ms, or -1 when it has no expiry.
 -- Unlike RedisFence's ACQUIRE, queueing does not mark the lease: its value must stay
 -- the bare lock token that redis-py's own release compares.
-local counter, queue, holder = ARGV[1], ARGV[2], ARGV[3]
-local prefix = string.sub(queue, 1, -6)
+"""
+    + _LUA_TOKENS
+    + """
+local counter, holder = ARGV[1], ARGV[3]
 local digits, now = next_token(counter)
-if set(KEYS[1], holder, ARGV[4], true) then
+local taken = take(holder, ARGV[4])
+if taken then
   set(counter, digits, ARGV[5], false)
-  if ARGV[7] then
-    leave(prefix, holder)
+  if not ARGV[7] then
+    return tonumber(digits)
   end
+end
+"""
+    + _LUA_QUEUE
+    + """
+local prefix = string.sub(ARGV[2], 1, -6)
+if taken then  -- a waiter that took an expired lock
+  leave(prefix, holder)
   return tonumber(digits)
 end
 if ARGV[7] and redis.call('GET', KEYS[1]) == holder then
@@ -336,30 +393,14 @@ if ARGV[7] and redis.call('GET', KEYS[1]) == holder then
   set(counter, digits, ARGV[5], false)
   return tonumber(digits)
 end
-if ARGV[6] == '0' then
-  if ARGV[7] then
-    leave(prefix, holder)
-  end
-else
-  local ms = tonumber(ARGV[6])
-  local place = string.format('%d', now + ms) .. ':' .. ARGV[4] .. ':' .. ARGV[5]
-  local waiting = prefix .. 'waiting'
-  local added = here('HSET', waiting, holder, place)
-  if added == 1 then
-    here('RPUSH', queue, holder)
-  end
-  if added and (here('PTTL', queue) or -2) < ms then
-    here('PEXPIRE', queue, ms)
-    here('PEXPIRE', waiting, ms)
-  end
-end
+queue_up(prefix, holder, ARGV[6], ARGV[7], now, ARGV[4], ARGV[5])
 return {redis.call('PTTL', KEYS[1])}
-"""),
+""",
     numkeys=1,
 )
 
 LOCK_RELEASE = Script(
-    _lua("""
+    """
 -- FencedLock release: end a lock held with the given lock token, or hand it over.
 -- KEYS[1] the lock's own key; ARGV[1] the fence's counter key, ARGV[2] the lock's
 --         queue key (as in LOCK_ACQUIRE)
@@ -374,11 +415,15 @@ LOCK_RELEASE = Script(
 if redis.call('GET', KEYS[1]) ~= ARGV[3] then
   return 0
 end
+"""
+    + _LUA_TOKENS
+    + _LUA_QUEUE
+    + """
 if not hand_off(string.sub(ARGV[2], 1, -6), ARGV[1], true) then
   redis.call('DEL', KEYS[1])
 end
 return 1
-"""),
+""",
     numkeys=1,
 )
 
@@ -445,7 +490,7 @@ return {held, pttl}
 
 
 LOCK_FORCE_RELEASE = Script(
-    _lua("""
+    """
 -- FencedLock force release: end a lock kept as redis.lock.Lock keeps it (a FencedLock's
 -- or a redis.lock.Lock's) whoever holds it, in one step, and make sure the next token
 -- is above every token its holder could have.
@@ -468,6 +513,9 @@ LOCK_FORCE_RELEASE = Script(
 -- every token has, see next_token). Writing this floor keeps it even if the clock
 -- steps back after this. Queued waiters are not served here (as in FORCE_RELEASE):
 -- each takes the free lock at its next attempt, at most its `sleep` later.
+"""
+    + _LUA_TOKENS
+    + """
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then
   return {}
@@ -483,7 +531,7 @@ if not counter then
 end
 redis.call('DEL', KEYS[1])
 return {held, pttl, counter}
-"""),
+""",
     numkeys=2,
 )
 
@@ -633,8 +681,9 @@ def holder_bytes(holder: str) -> bytes:
 
 
 def lease_value(token: int, holder: str) -> bytes:
-    """What the lease key holds while ``holder`` has the lease with ``token``."""
-    return b"%d:%s" % (token, holder_bytes(holder))
+    """What the lease key holds while ``holder`` has the lease with ``token``
+    (``holder_bytes``, inline: this is on every release's path)."""
+    return b"%d:%s" % (token, holder.encode("latin-1"))
 
 
 def acquire_args(
@@ -642,7 +691,7 @@ def acquire_args(
 ) -> tuple[Any, ...]:
     """KEYS and ARGV of ``ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
     lease = fence_keys(name).lease
-    args = (lease, holder_bytes(holder), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
+    args = (lease, holder.encode("latin-1"), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
     return (*args, b"1") if queued else args
 
 
