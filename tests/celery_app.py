@@ -76,7 +76,7 @@ def balance_of(data: bytes) -> int:
     return value
 
 
-@app.task(  # type: ignore[untyped-decorator]  # celery ships no types
+@app.task(
     bind=True,
     base=FencedTask,
     fence_key="account:{account}",
@@ -104,7 +104,7 @@ def fenced_deposit(self: FencedTask, account: str, amount: int) -> dict[str, Any
     return {"token": token, "balance": balance, "pid": os.getpid()}
 
 
-@app.task(bind=True)  # type: ignore[untyped-decorator]  # celery ships no types
+@app.task(bind=True)
 def plain_deposit(self: Any, account: str, amount: int) -> dict[str, Any]:
     path = WORK / f"{account}.json"
     slow_step(account, None)
@@ -114,9 +114,7 @@ def plain_deposit(self: Any, account: str, amount: int) -> dict[str, Any]:
     return {"balance": balance, "pid": os.getpid()}
 
 
-@app.task(  # type: ignore[untyped-decorator]  # celery ships no types
-    bind=True, base=FencedTask, fence_key="report:{name}", fence_ttl=5, fence_once=True
-)
+@app.task(bind=True, base=FencedTask, fence_key="report:{name}", fence_ttl=5, fence_once=True)
 def once_report(self: FencedTask, name: str) -> dict[str, Any]:
     """A report made at most once per name (``fencing_once_dir`` is set by the test's
     worker configuration below); each real run is logged."""

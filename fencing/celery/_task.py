@@ -164,7 +164,8 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
 
     def fence_name(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """The fence name of a run with these arguments."""
-        key = self.fence_key
+        # read from the class: a function there would otherwise be bound to the task
+        key = inspect.getattr_static(self, "fence_key")
         if key is None:
             raise TypeError(f"task {self.name!r}: FencedTask needs fence_key")
         if isinstance(key, str):
