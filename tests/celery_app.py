@@ -44,6 +44,7 @@ app.conf.update(
     result_backend_transport_options={"visibility_timeout": VISIBILITY},
     worker_prefetch_multiplier=1,
     task_acks_late=True,
+    task_reject_on_worker_lost=True,  # a killed pool child's task is delivered again
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
 )

@@ -7,6 +7,7 @@ worker and is frozen there (SIGSTOP) past its lease's ttl and the broker's visib
 timeout; the broker gives the message to the other worker, which runs it to the end;
 then the frozen worker is resumed and finishes its run too. Fenced, its write is
 refused (its token is older): the deposit is applied once. Plain, it is applied twice.
+A run whose process is SIGKILLed is delivered again and applied once.
 """
 
 from __future__ import annotations
@@ -159,6 +160,25 @@ def test_frozen_attempt_is_refused_after_redelivery(workers: Workers) -> None:
     store = FileStore(workers.work / f"{account}.json")
     assert json.loads(store.read()) == {"balance": 10}  # applied once
     assert store.token == done["token"]
+
+
+def test_killed_attempt_is_run_again_once(workers: Workers) -> None:
+    """SIGKILL the process running the deposit: the task is delivered again, waits out
+    (retries past) the dead run's lease, and is applied once with a larger token."""
+    import celery_app
+
+    account = "killed"
+    open_account(workers, account, fenced=True)
+    task = celery_app.fenced_deposit.delay(account, 10)
+    wait_until(lambda: workers.paused(account) is not None, f"{account}: an attempt paused")
+    pid, first = workers.paused(account) or (0, "")
+    os.kill(pid, signal.SIGKILL)
+    (workers.work / f"{account}.gate").touch()
+    done = workers.result(task.id)
+    assert done["pid"] != pid
+    assert done["token"] > int(first)
+    assert workers.lines(account) == [f"applied {done['token']}"]
+    assert json.loads(FileStore(workers.work / f"{account}.json").read()) == {"balance": 10}
 
 
 def test_plain_task_applies_twice_after_redelivery(workers: Workers) -> None:
