@@ -46,7 +46,10 @@ _LOADED = """
 import sys
 import fencing, fencing.aio
 drivers = {"redis", "sqlalchemy", "alembic", "grpc", "aetcd", "kazoo", "httpx", "requests"}
-backends = tuple(f"fencing.{b}" for b in ("redis", "sql", "etcd", "zookeeper", "http", "alembic"))
+drivers |= {"celery", "kombu"}
+backends = tuple(
+    f"fencing.{b}" for b in ("redis", "sql", "etcd", "zookeeper", "http", "alembic", "celery")
+)
 print(sorted(m for m in sys.modules if m.split(".")[0] in drivers or m.startswith(backends)))
 """
 

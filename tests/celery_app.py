@@ -1,0 +1,127 @@
+"""The Celery app and tasks that tests/test_celery_workers.py runs on real workers.
+
+A worker imports this module (``celery -A celery_app worker``) and reads its broker, its
+issuer and its work directory from the environment the test gives it:
+
+- ``FENCING_TEST_BROKER``: the Redis broker's URL (also the result backend, another db);
+- ``FENCING_URL``: the issuer (the same Redis server, db 0);
+- ``FENCING_TEST_WORK``: where the tasks keep their accounts and logs.
+
+The tasks move money the way the pause scenario needs: a deposit claims the account (the
+fenced one, with its token), then does its slow step, then reads the balance and
+writes it back increased. A deposit whose test asked for a pause (a ``pause`` file)
+reports its pid (a ``paused`` file) and waits at the slow step until the test opens
+the gate, so the test can freeze it there with SIGSTOP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+from fencing import FileStore, StaleTokenError
+from fencing.celery import FencedTask
+
+BROKER = os.environ.get("FENCING_TEST_BROKER", "redis://127.0.0.1:6379/1")
+WORK = Path(os.environ.get("FENCING_TEST_WORK", "."))
+#: Seconds an unacknowledged message stays with its worker before the broker gives it
+#: to another (the Redis transport's visibility timeout); far above a deposit's run.
+VISIBILITY = 3
+
+app = Celery("celery_app", broker=BROKER, backend=BROKER.rsplit("/", 1)[0] + "/2")
+app.conf.update(
+    broker_transport_options={
+        "visibility_timeout": VISIBILITY,
+        # sweep for overdue messages every second (default: every 100 s)
+        "unacked_restore_interval": 1,
+        "unacked_restore_throttle": 1,
+    },
+    result_backend_transport_options={"visibility_timeout": VISIBILITY},
+    worker_prefetch_multiplier=1,
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,  # a killed pool child's task is delivered again
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+)
+
+
+def log(account: str, line: str) -> None:
+    """Append one line to the account's log (what happened, in order)."""
+    with open(WORK / f"{account}.log", "a") as out:
+        out.write(line + "\n")
+
+
+def slow_step(account: str, token: int | None) -> None:
+    """The work between claim and read. With a ``pause`` file for this account, the
+    first attempt to get here says where it runs (a ``paused`` file: its pid and token)
+    and waits for the gate; later attempts go on."""
+    if not (WORK / f"{account}.pause").exists():
+        return
+    try:
+        with open(WORK / f"{account}.paused", "x") as paused:
+            paused.write(f"{os.getpid()} {token}")
+    except FileExistsError:
+        return
+    deadline = time.monotonic() + 120
+    while not (WORK / f"{account}.gate").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def balance_of(data: bytes) -> int:
+    value: int = json.loads(data)["balance"]
+    return value
+
+
+@app.task(
+    bind=True,
+    base=FencedTask,
+    fence_key="account:{account}",
+    fence_ttl=1,
+    # a redelivery that finds the lease still held (a slow machine) tries again later
+    fence_on_busy="retry",
+    fence_retry_countdown=0.5,
+    max_retries=None,
+    fence_once=True,
+    fence_once_store=WORK / "once",
+)
+def fenced_deposit(self: FencedTask, account: str, amount: int) -> dict[str, Any]:
+    assert self.fence_token is not None
+    token = int(self.fence_token)
+    store = FileStore(WORK / f"{account}.json")
+    store.claim(token)  # claim before read: no older attempt writes after this
+    slow_step(account, token)
+    balance = balance_of(store.read()) + amount
+    try:
+        store.write(json.dumps({"balance": balance}).encode(), token)
+    except StaleTokenError:
+        log(account, f"refused {token}")
+        raise
+    log(account, f"applied {token}")
+    return {"token": token, "balance": balance, "pid": os.getpid()}
+
+
+@app.task(bind=True)
+def plain_deposit(self: Any, account: str, amount: int) -> dict[str, Any]:
+    path = WORK / f"{account}.json"
+    slow_step(account, None)
+    balance = balance_of(path.read_bytes()) + amount
+    path.write_text(json.dumps({"balance": balance}))
+    log(account, "applied")
+    return {"balance": balance, "pid": os.getpid()}
+
+
+@app.task(bind=True, base=FencedTask, fence_key="report:{name}", fence_ttl=5, fence_once=True)
+def once_report(self: FencedTask, name: str) -> dict[str, Any]:
+    """A report made at most once per name (``fencing_once_dir`` is set by the test's
+    worker configuration below); each real run is logged."""
+    assert self.fence_token is not None
+    log(f"report-{name}", f"ran {int(self.fence_token)}")
+    return {"name": name, "token": int(self.fence_token), "pid": os.getpid()}
+
+
+app.conf.fencing_once_dir = str(WORK / "once-reports")
