@@ -1,8 +1,10 @@
 """The asyncio advisory-lock issuer: the statements of ``_advisory``, awaited on an
 ``AsyncConnection`` (psycopg's asyncio side or asyncpg); see ``_advisory`` for the model.
+And ``advisory_xact`` on an ``AsyncConnection``/``AsyncSession`` (``_xact``'s, by ``run_sync``).
 
 Separate from ``_advisory`` because SQLAlchemy's asyncio layer needs greenlet.
-Imports the core async fence, ``_advisory``'s statements, SQLAlchemy's asyncio layer.
+Imports the core async fence, ``_advisory``'s statements, ``_xact``, SQLAlchemy's asyncio
+layer.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError
+from .._token import FenceToken
 from ..issuer import Busy
+from . import _xact
 from ._advisory import (
     ACQUIRE,
     CHECK,
@@ -204,3 +208,16 @@ class AsyncAdvisoryFence(AsyncFence):
         issuer: AsyncAdvisoryIssuer | None = None,
     ) -> None:
         super().__init__(issuer or AsyncAdvisoryIssuer(engine), name, ttl)
+
+
+async def advisory_xact(
+    connection_or_session: AsyncConnection | AsyncSession, name: str, *, wait: bool = True
+) -> FenceToken:
+    """``fencing.sql.advisory_xact`` in the open transaction of an ``AsyncConnection`` or
+    ``AsyncSession`` (run by SQLAlchemy's ``run_sync`` on the same blocking code)."""
+    if isinstance(connection_or_session, AsyncConnection | AsyncSession):
+        return await connection_or_session.run_sync(_xact.advisory_xact, name, wait=wait)
+    raise TypeError(
+        "advisory_xact needs a sqlalchemy AsyncConnection or AsyncSession, "
+        f"not {type(connection_or_session).__name__}"
+    )
