@@ -1,6 +1,6 @@
-"""Throwaway ``redis-server``, PostgreSQL (and pgbouncer in front of it), Redis Sentinel groups, a Redis Cluster, etcd
-(a 3-member cluster) and ZooKeeper (a server or a 3-server ensemble) on free loopback
-ports.
+"""Throwaway ``redis-server``, PostgreSQL (and pgbouncer in front of it), Redis Sentinel
+groups, a Redis Cluster, etcd (a 3-member cluster) and ZooKeeper (a server or a 3-server
+ensemble) on free loopback ports.
 
 Used by the test suite, the chaos run and the benchmarks: each server lives in its own
 temporary directory, so a test may stop, restart, flush or freeze (SIGSTOP) it without
