@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Prepare this machine: system packages when missing, then a virtual environment (.venv)
 # with the package and its extras. Safe to run again; installs only what is missing.
-#   scripts/setup-test-env.sh        everything the test suite needs: redis-server and
-#                                    PostgreSQL, etcd, ZooKeeper (it brings a Java runtime;
-#                                    the tests start their own throwaway servers), and the
-#                                    development extras
+#   scripts/setup-test-env.sh        everything the test suite needs: redis-server,
+#                                    PostgreSQL and pgbouncer, etcd, ZooKeeper (it brings a
+#                                    Java runtime; the tests start their own throwaway
+#                                    servers), and the development extras
 #   scripts/setup-test-env.sh demo   only what `fencing demo` needs (no server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,8 @@ if [ "$mode" = test ]; then
     command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)  # redis-cli --cluster create
     compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
     command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
+    # the advisory-lease tests behind a pooler (the tests start their own pgbouncer)
+    [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || missing+=(pgbouncer)
     command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
     command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the etcd TLS test's CA

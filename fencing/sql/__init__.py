@@ -4,6 +4,8 @@
 - ``AdvisoryFence`` / ``AdvisoryIssuer``: leases as PostgreSQL session-level advisory
   locks, tokens from ``fencing_leases`` (``fencing.connect("postgresql://...?lease=advisory")``);
   ``advisory_keys``: the two int4 keys of a fence name's lock (docs/sql.md).
+- ``advisory_xact``: a token under ``pg_advisory_xact_lock`` in the caller's own
+  transaction; both end with it (a rollback undoes the token's bump).
 - ``FencedMixin``: guarded ORM rows (``UPDATE ... WHERE fence_token <= :token``).
 - ``guarded_update`` / ``guarded_delete``: the same guard for Core statements.
 - ``claim`` / ``claim_rows`` / ``fenced_get``: raise rows' tokens before reading them, so a
@@ -27,6 +29,7 @@ from ._migrate import create_tables, downgrade, migrations_dir, upgrade
 from ._mixin import FencedMixin, allow_unfenced, fenced_mapper_args
 from ._schema import leases
 from ._statements import guarded_delete, guarded_update
+from ._xact import advisory_xact
 
 __all__ = [
     "UNFENCED_OPTION",
@@ -38,6 +41,7 @@ __all__ = [
     "SqlIssuer",
     "StaleRowError",
     "advisory_keys",
+    "advisory_xact",
     "allow_unfenced",
     "claim",
     "claim_rows",

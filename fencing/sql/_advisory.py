@@ -25,6 +25,28 @@ Every operation on a lease connection runs in autocommit mode, one statement eac
 - release: ``pg_advisory_unlock(k1, k2)``; the connection goes back to the pool only if
   that returned true, and is closed otherwise.
 
+Poolers: a session lock is only a lease if the connection keeps one server session for
+the lease's life. The first time a connection takes a lease (the verdict is kept in the
+pooled connection's ``info``), ``check_session`` proves it, or refuses the lease with
+``FenceSetupError`` after letting the lock go:
+
+- direct: the server sees, as its peer (``inet_client_addr()``, ``inet_client_port()``),
+  the very socket this connection has (``getsockname``), and the pid has not moved. No
+  proxy sits in between, so the session is the connection's. No extra connection.
+- otherwise (a pooler, a TCP proxy, NAT, a Unix socket) the pid is read again on the
+  lease's connection, and a *probe*, another connection of the same engine, reads its
+  own pid at once. A pooler that keeps sessions (pgbouncer's session mode, a 1:1 proxy)
+  never lets the probe reach the lease's backend, nor moves the lease's connection to
+  another one; one that pools transactions (pgbouncer's transaction or statement mode)
+  hands its most recently freed server connection, the lease's, to the probe (pgbouncer
+  reuses server connections last-in first-out). Either sighting refuses the lease. The
+  check never refuses a connection that keeps its session; a transaction pooler that
+  hands the probe another server connection escapes it, and the renew check (the pid)
+  still reports the lease lost when the lease's connection moves.
+- the lock is let go where it is: the probe unlocks it in the statement that finds it
+  on the lease's backend; if the lease's connection moved, the backend that took the
+  lock is terminated (``pg_terminate_backend``), the only way to reach it.
+
 A session lock taken by a statement that then fails stays locked despite the rollback,
 so a lease connection that saw any error, an interrupt or a cancellation is closed, never
 pooled: nothing is ever left locked by a failed acquire.
@@ -46,6 +68,9 @@ Imports the core fences and flows, the SQL engines, key and schema helpers, SQLA
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -56,6 +81,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 
 from .._core import DEFAULT_TTL
+from .._errors import FenceSetupError
 from .._fence import Fence
 from ..issuer import Busy, FenceStatus
 from ._engines import parse_sql_url, sql_errors
@@ -95,6 +121,33 @@ RELEASE = text("SELECT pg_advisory_unlock(CAST(:k1 AS int4), CAST(:k2 AS int4))"
 WAIT = text(
     "SELECT pg_advisory_lock(CAST(:k1 AS int4), CAST(:k2 AS int4)), "
     "pg_advisory_unlock(CAST(:k1 AS int4), CAST(:k2 AS int4))"
+)
+
+#: Row: (this connection's backend pid, its peer's address and port as the server sees
+#: them: NULL on a Unix socket).
+PEER = text("SELECT pg_backend_pid(), host(inet_client_addr()), inet_client_port()")
+
+#: On a probe connection. Row: (its backend pid, whether it let go of the lease's lock,
+#: which it does only when it runs on the lease's backend ``:pid``).
+PROBE = text(
+    "SELECT pg_backend_pid(), CASE WHEN pg_backend_pid() = :pid "
+    "THEN pg_advisory_unlock(CAST(:k1 AS int4), CAST(:k2 AS int4)) ELSE false END"
+)
+
+#: Ends the backend ``:pid`` if it still holds the lock (its lease refused; unreachable).
+END_HOLDER = text(
+    f"SELECT pg_terminate_backend(p.pid, 5000) FROM pg_locks p WHERE {_LOCK_ROWS} AND p.pid = :pid"
+)
+
+#: ``Connection.info`` key: this pooled connection was shown to keep its session.
+SESSION_KEPT = "fencing_session_kept"
+
+POOLER_REFUSED = (
+    "lease=advisory refused: {why}, so this connection does not keep one server session "
+    "(a pooler in transaction or statement mode, such as pgbouncer's pool_mode = "
+    "transaction?), and a session-level advisory lock would protect nothing. Connect "
+    "directly or through a session-mode pool, or use lease=row or "
+    "fencing.sql.advisory_xact. Nothing is left locked."
 )
 
 _HOLDER = (
@@ -138,6 +191,39 @@ def holder_status(name: str, rows: list[Any], last: int | None) -> FenceStatus:
     holder += f", client {addr}" if addr else ", client local socket"
     token = None if token is None else int(token)
     return FenceStatus(name, True, holder, token, None, token)
+
+
+def socket_address(driver_connection: Any) -> tuple[str, int] | None:
+    """The local (host, port) of a driver connection's TCP socket (psycopg, psycopg2,
+    asyncpg); ``None`` when not known (another driver, a Unix socket)."""
+    try:
+        transport = getattr(driver_connection, "_transport", None)  # asyncpg
+        if transport is not None:
+            name = transport.get_extra_info("sockname")
+        else:
+            pgconn = getattr(driver_connection, "pgconn", None)  # psycopg 3
+            fd = pgconn.socket if pgconn is not None else driver_connection.fileno()
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                name = sock.getsockname()
+    except Exception:
+        return None
+    if isinstance(name, tuple) and len(name) >= 2:
+        return str(name[0]), int(name[1])
+    return None
+
+
+def is_direct(peer: tuple[Any, Any], local: tuple[str, int] | None) -> bool:
+    """Whether the server's view of its peer, ``(host, port)`` from ``PEER``, is this very
+    socket (``local``): then nothing sits between the connection and the server."""
+    host, port = peer
+    if host is None or port is None or local is None:
+        return False
+    try:
+        return ipaddress.ip_address(str(host)) == ipaddress.ip_address(local[0]) and int(
+            port
+        ) == int(local[1])
+    except ValueError:
+        return False
 
 
 def advisory_url(source: str | URL) -> URL:
@@ -204,10 +290,37 @@ class AdvisoryIssuer:
         if row is None:
             conn.close()
             return Busy(None)
-        token = int(row[0])
+        token, pid = int(row[0]), int(row[1])
+        try:
+            if not conn.info.get(SESSION_KEPT):
+                self._check_session(conn, name, pid)
+                conn.info[SESSION_KEPT] = True
+        except BaseException:
+            _discard(conn)
+            raise
         with self._lock:
-            self._leases[(name, token, holder)] = Lease(conn, int(row[1]))
+            self._leases[(name, token, holder)] = Lease(conn, pid)
         return token
+
+    def _check_session(self, conn: Connection, name: str, pid: int) -> None:
+        """Prove that ``conn``, whose backend ``pid`` has just taken the lock of ``name``,
+        keeps its server session, or let the lock go and raise ``FenceSetupError`` (see
+        the module docstring)."""
+        params = {"pid": pid, **lock_params(name)}
+        with sql_errors("advisory lease", self.engine.url):
+            now, *peer = conn.execute(PEER).one()
+            if now == pid:
+                if is_direct((peer[0], peer[1]), socket_address(conn.connection.driver_connection)):
+                    return
+                with self.engine.connect() as probe:  # it lets the lock go if it finds it
+                    if probe.execute(PROBE, params).one()[0] != pid:
+                        return
+                why = "another connection of the pool ran on the lease's server session"
+            else:
+                with self.engine.connect() as other:
+                    other.execute(END_HOLDER, params).all()
+                why = "the lease's connection moved to another server session"
+        raise FenceSetupError(POOLER_REFUSED.format(why=why))
 
     def _lease(self, name: str, token: int, holder: str) -> Lease | None:
         with self._lock:

@@ -1,8 +1,10 @@
 """The asyncio advisory-lock issuer: the statements of ``_advisory``, awaited on an
 ``AsyncConnection`` (psycopg's asyncio side or asyncpg); see ``_advisory`` for the model.
+And ``advisory_xact`` on an ``AsyncConnection``/``AsyncSession`` (``_xact``'s, by ``run_sync``).
 
 Separate from ``_advisory`` because SQLAlchemy's asyncio layer needs greenlet.
-Imports the core async fence, ``_advisory``'s statements, SQLAlchemy's asyncio layer.
+Imports the core async fence, ``_advisory``'s statements, ``_xact``, SQLAlchemy's asyncio
+layer.
 """
 
 from __future__ import annotations
@@ -13,20 +15,30 @@ from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
+from .._errors import FenceSetupError
+from .._token import FenceToken
 from ..issuer import Busy
+from . import _xact
 from ._advisory import (
     ACQUIRE,
     CHECK,
+    END_HOLDER,
+    PEER,
+    POOLER_REFUSED,
+    PROBE,
     RELEASE,
+    SESSION_KEPT,
     WAIT,
     Lease,
     advisory_url,
+    is_direct,
     is_lock_timeout,
     lock_params,
+    socket_address,
     timeout_sql,
 )
 from ._engines import sql_errors
@@ -66,9 +78,35 @@ class AsyncAdvisoryIssuer:
         if row is None:
             await conn.close()
             return Busy(None)
-        token = int(row[0])
-        self._leases[(name, token, holder)] = Lease(conn, int(row[1]), asyncio.Lock())
+        token, pid = int(row[0]), int(row[1])
+        try:
+            if not conn.info.get(SESSION_KEPT):
+                await self._check_session(conn, name, pid)
+                conn.info[SESSION_KEPT] = True
+        except BaseException:
+            await _discard(conn)
+            raise
+        self._leases[(name, token, holder)] = Lease(conn, pid, asyncio.Lock())
         return token
+
+    async def _check_session(self, conn: AsyncConnection, name: str, pid: int) -> None:
+        """See ``AdvisoryIssuer._check_session``."""
+        params = {"pid": pid, **lock_params(name)}
+        with sql_errors("advisory lease", self.engine.url):
+            now, *peer = (await conn.execute(PEER)).one()
+            if now == pid:
+                raw = await conn.get_raw_connection()
+                if is_direct((peer[0], peer[1]), socket_address(raw.driver_connection)):
+                    return
+                async with self.engine.connect() as probe:  # it lets the lock go if it finds it
+                    if (await probe.execute(PROBE, params)).one()[0] != pid:
+                        return
+                why = "another connection of the pool ran on the lease's server session"
+            else:
+                async with self.engine.connect() as other:
+                    (await other.execute(END_HOLDER, params)).all()
+                why = "the lease's connection moved to another server session"
+        raise FenceSetupError(POOLER_REFUSED.format(why=why))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         lease = self._leases.get((name, token, holder))
@@ -170,3 +208,16 @@ class AsyncAdvisoryFence(AsyncFence):
         issuer: AsyncAdvisoryIssuer | None = None,
     ) -> None:
         super().__init__(issuer or AsyncAdvisoryIssuer(engine), name, ttl)
+
+
+async def advisory_xact(
+    connection_or_session: AsyncConnection | AsyncSession, name: str, *, wait: bool = True
+) -> FenceToken:
+    """``fencing.sql.advisory_xact`` in the open transaction of an ``AsyncConnection`` or
+    ``AsyncSession`` (run by SQLAlchemy's ``run_sync`` on the same blocking code)."""
+    if isinstance(connection_or_session, AsyncConnection | AsyncSession):
+        return await connection_or_session.run_sync(_xact.advisory_xact, name, wait=wait)
+    raise TypeError(
+        "advisory_xact needs a sqlalchemy AsyncConnection or AsyncSession, "
+        f"not {type(connection_or_session).__name__}"
+    )

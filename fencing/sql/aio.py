@@ -3,8 +3,8 @@
 
 ``SqlFence`` and ``SqlIssuer`` here are the asyncio twins of ``fencing.sql``'s, under the
 same names, as in every backend's ``aio`` module; so are ``AdvisoryFence`` and
-``AdvisoryIssuer`` (leases as PostgreSQL advisory locks). The old names ``AsyncSqlFence`` and
-``AsyncSqlIssuer`` still work, with a ``DeprecationWarning``.
+``AdvisoryIssuer`` (leases as PostgreSQL advisory locks), and ``advisory_xact``. The old
+names ``AsyncSqlFence`` and ``AsyncSqlIssuer`` still work, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from ._async_advisory import AsyncAdvisoryFence as AdvisoryFence
 from ._async_advisory import AsyncAdvisoryIssuer as AdvisoryIssuer
+from ._async_advisory import advisory_xact
 from ._async_claims import claim, claim_rows, fenced_get
 from ._async_issuer import AsyncSqlFence as SqlFence
 from ._async_issuer import AsyncSqlIssuer as SqlIssuer
@@ -39,6 +40,7 @@ __all__ = [
     "AdvisoryIssuer",
     "SqlFence",
     "SqlIssuer",
+    "advisory_xact",
     "claim",
     "claim_rows",
     "fenced_get",

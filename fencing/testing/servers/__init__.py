@@ -1,6 +1,6 @@
-"""Throwaway ``redis-server``, PostgreSQL, Redis Sentinel groups, a Redis Cluster, etcd
-(a 3-member cluster) and ZooKeeper (a server or a 3-server ensemble) on free loopback
-ports.
+"""Throwaway ``redis-server``, PostgreSQL (and pgbouncer in front of it), Redis Sentinel
+groups, a Redis Cluster, etcd (a 3-member cluster) and ZooKeeper (a server or a 3-server
+ensemble) on free loopback ports.
 
 Used by the test suite, the chaos run and the benchmarks: each server lives in its own
 temporary directory, so a test may stop, restart, flush or freeze (SIGSTOP) it without
@@ -10,6 +10,7 @@ importable from here. Imports nothing from the package outside ``fencing.testing
 
 from ._base import ServerError, free_port
 from ._etcd import Certificates, EtcdCluster, EtcdMember
+from ._pgbouncer import PgBouncer
 from ._postgres import PostgresServer, _postgres_bin
 from ._redis import RedisServer
 from ._redis_cluster import RedisCluster, RedisClusterNode
@@ -21,6 +22,7 @@ __all__ = [
     "Certificates",
     "EtcdCluster",
     "EtcdMember",
+    "PgBouncer",
     "PostgresServer",
     "RedisCluster",
     "RedisClusterNode",

@@ -1,0 +1,100 @@
+"""``advisory_xact``: a fence token under a transaction-level advisory lock
+(``pg_advisory_xact_lock``), taken in the caller's own open transaction.
+
+The lock and the token's bump are one statement of the caller's transaction, so both end
+with it: at commit the lock goes and the token stays issued; at rollback the lock goes
+and the bump is undone, as if the call never happened. Nothing is kept on a connection
+between transactions, so it is safe behind a transaction pooler (pgbouncer's
+``pool_mode = transaction``), where a session lock is not.
+
+The statement is ``_advisory.ACQUIRE`` with the transaction-level lock functions::
+
+    WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(k1, k2))
+    INSERT INTO fencing_leases AS l (name, token) SELECT :name, <clock µs> FROM lock
+    ON CONFLICT (name) DO UPDATE SET token = greatest(l.token + 1, <clock µs>)
+    RETURNING l.token
+
+At READ COMMITTED (PostgreSQL's default) the ``ON CONFLICT DO UPDATE`` bumps the latest
+committed token even though the statement's snapshot was taken before it waited for the
+lock. The keys are ``advisory_keys(name)``: the same lock as ``lease=advisory``'s and
+psql's ``pg_advisory_lock(k1, k2)`` (session- and transaction-level advisory locks of one
+key exclude each other).
+
+Imports the core token and errors, ``_advisory``'s clock and keys, SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, text
+from sqlalchemy.orm import Session
+
+from .._errors import AcquireTimeout
+from .._token import FenceToken
+from ._advisory import _CLOCK
+from ._engines import sql_errors
+from ._keys import advisory_keys
+
+_XACT = (
+    "WITH lock AS MATERIALIZED "
+    "(SELECT {function}(CAST(:k1 AS int4), CAST(:k2 AS int4)){test} AS got) "
+    "INSERT INTO fencing_leases AS l (name, token) "
+    f"SELECT :name, {_CLOCK} FROM lock {{where}}"
+    "ON CONFLICT (name) DO UPDATE "
+    f"SET token = greatest(l.token + 1, {_CLOCK}) "
+    "RETURNING l.token"
+)
+#: Waits for the lock (``pg_advisory_xact_lock`` returns void: ``IS NULL`` is true).
+XACT_WAIT = text(_XACT.format(function="pg_advisory_xact_lock", test=" IS NULL", where=""))
+#: Tries once; no row back: someone else holds the lock.
+XACT_TRY = text(_XACT.format(function="pg_try_advisory_xact_lock", test="", where="WHERE got "))
+
+
+def _connection(connection_or_session: Any) -> Connection:
+    if isinstance(connection_or_session, Session):
+        return connection_or_session.connection()  # begins the session's transaction
+    if isinstance(connection_or_session, Connection):
+        return connection_or_session
+    raise TypeError(
+        "advisory_xact needs a sqlalchemy Connection or Session, "
+        f"not {type(connection_or_session).__name__}"
+    )
+
+
+def advisory_xact(
+    connection_or_session: Connection | Session, name: str, *, wait: bool = True
+) -> FenceToken:
+    """Take the transaction-level advisory lock of fence ``name`` and the next token, in
+    the open transaction of ``connection_or_session`` (a SQLAlchemy ``Connection`` or
+    ``Session`` on PostgreSQL; one is begun if none is open, as SQLAlchemy does for any
+    statement).
+
+    Both last as long as that transaction: commit it, and the lock goes and the token
+    stays issued; roll it back, and the lock goes and the token's bump is undone.
+    ``wait=False`` tries once and raises ``fencing.AcquireTimeout`` if the lock is held
+    elsewhere; by default it waits for the lock (the connection's ``lock_timeout``
+    applies). Wrong types: ``TypeError``; a connection in autocommit (whose lock would
+    go with the statement), a non-PostgreSQL database or a bad name: ``ValueError``,
+    nothing sent. Driver errors: ``FenceUnavailable`` (``FenceSetupError`` when the
+    ``fencing_leases`` table is missing), and the caller's transaction must be rolled
+    back as after any failed statement.
+    """
+    if not isinstance(wait, bool):
+        raise TypeError(f"wait must be a bool, not {type(wait).__name__}")
+    keys = advisory_keys(name)  # TypeError/ValueError for a bad name, before any SQL
+    conn = _connection(connection_or_session)
+    if conn.dialect.name != "postgresql":
+        raise ValueError(f"advisory_xact needs PostgreSQL, not {conn.dialect.name!r}")
+    autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
+    if autocommit or getattr(conn.connection.dbapi_connection, "autocommit", False):
+        raise ValueError(
+            "advisory_xact needs a connection in a transaction, not in autocommit: "
+            "its lock would end with the statement"
+        )
+    params = {"name": name, "k1": keys[0], "k2": keys[1]}
+    with sql_errors("advisory_xact", conn.engine.url):
+        token = conn.execute(XACT_WAIT if wait else XACT_TRY, params).scalar()
+    if token is None:
+        raise AcquireTimeout(name, 0)
+    return FenceToken(int(token), name)
