@@ -208,8 +208,10 @@ def test_lost_at_release_counts_no_held_time(otel: Telemetry, issuer: Issuer) ->
 
 
 def test_lease_lost_during_hold(otel: Telemetry, issuer: Issuer) -> None:
-    """The background renewal finds the lease gone: renewals{lost} and leases.lost, once."""
-    fence = Fence(issuer, "orders", ttl=0.3)
+    """The background renewal finds the lease gone: renewals{lost} and leases.lost, once.
+    (A 3 s lease: it is stolen, never let expire, even if the test's thread stalls; the
+    renewer, every second, finds it gone.)"""
+    fence = Fence(issuer, "orders", ttl=3)
     with pytest.raises(LeaseLost), fence.hold() as token:
         thief = steal(fence, token)
         deadline = time.monotonic() + 30
@@ -575,7 +577,7 @@ def test_a_provider_named_by_environment_is_found() -> None:
 
 async def test_asyncio_hold_lost(otel: Telemetry) -> None:
     issuer = MemoryIssuer()
-    fence = fencing.aio.MemoryFence("orders", ttl=0.3, issuer=issuer)
+    fence = fencing.aio.MemoryFence("orders", ttl=3, issuer=issuer)  # released, not expired
     with pytest.raises(LeaseLost):
         async with fence.hold() as token:
             assert issuer.release("orders", token, fence._holders[token])
