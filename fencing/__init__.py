@@ -38,6 +38,7 @@ from ._guard import Guarded, guard
 from ._lazy import lazy_names
 from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
+from ._semaphore import Permit, Semaphore, SemaphoreHold
 from ._token import FenceToken
 from .issuer import AsyncIssuer, Busy, Issuer
 
@@ -95,9 +96,12 @@ __all__ = [
     "MemoryIssuer",
     "MemoryMark",
     "NotReplicated",
+    "Permit",
     "RedisFence",
     "RedisIssuer",
     "RedisMark",
+    "Semaphore",
+    "SemaphoreHold",
     "SqlFence",
     "SqlIssuer",
     "StaleTokenError",

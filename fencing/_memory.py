@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
 from ._fence import Fence
+from ._semaphore import AsyncSemaphore, Semaphore
 from .issuer import Busy, FenceStatus
 
 
@@ -110,6 +111,14 @@ class MemoryIssuer:
                 del self._leases[name]
                 self._changed.notify_all()
             return ended
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        """A semaphore of ``permits`` slots on this issuer (waiters woken on release)."""
+        return Semaphore(self, name, permits, ttl)
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        """The asyncio twin of ``semaphore``: the same slots, leases and tokens."""
+        return AsyncSemaphore(AsyncMemoryIssuer(self), name, permits, ttl)
 
 
 class AsyncMemoryIssuer:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from ._async_fence import AsyncFence
 from ._lazy import lazy_names
 from ._memory import AsyncMemoryFence as MemoryFence
+from ._semaphore import AsyncSemaphore as Semaphore
+from ._semaphore import AsyncSemaphoreHold as SemaphoreHold
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from .etcd.aio import EtcdFence, EtcdIssuer
@@ -45,6 +47,8 @@ __all__ = [
     "MemoryFence",
     "RedisFence",
     "RedisIssuer",
+    "Semaphore",
+    "SemaphoreHold",
     "SqlFence",
     "SqlIssuer",
     "ZooKeeperFence",
