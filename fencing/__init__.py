@@ -36,6 +36,7 @@ from ._fence import Fence, Hold
 from ._file_store import FileStore
 from ._guard import Guarded, guard
 from ._lazy import lazy_names
+from ._limiter import Admission, Limiter
 from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
 from ._semaphore import Permit, Semaphore, SemaphoreHold
@@ -73,6 +74,7 @@ __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "AcquireTimeout",
+    "Admission",
     "AsyncFence",
     "AsyncHold",
     "AsyncIssuer",
@@ -91,6 +93,7 @@ __all__ = [
     "Hold",
     "Issuer",
     "LeaseLost",
+    "Limiter",
     "Mark",
     "MemoryFence",
     "MemoryIssuer",

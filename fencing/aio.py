@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ._async_fence import AsyncFence
 from ._lazy import lazy_names
+from ._limiter import AsyncLimiter as Limiter
 from ._memory import AsyncMemoryFence as MemoryFence
 from ._semaphore import AsyncSemaphore as Semaphore
 from ._semaphore import AsyncSemaphoreHold as SemaphoreHold
@@ -44,6 +45,7 @@ __all__ = [
     "EtcdFence",
     "EtcdIssuer",
     "FencedLock",
+    "Limiter",
     "MemoryFence",
     "RedisFence",
     "RedisIssuer",

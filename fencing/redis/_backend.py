@@ -26,6 +26,7 @@ import redis.connection
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
+from .._limiter import AsyncLimiter, Limiter
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import (
     AsyncClient,
@@ -104,6 +105,18 @@ class RedisBackend:
         """The asyncio ``semaphore`` (a client of its own, on the event loop that uses it)."""
         issuer = AsyncRedisIssuer(self.new_async_client(), **self._options)
         return AsyncSemaphore(issuer, name, permits, ttl)
+
+    def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
+        """At most ``limit`` admissions per ``per`` seconds: one script per request, on the
+        server's clock (``TIME``)."""
+        return Limiter(self.issuer, name, limit, per, window)
+
+    def aio_limiter(
+        self, name: str, limit: int, per: float, window: str = "sliding"
+    ) -> AsyncLimiter:
+        """The asyncio ``limiter`` (a client of its own, on the event loop that uses it)."""
+        issuer = AsyncRedisIssuer(self.new_async_client(), **self._options)
+        return AsyncLimiter(issuer, name, limit, per, window)
 
     def close(self) -> None:
         """Close the blocking fences' client's connections (it reconnects if a fence is
