@@ -36,8 +36,10 @@ from ._fence import Fence, Hold
 from ._file_store import FileStore
 from ._guard import Guarded, guard
 from ._lazy import lazy_names
+from ._limiter import Admission, Limiter
 from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
+from ._semaphore import Permit, Semaphore, SemaphoreHold
 from ._token import FenceToken
 from .issuer import AsyncIssuer, Busy, Issuer
 
@@ -72,6 +74,7 @@ __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "AcquireTimeout",
+    "Admission",
     "AsyncFence",
     "AsyncHold",
     "AsyncIssuer",
@@ -90,14 +93,18 @@ __all__ = [
     "Hold",
     "Issuer",
     "LeaseLost",
+    "Limiter",
     "Mark",
     "MemoryFence",
     "MemoryIssuer",
     "MemoryMark",
     "NotReplicated",
+    "Permit",
     "RedisFence",
     "RedisIssuer",
     "RedisMark",
+    "Semaphore",
+    "SemaphoreHold",
     "SqlFence",
     "SqlIssuer",
     "StaleTokenError",

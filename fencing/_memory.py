@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
 from ._fence import Fence
+from ._limiter import Admission, AsyncLimiter, Limiter, MemoryWindows
+from ._semaphore import AsyncSemaphore, Semaphore
 from .issuer import Busy, FenceStatus
 
 
@@ -41,6 +43,7 @@ class MemoryIssuer:
         self._changed = threading.Condition()
         self._leases: dict[str, _Lease] = {}
         self._counters: dict[str, int] = {}
+        self._windows = MemoryWindows(clock)
 
     def _live(self, name: str) -> _Lease | None:
         lease = self._leases.get(name)
@@ -111,6 +114,29 @@ class MemoryIssuer:
                 self._changed.notify_all()
             return ended
 
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        """One request of the rate limiter ``name``, decided on this issuer's clock."""
+        with self._changed:
+            return self._windows.admit(name, limit, per_ms, window)
+
+    def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
+        """At most ``limit`` admissions per ``per`` seconds, on this issuer's clock."""
+        return Limiter(self, name, limit, per, window)
+
+    def aio_limiter(
+        self, name: str, limit: int, per: float, window: str = "sliding"
+    ) -> AsyncLimiter:
+        """The asyncio twin of ``limiter``: the same windows."""
+        return AsyncLimiter(AsyncMemoryIssuer(self), name, limit, per, window)
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        """A semaphore of ``permits`` slots on this issuer (waiters woken on release)."""
+        return Semaphore(self, name, permits, ttl)
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        """The asyncio twin of ``semaphore``: the same slots, leases and tokens."""
+        return AsyncSemaphore(AsyncMemoryIssuer(self), name, permits, ttl)
+
 
 class AsyncMemoryIssuer:
     """``MemoryIssuer`` for asyncio: its calls never block, and waiting runs in a thread."""
@@ -129,6 +155,9 @@ class AsyncMemoryIssuer:
 
     async def await_release(self, name: str, seconds: float) -> None:
         await asyncio.to_thread(self.sync.await_release, name, seconds)
+
+    async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        return self.sync.admit(name, limit, per_ms, window)
 
 
 #: The issuer shared by every ``MemoryFence`` created without one.

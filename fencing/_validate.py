@@ -98,3 +98,17 @@ def check_mark_token(token: object) -> int:
     if value > MAX_TOKEN:
         raise ValueError(f"fence token must be at most 2**63-1, got {value}")
     return value
+
+
+def check_count(count: object, what: str, maximum: int) -> int:
+    """A count of permits or admissions: an ``int`` (never a bool) from 1 to ``maximum``."""
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"{what} must be an int, not {type(count).__name__}")
+    if not 1 <= count <= maximum:
+        raise ValueError(f"{what} must be from 1 to {maximum}, got {count}")
+    return int(count)
+
+
+def check_period(per: object, what: str = "per") -> float:
+    """A rate limit's window in seconds: a finite number from one millisecond to ``MAX_TTL``."""
+    return check_ttl(per, what)

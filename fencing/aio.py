@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING
 
 from ._async_fence import AsyncFence
 from ._lazy import lazy_names
+from ._limiter import AsyncLimiter as Limiter
 from ._memory import AsyncMemoryFence as MemoryFence
+from ._semaphore import AsyncSemaphore as Semaphore
+from ._semaphore import AsyncSemaphoreHold as SemaphoreHold
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from .etcd.aio import EtcdFence, EtcdIssuer
@@ -42,9 +45,12 @@ __all__ = [
     "EtcdFence",
     "EtcdIssuer",
     "FencedLock",
+    "Limiter",
     "MemoryFence",
     "RedisFence",
     "RedisIssuer",
+    "Semaphore",
+    "SemaphoreHold",
     "SqlFence",
     "SqlIssuer",
     "ZooKeeperFence",

@@ -117,12 +117,23 @@ class ForgetsTheCounter(MemoryIssuer):
 
 
 #: Broken backends by name, for the contract modules that test_contract_broken.py writes.
+class LetsOneMoreIntoSlotZero(LetsTwoHoldersIn):
+    """A semaphore of N permits that lets N+1 holders in: its slot 0 (a fence whose name
+    ends in ``#slot0``) takes a second holder; every other fence is exclusive."""
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        if name.endswith("#slot0"):
+            return super().try_acquire(name, holder, ttl_ms)
+        return MemoryIssuer.try_acquire(self, name, holder, ttl_ms)
+
+
 ISSUERS: dict[str, type[MemoryIssuer]] = {
     "correct": MemoryIssuer,
     "reuses-tokens": ReusesTokens,
     "two-holders": LetsTwoHoldersIn,
     "ignores-holder": IgnoresTheHolder,
     "forgets-counter": ForgetsTheCounter,
+    "one-more-permit": LetsOneMoreIntoSlotZero,
 }
 MARKS: dict[str, type[MemoryMark]] = {
     "correct": MemoryMark,

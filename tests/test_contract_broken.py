@@ -74,6 +74,35 @@ class TestOperations(OperationsContract):
         return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
 """
 
+#: A semaphore contract module for the issuer ``ISSUERS[{issuer!r}]``.
+SEMAPHORE_MODULE = """\
+import pytest
+
+from broken import ISSUERS
+from fencing.testing.contract import AsyncSemaphoreContract, SemaphoreContract
+
+
+class TestBlocking(SemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self):
+        return ISSUERS[{issuer!r}]().semaphore
+
+
+class TestAsync(AsyncSemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self):
+        return ISSUERS[{issuer!r}]().aio_semaphore
+"""
+
+#: The checks a semaphore that lets N+1 holders in must fail (the tasks race in
+#: lockstep, so the extra holder shows on every run; threads may not meet in it).
+SEMAPHORE_FAILURES = {
+    "TestBlocking::test_permits_are_distinct_slots_and_one_more_waits",
+    "TestAsync::test_permits_are_distinct_slots_and_one_more_waits",
+    "TestAsync::test_racing_tasks_never_exceed_the_permits",
+}
+SEMAPHORE_CHECKS = "one_more_waits or never_exceed_the_permits"
+
 #: The checks each broken issuer must fail, in both the blocking and the async class.
 ISSUER_FAILURES: dict[str, set[str]] = {
     "reuses-tokens": {
@@ -180,3 +209,19 @@ def test_mark_contract_passes_the_correct_mark(pytester: pytest.Pytester) -> Non
     passed, failed = run_contract(pytester, MARK_MODULE.format(mark="correct"))
     assert not failed, f"the correct mark failed {sorted(failed)}"
     assert {f"TestMark::{test}" for test in MARK_FAILURES | CLAIM_FAILURES} <= passed
+
+
+def test_semaphore_contract_fails_a_semaphore_with_one_permit_too_many(
+    pytester: pytest.Pytester,
+) -> None:
+    module = SEMAPHORE_MODULE.format(issuer="one-more-permit")
+    _, failed = run_contract(pytester, module, "-k", SEMAPHORE_CHECKS)
+    missing = SEMAPHORE_FAILURES - failed
+    assert not missing, f"the contract passed {sorted(missing)} for N+1 holders"
+
+
+def test_semaphore_contract_passes_the_correct_semaphore(pytester: pytest.Pytester) -> None:
+    module = SEMAPHORE_MODULE.format(issuer="correct")
+    passed, failed = run_contract(pytester, module, "-k", SEMAPHORE_CHECKS)
+    assert not failed, f"the correct semaphore failed {sorted(failed)}"
+    assert passed >= SEMAPHORE_FAILURES

@@ -26,9 +26,12 @@ import redis.connection
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
+from .._limiter import AsyncLimiter, Limiter
+from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import (
     AsyncClient,
     AsyncRedisFence,
+    AsyncRedisIssuer,
     RedisFence,
     RedisIssuer,
     SyncClient,
@@ -92,6 +95,28 @@ class RedisBackend:
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         return AsyncRedisFence(self.new_async_client(), name, ttl, **self._options)
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        """A semaphore of ``permits`` slots, each slot a fence of this server (its keys in
+        the Redis Cluster slot of ``name``: see ``fencing._semaphore.slot_name``)."""
+        return Semaphore(self.issuer, name, permits, ttl)
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        """The asyncio ``semaphore`` (a client of its own, on the event loop that uses it)."""
+        issuer = AsyncRedisIssuer(self.new_async_client(), **self._options)
+        return AsyncSemaphore(issuer, name, permits, ttl)
+
+    def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
+        """At most ``limit`` admissions per ``per`` seconds: one script per request, on the
+        server's clock (``TIME``)."""
+        return Limiter(self.issuer, name, limit, per, window)
+
+    def aio_limiter(
+        self, name: str, limit: int, per: float, window: str = "sliding"
+    ) -> AsyncLimiter:
+        """The asyncio ``limiter`` (a client of its own, on the event loop that uses it)."""
+        issuer = AsyncRedisIssuer(self.new_async_client(), **self._options)
+        return AsyncLimiter(issuer, name, limit, per, window)
 
     def close(self) -> None:
         """Close the blocking fences' client's connections (it reconnects if a fence is

@@ -45,9 +45,11 @@ from .._core import DEFAULT_TTL, millis
 from .._errors import NotReplicated, issuer_error
 from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
+from .._limiter import Admission
 from .._validate import check_ttl
 from ..issuer import Busy, FenceStatus
 from ._errors import drop_unread_replies, redis_failure
+from ._limits import limit_call, parse_admission
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -538,6 +540,10 @@ class RedisIssuer:
         except BaseException as exc:
             raise self._raised(exc)  # noqa: B904 (its cause is set)
 
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        """One request of the rate limiter ``name``: one script, on the server's clock."""
+        return parse_admission(self.run(limit_call(name, limit, per_ms, window)))
+
     def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
         if not self.flows.min_replicas:
@@ -667,6 +673,10 @@ class AsyncRedisIssuer:
             return await arun_script(self.client, script, args)
         except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
+
+    async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        """See ``RedisIssuer.admit``."""
+        return parse_admission(await self.run(limit_call(name, limit, per_ms, window)))
 
     async def confirmed(
         self, step: Sendable[R], name: str, holder: str, renewed: int | None = None

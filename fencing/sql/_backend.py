@@ -15,6 +15,7 @@ from urllib.parse import parse_qsl, urlsplit
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
+from .._semaphore import AsyncSemaphore, Semaphore
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, shared_issuer
 
@@ -72,3 +73,22 @@ class SqlBackend:
         from ._async_issuer import AsyncSqlFence
 
         return AsyncSqlFence(self.engine_url, name, ttl)
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        """A semaphore of ``permits`` slots, each slot a row of ``fencing_leases``."""
+        self._rows_only("semaphore")
+        return Semaphore(shared_issuer(self.engine_url), name, permits, ttl)
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        """The asyncio ``semaphore``: the same rows, leases and tokens."""
+        self._rows_only("semaphore")
+        from ._async_issuer import shared_async_issuer
+
+        return AsyncSemaphore(shared_async_issuer(self.engine_url), name, permits, ttl)
+
+    def _rows_only(self, what: str) -> None:
+        if self.lease != "row":
+            raise ValueError(
+                f"a {what} needs leases that expire (lease=row), not lease={self.lease}: "
+                "use a URL without the lease option"
+            )

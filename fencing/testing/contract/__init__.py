@@ -23,6 +23,10 @@ module and provide one fixture; pytest collects the inherited tests::
 - ``OperationsContract``: for an issuer with the operators' capabilities
   (``fencing.issuer.Inspects`` and ``ForceReleases``, behind ``fencing status``, ``list``
   and ``release --force``); the same ``make_fence`` fixture as ``FenceContract``.
+- ``SemaphoreContract`` / ``AsyncSemaphoreContract``: ``make_semaphore(name, permits, ttl)``
+  returns a fresh ``fencing.Semaphore`` (``fencing.aio.Semaphore``) on the backend: N
+  permits are N slots, each slot's tokens strictly increase, never more than N holders
+  nor two on one slot, ``hold()`` renews, bad input refused (docs/limits.md).
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -74,9 +78,17 @@ from ._helpers import (
 )
 from ._marks import MarkContract
 from ._operations import OperationsContract
+from ._semaphore import (
+    BAD_COUNTS,
+    AsyncSemaphoreContract,
+    MakeAsyncSemaphore,
+    MakeSemaphore,
+    SemaphoreContract,
+)
 from ._terms import LeaseTerms
 
 __all__ = [
+    "BAD_COUNTS",
     "BAD_MARK_TOKENS",
     "BAD_NAMES",
     "BAD_TIMEOUTS",
@@ -84,13 +96,17 @@ __all__ = [
     "BAD_TTLS",
     "CLOCK_SLACK",
     "AsyncFenceContract",
+    "AsyncSemaphoreContract",
     "FenceContract",
     "LeaseTerms",
     "MakeAsyncFence",
+    "MakeAsyncSemaphore",
     "MakeFence",
     "MakeMark",
+    "MakeSemaphore",
     "MarkContract",
     "OperationsContract",
+    "SemaphoreContract",
     "assert_increasing",
     "assert_token_of",
     "racing_tokens",

@@ -1,0 +1,251 @@
+"""``Limiter`` and ``AsyncLimiter``: at most ``limit`` admissions per window of ``per``
+seconds, counted on the server's clock (invariant 6 of docs/design.md).
+
+An admission holds nothing (no lease, no token): it is a decision the store makes in one
+atomic step on its own clock, and the reply carries what the waiter needs: admitted or
+not, and if not, in how many seconds (by the store's clock) one frees. ``try_acquire``
+is that one step; ``acquire`` sleeps exactly that long and asks again, so it never polls,
+and gives up with ``AcquireTimeout`` as soon as the store says nothing frees before its
+deadline. The flow is written once and driven blocking or asyncio (``_flow``).
+
+Windows (docs/limits.md has the accuracy table):
+
+- ``"fixed"``: a window starts at its first admission and lasts ``per``; it admits
+  ``limit``, then nothing until it ends (the next request starts the next window).
+- ``"sliding"``: at most ``limit`` admissions in any interval of length ``per``: the
+  store keeps the times of the last ``limit`` admissions (a log) and admits when the
+  oldest of them is ``per`` old.
+
+A store implements ``admit`` (``Admits`` / ``AsyncAdmits``). Imports the flow drivers,
+the errors and the checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from ._errors import AcquireTimeout
+from ._flow import Flow, run_async, run_sync
+from ._validate import check_count, check_name, check_period, check_timeout
+
+#: The windows a limiter may have.
+WINDOWS = ("sliding", "fixed")
+#: The most admissions per window: a sliding window keeps one time per admission.
+MAX_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A store's decision on one request, made in one atomic step on its clock.
+
+    - ``admitted``: whether the request was admitted;
+    - ``retry_in``: when refused, seconds (by the store's clock) until one admission
+      frees; 0 when admitted;
+    - ``at``: the store's time of the decision in seconds (Redis: ``TIME``, since the
+      epoch; memory: its monotonic clock), for tests and logs; never compared with the
+      client's clock.
+    """
+
+    admitted: bool
+    retry_in: float
+    at: float
+
+
+class Admits(Protocol):
+    """A store of rate limits: ``admit`` decides one request of the limiter ``name``."""
+
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        """Admit one request if the window allows it, in one atomic step."""
+        ...
+
+
+class AsyncAdmits(Protocol):
+    """The asyncio ``Admits``."""
+
+    async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        """See ``Admits.admit``."""
+        ...
+
+
+def check_window(window: object) -> str:
+    """``"sliding"`` or ``"fixed"``."""
+    if not isinstance(window, str):
+        raise TypeError(f"window must be a str, not {type(window).__name__}")
+    if window not in WINDOWS:
+        raise ValueError(f"unknown window {window!r}: use 'sliding' or 'fixed'")
+    return window
+
+
+class _Port:
+    """What the limiter's steps are carried out on: the store and a way to sleep."""
+
+    __slots__ = ("sleep", "store")
+
+    def __init__(self, store: object, sleep: Callable[[float], object]) -> None:
+        self.store = store
+        self.sleep = sleep
+
+
+class Admit:
+    """One ``admit`` call on the store."""
+
+    __slots__ = ("args", "result")
+    result: Admission
+
+    def __init__(self, args: tuple[str, int, int, str]) -> None:
+        self.args = args
+
+    def perform(self, port: _Port) -> None:
+        store: Admits = port.store  # type: ignore[assignment]
+        self.result = store.admit(*self.args)
+
+    async def aperform(self, port: _Port) -> None:
+        store: AsyncAdmits = port.store  # type: ignore[assignment]
+        self.result = await store.admit(*self.args)
+
+
+class Pause:
+    """Sleep until the store said an admission frees."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def perform(self, port: _Port) -> None:
+        port.sleep(self.seconds)
+
+    async def aperform(self, port: _Port) -> None:
+        await port.sleep(self.seconds)  # type: ignore[misc]
+
+
+class LimiterCore:
+    """What both limiters share: the checks and the acquire flow; no I/O."""
+
+    def __init__(
+        self, name: str, limit: int, per: float, window: str, monotonic: Callable[[], float]
+    ) -> None:
+        self.name = check_name(name)
+        self.limit = check_count(limit, "limit", MAX_LIMIT)
+        self.per = check_period(per)
+        self.window = check_window(window)
+        self._args = (self.name, self.limit, max(1, round(self.per * 1000)), self.window)
+        self._monotonic = monotonic
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.name!r}, limit={self.limit}, per={self.per}, "
+            f"window={self.window!r})"
+        )
+
+    def _acquire_flow(self, timeout: float | None) -> Flow[Admit | Pause, Admission]:
+        """Ask; when refused, sleep as long as the reply says and ask again; at the
+        deadline (or once the reply says nothing frees before it) ``AcquireTimeout``."""
+        deadline = None if timeout is None else self._monotonic() + timeout
+        while True:
+            admit = Admit(self._args)
+            yield admit
+            reply = admit.result
+            if reply.admitted:
+                return reply
+            wait = max(reply.retry_in, 0.001)
+            if deadline is not None and self._monotonic() + wait > deadline:
+                raise AcquireTimeout(self.name, timeout)
+            yield Pause(wait)
+
+
+class Limiter(LimiterCore):
+    """At most ``limit`` admissions per ``per`` seconds on a blocking store (see the module
+    docstring); ``backend.limiter(name, limit=5, per=1.0)`` on what ``fencing.connect``
+    returns, or ``MemoryIssuer().limiter(...)``."""
+
+    def __init__(
+        self,
+        store: Admits,
+        name: str,
+        limit: int,
+        per: float,
+        window: str = "sliding",
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        super().__init__(name, limit, per, window, monotonic)
+        self.store = store
+        self._port = _Port(store, sleep)
+
+    def attempt(self) -> Admission:
+        """One request, decided by the store: the whole ``Admission``."""
+        return self.store.admit(*self._args)
+
+    def try_acquire(self) -> bool:
+        """Admit one request now if the window allows it; never waits."""
+        return self.attempt().admitted
+
+    def acquire(self, timeout: float | None = None) -> Admission:
+        """Wait for an admission: sleeps until the moment the store says one frees.
+
+        ``timeout``: ``None`` waits for ever, a number at most that long; ``0`` tries once.
+        ``AcquireTimeout`` once no admission came (or can come) in time.
+        """
+        return run_sync(self._acquire_flow(check_timeout(timeout)), self._port)
+
+
+class AsyncLimiter(LimiterCore):
+    """The asyncio ``Limiter`` (``fencing.aio.Limiter``): the same windows in the same
+    store as a blocking limiter of that name."""
+
+    def __init__(
+        self, store: AsyncAdmits, name: str, limit: int, per: float, window: str = "sliding"
+    ) -> None:
+        super().__init__(name, limit, per, window, time.monotonic)
+        self.store = store
+        self._port = _Port(store, asyncio.sleep)
+
+    async def attempt(self) -> Admission:
+        """See ``Limiter.attempt``."""
+        return await self.store.admit(*self._args)
+
+    async def try_acquire(self) -> bool:
+        """See ``Limiter.try_acquire``."""
+        return (await self.attempt()).admitted
+
+    async def acquire(self, timeout: float | None = None) -> Admission:
+        """See ``Limiter.acquire``."""
+        return await run_async(self._acquire_flow(check_timeout(timeout)), self._port)
+
+
+class MemoryWindows:
+    """The windows of a memory store: per limiter name, the times of its admissions
+    (sliding) or its window's start and count (fixed), in whole microseconds of
+    ``clock`` (so that a waiter that slept exactly ``retry_in`` finds the admission free,
+    whatever the float rounding). Not thread-safe by itself: the memory issuer calls it
+    under its lock."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._logs: dict[str, collections.deque[int]] = {}
+        self._fixed: dict[str, tuple[int, int]] = {}
+
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        now, per = round(self._clock() * 1e6), per_ms * 1000
+        if window == "fixed":
+            start, count = self._fixed.get(name, (now - per, 0))
+            if now >= start + per:
+                start, count = now, 0
+            if count < limit:
+                self._fixed[name] = (start, count + 1)
+                return Admission(True, 0.0, now / 1e6)
+            return Admission(False, (start + per - now) / 1e6, now / 1e6)
+        log = self._logs.setdefault(name, collections.deque())
+        while log and log[0] <= now - per:
+            log.popleft()
+        if len(log) < limit:
+            log.append(now)
+            return Admission(True, 0.0, now / 1e6)
+        return Admission(False, (log[len(log) - limit] + per - now) / 1e6, now / 1e6)

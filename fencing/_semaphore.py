@@ -1,0 +1,330 @@
+"""``Semaphore`` and ``AsyncSemaphore``: N permits, each a fenced lease of its own slot.
+
+A semaphore of N permits is N slots, and slot ``k`` is an ordinary fence named
+``slot_name(name, k)`` on the same issuer. A permit is (slot, token): the token is that
+slot fence's token, so it is strictly increasing per slot across release, expiry and
+crashed holders, exactly as a fence's is (invariant 1 of docs/design.md), and a resource
+owned by a slot is guarded by that slot's tokens. One mark over all slots would refuse a
+legitimate long holder once newer permits of other slots passed it (docs/limits.md).
+
+Nothing here is new issuer I/O: acquiring is a flow that tries the slots' fences one
+after the other (the issuer's ``try_acquire``, starting at a random slot so that callers
+spread), and when all are busy waits the way a fence waits (``WaitSchedule``): woken on
+a release where the issuer can (``WakesOnRelease``), else backing off with jitter, never
+past the soonest expiry the issuer reported. ``renew``, ``release`` and ``hold`` are the
+slot fence's own. The flow is written once and driven blocking or asyncio (``_flow``).
+
+Imports the fences, the protocol's steps and the validation helpers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Generic, TypeVar
+
+from ._async_fence import AsyncFence
+from ._core import DEFAULT_TTL, Clock, HoldBase, HoldState, new_holder_id
+from ._fence import Fence
+from ._flow import Flow, run_async, run_sync
+from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, TryAcquire, WaitSchedule
+from ._token import FenceToken
+from ._validate import check_count, check_name, check_timeout, check_ttl
+from .issuer import AsyncIssuer, Busy, Issuer
+
+#: The most permits one semaphore may have: each is a fence that an acquire may try.
+MAX_PERMITS = 1024
+
+
+def slot_name(name: str, slot: int) -> str:
+    """The fence name of ``slot`` of the semaphore ``name``: ``{<name>}#slot<k>``.
+
+    The braces are a Redis Cluster hash tag, so every slot of one semaphore lives in one
+    cluster slot; a name that has a hash tag of its own (``jobs{eu}``) keeps it and is not
+    wrapped (``jobs{eu}#slot<k>``). The same rule holds on every backend, so a slot's
+    fence has one name everywhere (``fencing status '{jobs}#slot0'``).
+    """
+    return f"{name}#slot{slot}" if _has_hash_tag(name) else f"{{{name}}}#slot{slot}"
+
+
+def _has_hash_tag(name: str) -> bool:
+    start = name.find("{")
+    return start >= 0 and name.find("}", start + 1) > start + 1
+
+
+@dataclass(frozen=True)
+class Permit:
+    """One permit of a semaphore: its ``slot`` (in ``range(permits)``) and the slot's
+    ``token`` (a ``FenceToken`` whose ``name`` is the slot's fence name). Guard a resource
+    owned by the slot with that slot's tokens."""
+
+    semaphore: str
+    slot: int
+    token: FenceToken
+
+
+F = TypeVar("F", Fence, AsyncFence)
+
+
+class OnSlot:
+    """A step of the acquire flow carried out on the port of one slot's fence."""
+
+    __slots__ = ("slot", "step")
+
+    def __init__(self, slot: int, step: TryAcquire | AwaitRelease | Sleep) -> None:
+        self.slot = slot
+        self.step = step
+
+    def perform(self, ports: Sequence[Calls]) -> None:
+        self.step.perform(ports[self.slot])
+
+    async def aperform(self, ports: Sequence[AsyncCalls]) -> None:
+        await self.step.aperform(ports[self.slot])
+
+
+class SemaphoreCore(Generic[F]):
+    """What the blocking and asyncio semaphores share: checks, the acquire flow, the
+    permits' bookkeeping (in the slot fences); no I/O."""
+
+    def __init__(self, name: str, permits: int, ttl: float, make_fence: Callable[[str], F]) -> None:
+        self.name = check_name(name)
+        self.permits = check_count(permits, "permits", MAX_PERMITS)
+        self.ttl = check_ttl(ttl)
+        self.fences: list[F] = [make_fence(slot_name(self.name, k)) for k in range(self.permits)]
+        first = self.fences[0]
+        self.clock: Clock = first.clock
+        self._wakes = first._waiting.wakes
+        self._ttl_ms = first._ttl_ms
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, permits={self.permits}, ttl={self.ttl})"
+
+    def _acquire_flow(self, holder: str, timeout: float | None) -> Flow[OnSlot, tuple[int, int]]:
+        """Try every slot once, from a random one; when all are busy, wait (woken on a
+        release, or backing off with jitter, never past the soonest expiry) and again."""
+        schedule = WaitSchedule(self.name, timeout, self._wakes, self.clock.monotonic)
+        count = self.permits
+        while True:
+            start = random.randrange(count)
+            soonest: tuple[float, int] | None = None
+            for i in range(count):
+                slot = (start + i) % count
+                attempt = TryAcquire(holder, self._ttl_ms)
+                yield OnSlot(slot, attempt)
+                reply = attempt.result
+                if not isinstance(reply, Busy):
+                    return slot, reply
+                if reply.expires_in is not None and (
+                    soonest is None or reply.expires_in < soonest[0]
+                ):
+                    soonest = (reply.expires_in, slot)
+            expires_in, slot = (None, start) if soonest is None else soonest
+            wait = schedule.next_wait(Busy(expires_in))  # AcquireTimeout at the deadline
+            yield OnSlot(slot, AwaitRelease(wait) if self._wakes else Sleep(wait))
+
+    def _permit(self, slot: int, token: int, holder: str) -> Permit:
+        return Permit(self.name, slot, self.fences[slot]._granted(token, holder))
+
+    def _fence_of(self, permit: object) -> F:
+        """The slot fence of ``permit``; ``TypeError``/``ValueError`` for anything that is not
+        a permit of this semaphore (checked before any I/O)."""
+        if not isinstance(permit, Permit):
+            raise TypeError(
+                f"expected a Permit of semaphore {self.name!r}, not {type(permit).__name__}"
+            )
+        if permit.semaphore != self.name:
+            raise ValueError(
+                f"permit of semaphore {permit.semaphore!r} passed to semaphore {self.name!r}"
+            )
+        if not 0 <= permit.slot < self.permits:
+            raise ValueError(
+                f"permit of slot {permit.slot}: semaphore {self.name!r} has slots 0 to "
+                f"{self.permits - 1} (permits={self.permits})"
+            )
+        return self.fences[permit.slot]
+
+
+class Semaphore(SemaphoreCore[Fence]):
+    """N permits on a blocking issuer; each permit a lease of one slot, with that slot's
+    strictly increasing token (see the module docstring and docs/limits.md).
+
+    ``Semaphore(issuer, "jobs", permits=3, ttl=10)``, or ``backend.semaphore(...)`` on what
+    ``fencing.connect`` returns. Every holder of a name must use the same ``permits``:
+    a semaphore with fewer lets no new holder into the slots above its count.
+    """
+
+    def __init__(
+        self,
+        issuer: Issuer,
+        name: str,
+        permits: int,
+        ttl: float = DEFAULT_TTL,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(name, permits, ttl, lambda slot: Fence(issuer, slot, ttl, clock=clock))
+        self._ports = [fence._calls for fence in self.fences]
+
+    def acquire(self, timeout: float | None = None) -> Permit:
+        """Take a free slot and return its permit.
+
+        ``timeout`` as for a fence: ``0`` tries every slot once, ``None`` waits for ever, a
+        number waits at most that long, then ``AcquireTimeout``.
+        """
+        holder, wait = new_holder_id(), check_timeout(timeout)
+        slot, token = run_sync(self._acquire_flow(holder, wait), self._ports)
+        return self._permit(slot, token, holder)
+
+    def renew(self, permit: Permit, ttl: float | None = None) -> None:
+        """Extend ``permit``'s lease; ``LeaseLost`` if it is no longer held."""
+        self._fence_of(permit).renew(permit.token, ttl)
+
+    def release(self, permit: Permit) -> None:
+        """Give ``permit`` back; ``LeaseLost`` if it had already expired or moved on."""
+        self._fence_of(permit).release(permit.token)
+
+    def hold(self, timeout: float | None = None) -> SemaphoreHold:
+        """Acquire a permit, renew it every ttl/3 in a background thread, release on exit.
+
+        ``with semaphore.hold() as permit:``; the ``SemaphoreHold`` has its own ``lost``
+        (leaving the block raises ``LeaseLost`` once a renewal found the permit gone).
+        """
+        return SemaphoreHold(self, timeout)
+
+
+class AsyncSemaphore(SemaphoreCore[AsyncFence]):
+    """The asyncio ``Semaphore`` (``fencing.aio.Semaphore``): the same slots, leases and
+    tokens as a blocking semaphore of that name on the same issuer."""
+
+    def __init__(
+        self,
+        issuer: AsyncIssuer,
+        name: str,
+        permits: int,
+        ttl: float = DEFAULT_TTL,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        super().__init__(
+            name, permits, ttl, lambda slot: AsyncFence(issuer, slot, ttl, clock=clock)
+        )
+        self._ports = [fence._calls for fence in self.fences]
+
+    async def acquire(self, timeout: float | None = None) -> Permit:
+        """Take a free slot and return its permit (see ``Semaphore.acquire``)."""
+        holder, wait = new_holder_id(), check_timeout(timeout)
+        slot, token = await run_async(self._acquire_flow(holder, wait), self._ports)
+        return self._permit(slot, token, holder)
+
+    async def renew(self, permit: Permit, ttl: float | None = None) -> None:
+        """Extend ``permit``'s lease; ``LeaseLost`` if it is no longer held."""
+        await self._fence_of(permit).renew(permit.token, ttl)
+
+    async def release(self, permit: Permit) -> None:
+        """Give ``permit`` back; ``LeaseLost`` if it had already expired or moved on."""
+        await self._fence_of(permit).release(permit.token)
+
+    def hold(self, timeout: float | None = None) -> AsyncSemaphoreHold:
+        """``async with semaphore.hold() as permit:`` (see ``Semaphore.hold``)."""
+        return AsyncSemaphoreHold(self, timeout)
+
+
+class _PermitHold(HoldBase):
+    _permit: Permit | None = None
+
+    @property
+    def permit(self) -> Permit | None:
+        """The permit of this hold once entered, else ``None``."""
+        return self._permit
+
+
+class SemaphoreHold(_PermitHold):
+    """One ``semaphore.hold()``: gives the permit, renews it, with its own ``lost``."""
+
+    def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
+        super().__init__(timeout, True)
+        self._semaphore = semaphore
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Permit:
+        self._entering()
+        permit = self._permit = self._semaphore.acquire(self._timeout)
+        fence = self._semaphore.fences[permit.slot]
+        state = self._state = fence._hold_started(permit.token)
+        self._thread = threading.Thread(
+            target=self._renew, args=(fence, state), name=f"fencing-renew:{fence.name}", daemon=True
+        )
+        self._thread.start()
+        return permit
+
+    def _renew(self, fence: Fence, state: HoldState) -> None:
+        try:
+            run_sync(fence._renewal_flow(state), fence._calls.with_sleep(self._stop.wait))
+        except Exception:
+            state.renewal_crashed()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        state, permit = self._state, self._permit
+        if state is None or permit is None:
+            return
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+        with state.finishing():
+            self._semaphore.release(permit)
+
+
+class AsyncSemaphoreHold(_PermitHold):
+    """One ``async with semaphore.hold()``: gives the permit, with its own ``lost``."""
+
+    def __init__(self, semaphore: AsyncSemaphore, timeout: float | None) -> None:
+        super().__init__(timeout, True)
+        self._semaphore = semaphore
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> Permit:
+        self._entering()
+        permit = self._permit = await self._semaphore.acquire(self._timeout)
+        fence = self._semaphore.fences[permit.slot]
+        state = self._state = fence._hold_started(permit.token)
+        self._task = asyncio.create_task(self._renew(fence, state))
+        return permit
+
+    async def _wait_stop(self, seconds: float) -> bool:
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def _renew(self, fence: AsyncFence, state: HoldState) -> None:
+        try:
+            await run_async(fence._renewal_flow(state), fence._calls.with_sleep(self._wait_stop))
+        except Exception:
+            state.renewal_crashed()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        state, permit = self._state, self._permit
+        if state is None or permit is None:
+            return
+        if self._task is not None:
+            self._stop.set()
+            await self._task
+        with state.finishing():
+            await self._semaphore.release(permit)

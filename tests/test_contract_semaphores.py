@@ -1,0 +1,91 @@
+"""The public ``SemaphoreContract`` (blocking and asyncio) on every backend that has
+semaphores: memory, Redis, SQLite and PostgreSQL, each made through what a user calls
+(``MemoryIssuer.semaphore``, ``fencing.connect(url).semaphore``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio
+from sqlalchemy import create_engine
+
+import fencing
+import fencing.aio
+from fencing import MemoryIssuer
+from fencing.sql import create_tables
+from fencing.testing.contract import (
+    AsyncSemaphoreContract,
+    MakeAsyncSemaphore,
+    MakeSemaphore,
+    SemaphoreContract,
+)
+from fencing.testing.servers import PostgresServer, RedisServer
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh SQLite file, or the session's PostgreSQL with the SDK's tables."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fencing.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = server.url("psycopg")
+    engine = create_engine(url)
+    create_tables(engine)
+    engine.dispose()
+    return url
+
+
+class TestMemorySemaphore(SemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self) -> MakeSemaphore:
+        return MemoryIssuer().semaphore
+
+
+class TestAsyncMemorySemaphore(AsyncSemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self) -> MakeAsyncSemaphore:
+        return MemoryIssuer().aio_semaphore
+
+
+class TestRedisSemaphore(SemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self, redis_server: RedisServer) -> Iterator[MakeSemaphore]:
+        backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
+        yield backend.semaphore  # type: ignore[attr-defined]
+        backend.close()  # type: ignore[attr-defined]
+
+
+class TestAsyncRedisSemaphore(AsyncSemaphoreContract):
+    """On one client of the test's event loop (``backend.aio_semaphore`` opens its own)."""
+
+    @pytest.fixture
+    async def make_semaphore(self, redis_server: RedisServer) -> AsyncIterator[MakeAsyncSemaphore]:
+        client = redis.asyncio.Redis(port=redis_server.port)
+        issuer = fencing.aio.RedisIssuer(client)
+        yield lambda name, permits, ttl: fencing.aio.Semaphore(issuer, name, permits, ttl)
+        await client.aclose()
+
+
+class TestSqlSemaphore(SemaphoreContract):
+    """On a SQLite file and on PostgreSQL (fewer racing rounds: SQLite's writers queue
+    on its one file lock, and the waiters back off)."""
+
+    semaphore_rounds = 4
+
+    @pytest.fixture
+    def make_semaphore(self, sql_url: str) -> MakeSemaphore:
+        return fencing.connect(sql_url).semaphore  # type: ignore[attr-defined, no-any-return]
+
+
+class TestAsyncSqlSemaphore(AsyncSemaphoreContract):
+    """On a SQLite file (aiosqlite) and on PostgreSQL (psycopg's asyncio side)."""
+
+    semaphore_rounds = 4
+
+    @pytest.fixture
+    async def make_semaphore(self, sql_url: str) -> AsyncIterator[MakeAsyncSemaphore]:
+        issuer = fencing.aio.SqlIssuer(sql_url)  # its own pool, disposed on this loop
+        yield lambda name, permits, ttl: fencing.aio.Semaphore(issuer, name, permits, ttl)
+        await issuer.engine.dispose()

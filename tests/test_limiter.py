@@ -1,0 +1,223 @@
+"""Rate limiters: at most ``limit`` admissions per window, counted on the store's clock.
+
+The cross-process check runs real processes against one Redis and reads the admission
+times the server's script returned (``Admission.at``, from ``TIME``), never the clients'
+clocks; it asserts counts only. The memory limiter is checked on a virtual clock, where
+"sleeps until the moment one frees" is exact and costs no time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import multiprocessing
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+import fencing
+import fencing.aio
+from fencing import AcquireTimeout, Admission, MemoryIssuer
+from fencing._limiter import Limiter
+from fencing.testing.contract import BAD_COUNTS
+from fencing.testing.servers import RedisServer
+from fencing.testing.simulation import VirtualClock
+
+LIMIT, PER = 5, 0.8
+
+
+def _micros(times: Sequence[float], per: float) -> tuple[list[int], int]:
+    """Times and ``per`` in whole microseconds, the stores' own unit (no float sums)."""
+    return sorted(round(at * 1e6) for at in times), round(per * 1e6)
+
+
+def most_in_any_interval(times: Sequence[float], seconds: float) -> int:
+    """The most admissions in any half-open interval ``[t, t + seconds)``."""
+    (ordered, per), most, first = _micros(times, seconds), 0, 0
+    for last, at in enumerate(ordered):
+        while ordered[first] <= at - per:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+def most_in_a_fixed_window(times: Sequence[float], seconds: float) -> int:
+    """The most admissions in one fixed window, each window starting at the first
+    admission at or after the end of the one before and lasting ``seconds``."""
+    (ordered, per), most, count = _micros(times, seconds), 0, 0
+    start: float = -math.inf
+    for at in ordered:
+        if at >= start + per:
+            start, count = at, 0
+        count += 1
+        most = max(most, count)
+    return most
+
+
+def test_the_checks_see_one_admission_too_many() -> None:
+    """The controls: six admissions inside one ``per`` are caught by both checks."""
+    six = [0.0, 0.1, 0.2, 0.3, 0.4, 0.79]
+    assert most_in_any_interval(six, PER) == 6
+    assert most_in_a_fixed_window(six, PER) == 6
+    assert most_in_any_interval([0.0, 0.8, 1.6], PER) == 1
+    assert most_in_a_fixed_window([*six[:5], 0.8, 0.81], PER) == 5
+
+
+def _hammer(url: str, names: dict[str, str], seconds: float, out: Any) -> None:
+    """A client process: for ``seconds`` (its own clock, only to stop), take admissions
+    from both limiters in turn, by ``try_acquire``'s whole reply or by ``acquire``;
+    report the server's time of each admission."""
+    backend = fencing.connect(url)
+    limiters = {
+        window: backend.limiter(name, limit=LIMIT, per=PER, window=window)  # type: ignore[attr-defined]
+        for window, name in names.items()
+    }
+    got: dict[str, list[float]] = {window: [] for window in limiters}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for window, limiter in limiters.items():
+            reply: Admission = limiter.attempt()
+            if not reply.admitted:
+                reply = limiter.acquire(timeout=10)
+            got[window].append(reply.at)
+    out.put(got)
+
+
+def test_processes_hammering_redis_never_get_more_than_the_limit(
+    redis_server: RedisServer,
+) -> None:
+    url = f"redis://127.0.0.1:{redis_server.port}"
+    names = {window: f"limit:{window}:{random.random()}" for window in ("fixed", "sliding")}
+    ctx: Any = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    workers = [ctx.Process(target=_hammer, args=(url, names, 1.6, out)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    reports = [out.get(timeout=120) for _ in workers]
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    fixed = [at for report in reports for at in report["fixed"]]
+    sliding = [at for report in reports for at in report["sliding"]]
+    assert fixed and sliding
+    assert most_in_a_fixed_window(fixed, PER) <= LIMIT
+    assert most_in_any_interval(sliding, PER) <= LIMIT
+
+
+class _Counting:
+    """A memory store that counts the requests it decides."""
+
+    def __init__(self, issuer: MemoryIssuer) -> None:
+        self.issuer = issuer
+        self.calls = 0
+
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        self.calls += 1
+        return self.issuer.admit(name, limit, per_ms, window)
+
+
+@pytest.mark.parametrize("window", ["fixed", "sliding"])
+def test_memory_windows_on_a_virtual_clock(window: str) -> None:
+    """Random requests and waits: never more than the limit in a window, and a waiting
+    ``acquire`` asks exactly twice (refused, slept until the moment one frees, admitted)."""
+    clock = VirtualClock()
+    store = _Counting(MemoryIssuer(clock=clock))
+    limiter = Limiter(store, "api", LIMIT, PER, window, monotonic=clock, sleep=clock.advance)
+    rng = random.Random(21)
+    admitted: list[float] = []
+    for _ in range(2000):
+        clock.advance(rng.choice([0, 0, 0.01, 0.05, 0.2]))
+        if rng.random() < 0.8:
+            reply = limiter.attempt()
+            if reply.admitted:
+                admitted.append(reply.at)
+            continue
+        before = store.calls
+        first = limiter.attempt()
+        reply = first if first.admitted else limiter.acquire()
+        admitted.append(reply.at)
+        if not first.admitted:
+            assert store.calls - before == 3, "acquire polled instead of sleeping once"
+            assert reply.at == pytest.approx(first.at + first.retry_in)
+    check = most_in_a_fixed_window if window == "fixed" else most_in_any_interval
+    assert check(admitted, PER) == LIMIT  # full windows were reached, never exceeded
+
+
+def test_acquire_gives_up_when_nothing_frees_before_its_deadline() -> None:
+    clock = VirtualClock()
+    issuer = MemoryIssuer(clock=clock)
+    limiter = Limiter(issuer, "api", 1, 10.0, monotonic=clock, sleep=clock.advance)
+    assert limiter.try_acquire()
+    assert not limiter.try_acquire()
+    with pytest.raises(AcquireTimeout):
+        limiter.acquire(timeout=5)
+    assert clock() == 0, "waited although the reply said nothing frees in time"
+    assert limiter.acquire(timeout=10).admitted
+    assert clock() == pytest.approx(10)
+
+
+async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> None:
+    issuer = MemoryIssuer()
+    one, two = issuer.limiter("m", 2, 30), issuer.aio_limiter("m", 2, 30)
+    assert one.try_acquire() and await two.try_acquire()
+    assert not await two.try_acquire() and not one.try_acquire()
+    backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
+    name = f"aio:{random.random()}"
+    blocking, aio = backend.limiter(name, 2, 30, "fixed"), backend.aio_limiter(name, 2, 30, "fixed")  # type: ignore[attr-defined]
+    try:
+        assert blocking.try_acquire() and await aio.try_acquire()
+        assert not await aio.try_acquire() and not blocking.try_acquire()
+        with pytest.raises(AcquireTimeout):
+            await aio.acquire(timeout=1)
+    finally:
+        await aio.store.client.aclose()
+        backend.close()  # type: ignore[attr-defined]
+
+
+BAD_PERS: list[tuple[Any, type[Exception]]] = [
+    (0, ValueError),
+    (-1, ValueError),
+    (math.nan, ValueError),
+    (math.inf, ValueError),
+    (True, TypeError),
+    ("1", TypeError),
+]
+BAD_WINDOWS: list[tuple[Any, type[Exception]]] = [
+    ("rolling", ValueError),
+    ("", ValueError),
+    (None, TypeError),
+    (1, TypeError),
+]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        *(({"limit": value}, error) for value, error in BAD_COUNTS),
+        *(({"per": value}, error) for value, error in BAD_PERS),
+        *(({"window": value}, error) for value, error in BAD_WINDOWS),
+    ],
+    ids=repr,
+)
+def test_bad_arguments_are_refused_with_nothing_admitted(
+    arguments: dict[str, Any], error: type[Exception]
+) -> None:
+    issuer = MemoryIssuer()
+    good: dict[str, Any] = {"limit": 1, "per": 10.0, "window": "fixed"}
+    with pytest.raises(error):
+        issuer.limiter("api", **{**good, **arguments})
+    with pytest.raises(error):
+        issuer.aio_limiter("api", **{**good, **arguments})
+    assert issuer.limiter("api", **good).try_acquire(), "a refused call admitted something"
+
+
+def test_asyncio_runs() -> None:
+    assert asyncio.run(fencing.aio.Limiter(_AsyncCounting(), "x", 1, 1.0).try_acquire())
+
+
+class _AsyncCounting:
+    async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        return Admission(True, 0.0, 0.0)
