@@ -542,7 +542,7 @@ class RedisIssuer:
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """One request of the rate limiter ``name``: one script, on the server's clock."""
-        return parse_admission(self.run(limit_call(name, limit, per_ms, window)))
+        return parse_admission(self.run(*limit_call(name, limit, per_ms, window)))
 
     def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
@@ -676,7 +676,7 @@ class AsyncRedisIssuer:
 
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """See ``RedisIssuer.admit``."""
-        return parse_admission(await self.run(limit_call(name, limit, per_ms, window)))
+        return parse_admission(await self.run(*limit_call(name, limit, per_ms, window)))
 
     async def confirmed(
         self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
