@@ -176,8 +176,8 @@ class FenceCore:
                 return
             try:
                 yield from self._renew_flow(token)
-            except LeaseLost:
-                hold.lose()
+            except LeaseLost as lost:
+                hold.lose(lost)
                 return
             except FenceUnavailable as exc:
                 left = self.ttl - (self.clock.monotonic() - last_ok)
@@ -185,7 +185,11 @@ class FenceCore:
                     lost_log.warning("fence %r: token %d presumed lost: %s", self.name, token, exc)
                     lease_lost(self._calls, self._holders.get(token))
                     self._forget(token)
-                    hold.lose()
+                    presumed = LeaseLost(
+                        self.name, token, f"issuer unreachable past the lease's end: {exc}"
+                    )
+                    presumed.__cause__ = exc
+                    hold.lose(presumed)
                     return
                 delay = min(interval / 2, left)  # sooner, but never a shrinking series
                 continue
@@ -194,8 +198,8 @@ class FenceCore:
 
     # -- holds -------------------------------------------------------------------------
 
-    def _hold_started(self, token: FenceToken) -> HoldState:
-        hold = self._last_hold = HoldState(self, token)
+    def _hold_started(self, token: FenceToken, signal: LossSignal | None = None) -> HoldState:
+        hold = self._last_hold = HoldState(self, token, LossSignal() if signal is None else signal)
         return hold
 
     # -- helpers -----------------------------------------------------------------------
@@ -211,14 +215,100 @@ class FenceCore:
         self._holders.pop(token, None)
 
 
+#: An ``on_lost`` callback: called once with the ``LeaseLost`` that says what was lost.
+OnLost = Callable[[LeaseLost], object]
+
+
+def check_callback(callback: object) -> OnLost:
+    """``callback`` if it can be called, else ``TypeError`` (before any I/O)."""
+    if not callable(callback):
+        raise TypeError(f"on_lost needs a callable, not {type(callback).__name__}")
+    return callback
+
+
+class LossSignal:
+    """How one hold tells that its lease is lost: a flag set once, the ``on_lost``
+    callbacks, and the waiters of ``wait_lost``. Thread-safe.
+
+    ``lose`` sets the flag, wakes the waiters and runs the callbacks registered so far,
+    each once, in the calling thread: the hold's renewer (a thread for ``Hold``, a task
+    on the event loop for ``AsyncHold``), or the code leaving the hold when its release
+    is what found the lease gone. A callback registered after the loss runs at once, in
+    the thread that registers it. A callback that raises is logged on ``fencing.lost``
+    and does not stop the others. ``end`` says the hold is over with its lease released:
+    waiters wake up and learn it was not lost.
+    """
+
+    __slots__ = ("_callbacks", "_lock", "_lost", "_settled", "error")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lost = threading.Event()
+        self._settled = threading.Event()  # lost, or the hold is over
+        self._callbacks: list[OnLost] = []
+        #: What was lost, once it was: the ``LeaseLost`` the callbacks receive.
+        self.error: LeaseLost | None = None
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    @property
+    def settled(self) -> bool:
+        """Lost, or over: nothing will change any more."""
+        return self._settled.is_set()
+
+    def add(self, callback: OnLost) -> None:
+        """Run ``callback`` on the loss (at once if the lease is lost already)."""
+        with self._lock:
+            error = self.error
+            if error is None:
+                self._callbacks.append(callback)
+                return
+        _call(callback, error)
+
+    def lose(self, error: LeaseLost) -> None:
+        """Mark the lease lost (once; later calls change nothing) and run the callbacks."""
+        with self._lock:
+            if self.error is not None:
+                return
+            self.error = error
+            callbacks, self._callbacks = self._callbacks, []
+            self._lost.set()
+            self._settled.set()
+        for callback in callbacks:
+            _call(callback, error)
+
+    def end(self) -> None:
+        """The hold is over: wake the waiters (``lost`` stays as it is)."""
+        self._settled.set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until lost or over, at most ``timeout`` seconds; whether it was lost."""
+        self._settled.wait(None if timeout is None else min(timeout, threading.TIMEOUT_MAX))
+        return self._lost.is_set()
+
+
+def _call(callback: OnLost, error: LeaseLost) -> None:
+    try:
+        callback(error)
+    except Exception:
+        lost_log.exception(
+            "fence %r: an on_lost callback of token %s failed", error.name, error.token
+        )
+
+
 class HoldBase:
     """What the blocking ``Hold`` and the asyncio ``AsyncHold`` share: no I/O."""
 
     _state: HoldState | None = None
 
-    def __init__(self, timeout: float | None, auto_renew: bool) -> None:
+    def __init__(self, timeout: float | None, auto_renew: bool, on_lost: OnLost | None) -> None:
         self._timeout = timeout
         self._auto_renew = auto_renew
+        self._signal = LossSignal()
+        if on_lost is not None:
+            self._signal.add(check_callback(on_lost))
 
     def _entering(self) -> None:
         """A hold is entered once: its state (token, lost flag) belongs to one lease."""
@@ -232,43 +322,61 @@ class HoldBase:
 
     @property
     def lost(self) -> bool:
-        """True once this hold's renewal found its lease lost."""
-        return self._state is not None and self._state.lost
+        """True once this hold's lease was found lost (by its renewal, or on leaving)."""
+        return self._signal.lost
+
+    def on_lost(self, callback: Callable[[LeaseLost], object]) -> None:
+        """Call ``callback(error)`` once when this hold's lease is found lost.
+
+        ``error`` is a ``LeaseLost`` naming the fence and token and saying how the lease
+        was lost (renewal refused, or the issuer unreachable past the lease's end). The
+        callback runs in the hold's renewer: its background thread for a ``Hold``, its
+        renewal task on the event loop for an ``AsyncHold`` (so it must not block; start
+        a task from it for asynchronous work). Registered after the loss, it runs at
+        once, in the caller's thread. It may be registered before the hold is entered.
+        A callback that raises is logged on ``fencing.lost``; the others still run.
+        ``TypeError`` if ``callback`` is not callable.
+        """
+        self._signal.add(check_callback(callback))
 
 
 class HoldState:
-    """What one ``hold()`` knows: its token and its own lost flag (set by its renewal).
+    """What one ``hold()`` knows once entered: its token and its ``LossSignal`` (set by
+    its renewal).
 
     Each hold has its own, so a second hold on the same fence never clears the first
     one's flag.
     """
 
-    __slots__ = ("_fence", "_lost", "token")
+    __slots__ = ("_fence", "signal", "token")
 
-    def __init__(self, fence: FenceCore, token: FenceToken) -> None:
+    def __init__(self, fence: FenceCore, token: FenceToken, signal: LossSignal) -> None:
         self._fence = fence
         self.token = token
-        self._lost = threading.Event()  # set from a renewer thread or task
+        self.signal = signal
 
     @property
     def lost(self) -> bool:
         """True once this hold's renewal found its lease lost."""
-        return self._lost.is_set()
+        return self.signal.lost
 
-    def lose(self) -> None:
-        self._lost.set()
+    def lose(self, error: LeaseLost | None = None) -> None:
+        """Mark the lease lost (``error`` says how) and run the hold's callbacks."""
+        if error is None:
+            error = LeaseLost(self._fence.name, self.token, "lease was lost during hold()")
+        self.signal.lose(error)
 
     @contextlib.contextmanager
     def finishing(self) -> Iterator[None]:
         """Around the release that ends the hold: ``LeaseLost`` if renewal lost the lease
         during the hold, and a release that finds it gone (a hold without auto-renewal
         that outlived its ttl) marks the hold lost too."""
-        if self._lost.is_set():
+        if self.signal.lost:
             raise LeaseLost(self._fence.name, self.token, "lease was lost during hold()")
         try:
             yield
-        except LeaseLost:
-            self._lost.set()
+        except LeaseLost as exc:
+            self.signal.lose(exc)
             raise
 
     def renewal_crashed(self) -> None:
@@ -277,7 +385,7 @@ class HoldState:
         lost_log.exception("fence %r: renewal of token %d failed", fence.name, self.token)
         lease_lost(fence._calls, fence._holders.get(self.token))
         fence._forget(self.token)
-        self._lost.set()
+        self.lose(LeaseLost(fence.name, self.token, "the renewal failed with an unexpected error"))
 
 
 class _HolderIds:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, pause_with
+from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost, pause_with
 from ._flow import run_sync
 from ._protocol import Calls, acquire_sync, capabilities, release_sync
 from ._token import FenceToken
+from ._validate import check_timeout
 from .issuer import Issuer
 
 
@@ -57,21 +58,32 @@ class Fence(FenceCore):
         value, holder = self._lease_of(token)
         self._released(value, release_sync(self._calls, value, holder))
 
-    def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> Hold:
+    def hold(
+        self,
+        timeout: float | None = None,
+        *,
+        auto_renew: bool = True,
+        on_lost: OnLost | None = None,
+    ) -> Hold:
         """Acquire, renew every ttl/3 in a background thread, release on exit.
 
         ``with fence.hold() as token:`` gives the token. The returned ``Hold`` has its
         own ``lost`` flag: if a renewal finds the lease lost it becomes True at once,
-        and leaving the block raises ``LeaseLost``.
+        and leaving the block raises ``LeaseLost``. ``on_lost(error)`` is called once,
+        in the renewal thread, when that happens (see ``Hold.on_lost``), and
+        ``Hold.wait_lost`` blocks until it does.
         """
-        return Hold(self, timeout, auto_renew)
+        return Hold(self, timeout, auto_renew, on_lost)
 
 
 class Hold(HoldBase):
-    """One ``fence.hold()``: a context manager giving the token, with its own ``lost``."""
+    """One ``fence.hold()``: a context manager giving the token, with its own ``lost``
+    flag, ``on_lost`` callbacks and ``wait_lost``."""
 
-    def __init__(self, fence: Fence, timeout: float | None, auto_renew: bool) -> None:
-        super().__init__(timeout, auto_renew)
+    def __init__(
+        self, fence: Fence, timeout: float | None, auto_renew: bool, on_lost: OnLost | None
+    ) -> None:
+        super().__init__(timeout, auto_renew, on_lost)
         self._fence = fence
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -80,13 +92,19 @@ class Hold(HoldBase):
         self._entering()
         fence = self._fence
         token = fence.acquire(self._timeout)
-        state = self._state = fence._hold_started(token)
+        state = self._state = fence._hold_started(token, self._signal)
         if self._auto_renew:
             self._thread = threading.Thread(
                 target=self._renew, args=(state,), name=f"fencing-renew:{fence.name}", daemon=True
             )
             self._thread.start()
         return token
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until this hold's lease is found lost, and return True; or return False
+        once ``timeout`` seconds passed (``None``: no limit) or the hold ended with its
+        lease released. Any thread may wait, also before the hold is entered."""
+        return self._signal.wait(check_timeout(timeout))
 
     def _renew(self, state: HoldState) -> None:
         fence = self._fence
@@ -104,8 +122,11 @@ class Hold(HoldBase):
         state = self._state
         if state is None:
             return
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-        with state.finishing():
-            self._fence.release(state.token)
+        try:
+            if self._thread is not None:
+                self._stop.set()
+                self._thread.join()
+            with state.finishing():
+                self._fence.release(state.token)
+        finally:
+            state.signal.end()

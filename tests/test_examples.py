@@ -50,6 +50,14 @@ EXPECTED: dict[str, list[str]] = {
         'fencing_lease_held_duration_seconds_count{fencing_backend="memory"} 1.0',
         'fencing_writes_rejected_total{fencing_guard="file"} 1.0',
     ],
+    "lost_lease.py": [
+        "working with token 1",
+        "on_lost: fence 'nightly-report', token 1: lease expired or was taken over",
+        "the lease is gone: stopping early",
+        "leaving the hold raised LeaseLost for token 1",
+        "the asyncio job works with token 2",
+        "its body was cancelled: LeaseLost from CancelledError",
+    ],
     "cache_fill.py": [  # SQL tokens are clock-floored: no fixed numbers
         "but the write was refused as stale",
         "and filled the cache",

@@ -33,7 +33,9 @@ crashed holder; a held lease excludes every other holder (``acquire(timeout=0)``
 waits until the holder releases; renew extends the lease; renew and release act only for
 the exact holder (``LeaseLost``; another fence's token is a ``ValueError``), also at the
 issuer itself; an expired lease lets the next holder in with a higher token; ``hold()``
-keeps the lease past its ttl and surfaces a lost lease (``LeaseLost`` on leaving); bad
+keeps the lease past its ttl and surfaces a lost lease (``LeaseLost`` on leaving); a lease
+ended at the issuer behind a hold's back is signalled (``on_lost`` callbacks once, in the
+renewer; ``wait_lost``; an asyncio body cancelled with ``cancel_on_loss=True``); bad
 input is refused with ``TypeError``/``ValueError`` and nothing taken; racing threads (or
 tasks) are never two holders at once.
 

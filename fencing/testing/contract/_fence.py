@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import partial
 from typing import Any
@@ -18,6 +19,7 @@ from ._helpers import (
     _assert_after,
     _assert_waited,
     _Background,
+    _holder_of,
     _ids,
     _millis,
     _not_the_lease,
@@ -291,6 +293,48 @@ class FenceContract(LeaseTerms):
                 with again:
                     assert not again.lost
         assert not again.lost
+
+    # -- lost-lease signals ------------------------------------------------------------
+
+    def end_behind_its_back(self, fence: Fence, token: int) -> None:
+        """End ``fence``'s lease ``token`` at the issuer, with the holder id the fence
+        recorded, as an operator's ``release --force`` would: no expiry to wait for.
+        (Nothing to do once the fence forgot it: its renewal found it lost already.)"""
+        holder = _holder_of(fence, token)
+        if holder is not None:
+            fence.issuer.release(fence.name, int(token), holder)
+
+    def test_hold_signals_a_lost_lease(self, make_fence: MakeFence) -> None:
+        """When a hold's lease ends behind its back, its renewal finds it lost:
+        ``wait_lost`` returns True, each ``on_lost`` callback runs once, in the renewal
+        thread, with a ``LeaseLost`` naming the token; one registered afterwards runs at
+        once; leaving raises ``LeaseLost``; the next holder gets a higher token."""
+        name = self.fresh_name("signal")
+        fence = make_fence(name, self.short_ttl)  # renewed every ttl/3: a loss is found soon
+        calls: list[tuple[LeaseLost, threading.Thread]] = []
+
+        def record(error: LeaseLost) -> None:
+            calls.append((error, threading.current_thread()))
+
+        hold = fence.hold(on_lost=record)
+        with pytest.raises(LeaseLost) as info, hold as token:
+            hold.on_lost(record)  # registered on the entered hold as well
+            self.end_behind_its_back(fence, token)
+            assert hold.wait_lost(self.patience), f"wait_lost gave up after {self.patience}s"
+            assert hold.lost
+        assert info.value.token == token
+        assert len(calls) == 2, f"{len(calls)} callback calls, not one per callback"
+        for error, thread in calls:
+            assert isinstance(error, LeaseLost) and (error.name, error.token) == (name, token)
+            assert thread is not threading.current_thread(), "on_lost ran outside the renewer"
+        late: list[LeaseLost] = []
+        hold.on_lost(late.append)  # after the loss: at once, with the same error
+        assert late == [calls[0][0]], f"a late on_lost got {late}"
+        assert hold.wait_lost(0)
+        successor = make_fence(name, self.long_ttl)
+        newer = successor.acquire(timeout=self.patience)
+        _assert_after(newer, token, "the lost ")
+        successor.release(newer)
 
     # -- bad input ---------------------------------------------------------------------
 

@@ -136,6 +136,13 @@ def _not_the_lease(holder: T, stranger: T, token: int) -> list[tuple[T, int]]:
     return [(stranger, token), (holder, token + 1)]
 
 
+def _holder_of(fence: Fence | AsyncFence, token: int) -> str | None:
+    """The holder id ``fence`` recorded for its lease ``token`` (``None`` once it forgot
+    it: the lease was found lost already), so that a check can end that lease at the
+    issuer behind the fence's back, the way an operator's ``release --force`` ends it."""
+    return fence._holders.get(int(token))
+
+
 def _tries(patience: float, what: str) -> Iterator[None]:
     """The loop of a wait: yields until ``patience`` seconds have passed, then fails the
     test. A limit against hangs, never a timing."""
