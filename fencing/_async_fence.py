@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from types import TracebackType
 
-from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost
+from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost, new_holder_id
 from ._errors import LeaseLost
 from ._flow import run_async
 from ._protocol import AsyncCalls, acquire_async, capabilities, release_async
@@ -28,6 +28,7 @@ class AsyncFence(FenceCore):
     """A named lease plus its token counter, on an asyncio issuer (see ``Fence``).
 
     ``clock`` gives the deadlines' time; waiting itself is ``asyncio.sleep``.
+    ``reentrant=True`` as for ``Fence``, with the asyncio task as the owner.
     """
 
     _calls: AsyncCalls
@@ -39,14 +40,26 @@ class AsyncFence(FenceCore):
         ttl: float = DEFAULT_TTL,
         *,
         clock: Clock | None = None,
+        reentrant: bool = False,
     ) -> None:
         hands_off, wakes = capabilities(type(issuer))
-        super().__init__(name, ttl, hands_off=hands_off, wakes=wakes, clock=clock)
+        super().__init__(
+            name, ttl, hands_off=hands_off, wakes=wakes, clock=clock, reentrant=reentrant
+        )
         self.issuer = issuer
         self._calls = AsyncCalls(issuer, self.name, _pause)
 
     async def acquire(self, timeout: float | None = None) -> FenceToken:
         """Take the lease and return its token (see ``Fence.acquire``)."""
+        if self.reentrant:
+            wait = check_timeout(timeout)
+            owner = asyncio.current_task()
+            again = self._reentered(owner)
+            if again is not None:
+                return again
+            holder = new_holder_id()
+            token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
+            return self._owns(owner, self._granted(token, holder))
         holder, wait = self._acquiring(timeout)
         token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
         return self._granted(token, holder)
@@ -56,8 +69,12 @@ class AsyncFence(FenceCore):
         await run_async(self._renew_flow(token, ttl), self._calls)
 
     async def release(self, token: int) -> None:
-        """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
+        """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on.
+
+        On a reentrant fence, a release before the last only counts down (no I/O)."""
         value, holder = self._lease_of(token)
+        if self.reentrant and self._counted_down(value):
+            return
         self._released(value, await release_async(self._calls, value, holder))
 
     def hold(

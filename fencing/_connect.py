@@ -14,7 +14,8 @@ URL                                                    backend
 
 Redis URLs also take ``?min_replicas=N&replica_timeout=S`` (see docs/redis.md).
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
-``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens). The
+``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens); both take
+``reentrant=True`` (see ``Fence``). The
 embedded default is a SQLite file in the per-user state directory
 (``$XDG_STATE_HOME/fencing/fencing.db``, by default ``~/.local/state/fencing/fencing.db``),
 so every process of one user shares it whatever its working directory; it needs no
@@ -58,11 +59,13 @@ class Backend(Protocol):
 
     url: str
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        """A blocking fence of that name on this backend."""
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        """A blocking fence of that name on this backend (``reentrant``: see ``Fence``)."""
         ...
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
         """An asyncio fence of that name, sharing leases and tokens with ``fence``."""
         ...
 

@@ -83,6 +83,12 @@ class FenceCore:
     holder id of every lease it granted until that lease is released or found lost, so
     ``renew``/``release`` can name the exact lease (holder id and token are compared by
     the issuer in one atomic step).
+
+    A reentrant fence (``reentrant=True``) also remembers which owner (a thread, or an
+    asyncio task) holds each of its leases, like a ``threading.RLock``: the owner's
+    second ``acquire`` returns the same token and counts, each ``release`` counts down,
+    and the lease ends at the last one. That bookkeeping is in this process only: a
+    reentrant acquire or a release that counts down asks the issuer nothing.
     """
 
     _calls: Calls | AsyncCalls  # the port of the subclass's issuer (blocking or asyncio)
@@ -95,7 +101,10 @@ class FenceCore:
         hands_off: bool,
         wakes: bool,
         clock: Clock | None,
+        reentrant: bool = False,
     ) -> None:
+        if not isinstance(reentrant, bool):
+            raise TypeError(f"reentrant must be a bool, not {type(reentrant).__name__}")
         self.name = check_name(name)
         self.ttl = check_ttl(ttl)
         self._ttl_ms = millis(self.ttl)
@@ -104,6 +113,11 @@ class FenceCore:
         # token -> holder id; single dict operations are atomic, so threads need no lock
         self._holders: dict[int, str] = {}
         self._last_hold: HoldState | None = None
+        #: Whether the owner of a lease may acquire it again (see the class docstring).
+        self.reentrant = reentrant
+        # reentrant only: owner -> its token, and token -> (owner, acquisitions)
+        self._owned: dict[object, FenceToken] = {}
+        self._counts: dict[int, tuple[object, int]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, ttl={self.ttl})"
@@ -134,6 +148,31 @@ class FenceCore:
         if acquire_log.isEnabledFor(DEBUG):  # one call, not two, when debug logs are off
             acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
         return FenceToken(token, self.name)
+
+    def _reentered(self, owner: object) -> FenceToken | None:
+        """The token ``owner`` holds on this reentrant fence, counted once more; or
+        ``None`` when it holds none (then it acquires at the issuer)."""
+        token = self._owned.get(owner)
+        if token is None:
+            return None
+        _, count = self._counts[token]
+        self._counts[token] = (owner, count + 1)
+        return token
+
+    def _owns(self, owner: object, token: FenceToken) -> FenceToken:
+        """Record that ``owner`` holds ``token``, acquired once."""
+        self._owned[owner] = token
+        self._counts[token] = (owner, 1)
+        return token
+
+    def _counted_down(self, token: int) -> bool:
+        """On a reentrant fence, a release that is not the last: count it down and
+        return True (the lease stays); False when the lease must end at the issuer."""
+        entry = self._counts.get(token)
+        if entry is None or entry[1] <= 1:
+            return False
+        self._counts[token] = (entry[0], entry[1] - 1)
+        return True
 
     def _renew_flow(self, token: object, ttl: object = None) -> Flow[Op, None]:
         value, holder = self._lease_of(token)
@@ -213,6 +252,10 @@ class FenceCore:
 
     def _forget(self, token: int) -> None:
         self._holders.pop(token, None)
+        if self.reentrant:
+            entry = self._counts.pop(token, None)
+            if entry is not None:
+                self._owned.pop(entry[0], None)
 
 
 #: An ``on_lost`` callback: called once with the ``LeaseLost`` that says what was lost.

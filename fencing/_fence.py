@@ -8,7 +8,16 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost, pause_with
+from ._core import (
+    DEFAULT_TTL,
+    Clock,
+    FenceCore,
+    HoldBase,
+    HoldState,
+    OnLost,
+    new_holder_id,
+    pause_with,
+)
 from ._flow import run_sync
 from ._protocol import Calls, acquire_sync, capabilities, release_sync
 from ._token import FenceToken
@@ -22,15 +31,29 @@ class Fence(FenceCore):
     ``acquire`` grants the lease and returns a ``FenceToken`` larger than every token
     issued for this name before; pass it with every write to a guarded store.
     ``clock`` (default: the system's) is where waiting reads and spends time.
+
+    ``reentrant=True``: the thread that holds a lease of this fence may ``acquire`` it
+    again and gets the same token; each ``release`` counts down and the lease ends at
+    the last one. Other threads (and other fence objects) wait as usual. In-process
+    only: neither the reentrant acquire nor a counted-down release asks the issuer, so
+    keep the lease renewed (``hold()``) if it must outlive its ttl.
     """
 
     _calls: Calls
 
     def __init__(
-        self, issuer: Issuer, name: str, ttl: float = DEFAULT_TTL, *, clock: Clock | None = None
+        self,
+        issuer: Issuer,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        clock: Clock | None = None,
+        reentrant: bool = False,
     ) -> None:
         hands_off, wakes = capabilities(type(issuer))
-        super().__init__(name, ttl, hands_off=hands_off, wakes=wakes, clock=clock)
+        super().__init__(
+            name, ttl, hands_off=hands_off, wakes=wakes, clock=clock, reentrant=reentrant
+        )
         self.issuer = issuer
         self._calls = Calls(issuer, self.name, pause_with(self.clock))
 
@@ -41,10 +64,22 @@ class Fence(FenceCore):
         many seconds; then ``AcquireTimeout``. Waiters are woken on release (or handed
         the lease) where the issuer supports it, and otherwise back off with jitter.
         """
+        if self.reentrant:
+            return self._acquire_reentrant(timeout)
         holder, wait = self._acquiring(timeout)
         return self._granted(
             acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls), holder
         )
+
+    def _acquire_reentrant(self, timeout: float | None) -> FenceToken:
+        wait = check_timeout(timeout)
+        owner = threading.current_thread()
+        again = self._reentered(owner)
+        if again is not None:
+            return again
+        holder = new_holder_id()
+        granted = acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls)
+        return self._owns(owner, self._granted(granted, holder))
 
     def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token`` to ``ttl`` (default: the fence's) from now.
@@ -54,8 +89,12 @@ class Fence(FenceCore):
         run_sync(self._renew_flow(token, ttl), self._calls)
 
     def release(self, token: int) -> None:
-        """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
+        """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on.
+
+        On a reentrant fence, a release before the last only counts down (no I/O)."""
         value, holder = self._lease_of(token)
+        if self.reentrant and self._counted_down(value):
+            return
         self._released(value, release_sync(self._calls, value, holder))
 
     def hold(

@@ -139,15 +139,27 @@ class MemoryFence(Fence):
     """A fence issued in this process's memory (threads of one process share it)."""
 
     def __init__(
-        self, name: str, ttl: float = DEFAULT_TTL, *, issuer: MemoryIssuer | None = None
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        issuer: MemoryIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or default_memory_issuer, name, ttl)
+        super().__init__(issuer or default_memory_issuer, name, ttl, reentrant=reentrant)
 
 
 class AsyncMemoryFence(AsyncFence):
     """The asyncio ``MemoryFence``; shares leases and tokens with sync memory fences."""
 
     def __init__(
-        self, name: str, ttl: float = DEFAULT_TTL, *, issuer: MemoryIssuer | None = None
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        issuer: MemoryIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(AsyncMemoryIssuer(issuer or default_memory_issuer), name, ttl)
+        super().__init__(
+            AsyncMemoryIssuer(issuer or default_memory_issuer), name, ttl, reentrant=reentrant
+        )

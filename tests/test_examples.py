@@ -58,6 +58,12 @@ EXPECTED: dict[str, list[str]] = {
         "the asyncio job works with token 2",
         "its body was cancelled: LeaseLost from CancelledError",
     ],
+    "reentrant.py": [
+        "closing the day with token 1",
+        "posted 'interest' with token 1",
+        "posted 'fees' with token 1",
+        "the next lease gets token 2",
+    ],
     "cache_fill.py": [  # SQL tokens are clock-floored: no fixed numbers
         "but the write was refused as stale",
         "and filled the cache",

@@ -32,13 +32,15 @@ class EtcdBackend:
             self._issuer = EtcdIssuer(self.options)
         return self._issuer
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return EtcdFence(self.issuer, name, ttl)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return EtcdFence(self.issuer, name, ttl, reentrant=reentrant)
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
         if self._aio_issuer is None:
             self._aio_issuer = AsyncEtcdIssuer(self.options)
-        return AsyncEtcdFence(self._aio_issuer, name, ttl)
+        return AsyncEtcdFence(self._aio_issuer, name, ttl, reentrant=reentrant)
 
     def close(self) -> None:
         """Close the blocking fences' channels (they reopen if a fence is used again);

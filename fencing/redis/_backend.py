@@ -82,16 +82,20 @@ class RedisBackend:
             self._client = self.new_client()
         return self._client
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return RedisFence(self._sync_client(), name, ttl, **self._options)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return RedisFence(self._sync_client(), name, ttl, reentrant=reentrant, **self._options)
 
     @property
     def issuer(self) -> RedisIssuer:
         """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
         return RedisIssuer(self._sync_client(), **self._options)
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        return AsyncRedisFence(self.new_async_client(), name, ttl, **self._options)
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
+        return AsyncRedisFence(
+            self.new_async_client(), name, ttl, reentrant=reentrant, **self._options
+        )
 
     def close(self) -> None:
         """Close the blocking fences' client's connections (it reconnects if a fence is

@@ -720,6 +720,7 @@ class RedisFence(Fence):
         counter_idle: float | None = DEFAULT_COUNTER_IDLE,
         min_replicas: int = 0,
         replica_timeout: float | None = None,
+        reentrant: bool = False,
     ) -> None:
         issuer = RedisIssuer(
             client,
@@ -727,7 +728,7 @@ class RedisFence(Fence):
             min_replicas=min_replicas,
             replica_timeout=replica_timeout,
         )
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)
 
 
 class AsyncRedisFence(AsyncFence):
@@ -745,6 +746,7 @@ class AsyncRedisFence(AsyncFence):
         counter_idle: float | None = DEFAULT_COUNTER_IDLE,
         min_replicas: int = 0,
         replica_timeout: float | None = None,
+        reentrant: bool = False,
     ) -> None:
         issuer = AsyncRedisIssuer(
             client,
@@ -752,4 +754,4 @@ class AsyncRedisFence(AsyncFence):
             min_replicas=min_replicas,
             replica_timeout=replica_timeout,
         )
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)

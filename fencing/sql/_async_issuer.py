@@ -87,5 +87,6 @@ class AsyncSqlFence(AsyncFence):
         ttl: float = DEFAULT_TTL,
         *,
         issuer: AsyncSqlIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or shared_async_issuer(engine), name, ttl)
+        super().__init__(issuer or shared_async_issuer(engine), name, ttl, reentrant=reentrant)

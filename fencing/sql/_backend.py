@@ -22,15 +22,17 @@ class SqlBackend:
     def __repr__(self) -> str:
         return f"SqlBackend({self.url!r})"
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return SqlFence(self.url, name, ttl)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return SqlFence(self.url, name, ttl, reentrant=reentrant)
 
     @property
     def issuer(self) -> SqlIssuer:
         """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
         return shared_issuer(self.url)
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
         from ._async_issuer import AsyncSqlFence
 
-        return AsyncSqlFence(self.url, name, ttl)
+        return AsyncSqlFence(self.url, name, ttl, reentrant=reentrant)

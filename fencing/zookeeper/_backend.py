@@ -36,16 +36,18 @@ class ZooKeeperBackend:
     def __repr__(self) -> str:
         return f"ZooKeeperBackend({self.url!r})"
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return Fence(self._issuer, name, ttl)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return Fence(self._issuer, name, ttl, reentrant=reentrant)
 
     @property
     def issuer(self) -> ZooKeeperIssuer:
         """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
         return self._issuer
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        return AsyncFence(self._async_issuer, name, ttl)
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
+        return AsyncFence(self._async_issuer, name, ttl, reentrant=reentrant)
 
     def close(self) -> None:
         """End the session: every lease of this backend's fences is released with it."""

@@ -233,8 +233,11 @@ class ZooKeeperFence(Fence):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         issuer: ZooKeeperIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or ZooKeeperIssuer(client, timeout=timeout), name, ttl)
+        super().__init__(
+            issuer or ZooKeeperIssuer(client, timeout=timeout), name, ttl, reentrant=reentrant
+        )
 
 
 class AsyncZooKeeperFence(AsyncFence):
@@ -251,5 +254,11 @@ class AsyncZooKeeperFence(AsyncFence):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         issuer: AsyncZooKeeperIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or AsyncZooKeeperIssuer(client, timeout=timeout), name, ttl)
+        super().__init__(
+            issuer or AsyncZooKeeperIssuer(client, timeout=timeout),
+            name,
+            ttl,
+            reentrant=reentrant,
+        )

@@ -35,7 +35,9 @@ the exact holder (``LeaseLost``; another fence's token is a ``ValueError``), als
 issuer itself; an expired lease lets the next holder in with a higher token; ``hold()``
 keeps the lease past its ttl and surfaces a lost lease (``LeaseLost`` on leaving); a lease
 ended at the issuer behind a hold's back is signalled (``on_lost`` callbacks once, in the
-renewer; ``wait_lost``; an asyncio body cancelled with ``cancel_on_loss=True``); bad
+renewer; ``wait_lost``; an asyncio body cancelled with ``cancel_on_loss=True``); a
+reentrant fence on the issuer gives its owner (thread or task) the same token again and
+ends the lease at the last release, while others wait; bad
 input is refused with ``TypeError``/``ValueError`` and nothing taken; racing threads (or
 tasks) are never two holders at once.
 

@@ -360,6 +360,36 @@ class AsyncFenceContract(LeaseTerms):
         _assert_after(newer, token, "the lost ")
         await successor.release(newer)
 
+    # -- reentrancy --------------------------------------------------------------------
+
+    async def test_reentrant_acquire_keeps_the_token_and_counts(
+        self, make_fence: MakeAsyncFence
+    ) -> None:
+        """See ``FenceContract.test_reentrant_acquire_keeps_the_token_and_counts``; the
+        owner is the asyncio task."""
+        name = self.fresh_name("reentrant")
+        other = make_fence(name, self.long_ttl)
+        fence = AsyncFence(other.issuer, name, self.long_ttl, reentrant=True)
+        token = await fence.acquire(timeout=0)
+        again = await fence.acquire(timeout=0)
+        assert again == token and again.name == name, f"reentered with {again}, not {token}"
+        with pytest.raises(AcquireTimeout):  # another task sharing the fence object
+            await asyncio.wait_for(asyncio.create_task(fence.acquire(timeout=0)), self.patience)
+        await fence.release(token)
+        with pytest.raises(AcquireTimeout):
+            await other.acquire(timeout=0)
+        await fence.renew(token)
+        await fence.release(token)
+        newer = await other.acquire(timeout=0)
+        _assert_after(newer, token)
+        with pytest.raises(LeaseLost):
+            await fence.release(token)
+        await other.release(newer)
+        fresh = await fence.acquire(timeout=0)
+        _assert_after(fresh, newer)
+        await fence.release(fresh)
+        await other.release(await other.acquire(timeout=0))
+
     # -- bad input ---------------------------------------------------------------------
 
     @pytest.mark.parametrize(("name", "error"), BAD_NAMES, ids=_ids(BAD_NAMES))

@@ -336,6 +336,36 @@ class FenceContract(LeaseTerms):
         _assert_after(newer, token, "the lost ")
         successor.release(newer)
 
+    # -- reentrancy --------------------------------------------------------------------
+
+    def test_reentrant_acquire_keeps_the_token_and_counts(self, make_fence: MakeFence) -> None:
+        """On a reentrant fence (``Fence(issuer, name, ttl, reentrant=True)`` on the
+        issuer under test) the holding thread's second ``acquire`` returns the same
+        token; each ``release`` counts down and the lease ends at the last one. Another
+        thread sharing that fence object, and another fence, wait as usual meanwhile."""
+        name = self.fresh_name("reentrant")
+        other = make_fence(name, self.long_ttl)
+        fence = Fence(other.issuer, name, self.long_ttl, reentrant=True)
+        token = fence.acquire(timeout=0)
+        again = fence.acquire(timeout=0)  # no wait, no new lease
+        assert again == token and again.name == name, f"reentered with {again}, not {token}"
+        with pytest.raises(AcquireTimeout):  # the owner is the thread, not the object
+            _Background(lambda: fence.acquire(timeout=0)).result(self.patience)
+        fence.release(token)  # one of two: the lease stays
+        with pytest.raises(AcquireTimeout):
+            other.acquire(timeout=0)
+        fence.renew(token)
+        fence.release(token)  # the last: the lease ends
+        newer = other.acquire(timeout=0)
+        _assert_after(newer, token)
+        with pytest.raises(LeaseLost):  # nothing left to count down
+            fence.release(token)
+        other.release(newer)
+        fresh = fence.acquire(timeout=0)  # a new lease, counted from one again
+        _assert_after(fresh, newer)
+        fence.release(fresh)
+        other.release(other.acquire(timeout=0))
+
     # -- bad input ---------------------------------------------------------------------
 
     @pytest.mark.parametrize(("name", "error"), BAD_NAMES, ids=_ids(BAD_NAMES))
