@@ -23,6 +23,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._async_fence import AsyncFence, AsyncHold
+from ._election import AsyncElection, AsyncTerm, Election, Leader, Term
 from ._errors import (
     AcquireTimeout,
     FenceSetupError,
@@ -79,10 +80,13 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AcquireTimeout",
+    "AsyncElection",
     "AsyncFence",
     "AsyncHold",
     "AsyncIssuer",
+    "AsyncTerm",
     "Busy",
+    "Election",
     "EtcdFence",
     "EtcdIssuer",
     "Fence",
@@ -96,6 +100,7 @@ __all__ = [
     "Guarded",
     "Hold",
     "Issuer",
+    "Leader",
     "LeaseLost",
     "Mark",
     "MemoryFence",
@@ -108,6 +113,7 @@ __all__ = [
     "SqlFence",
     "SqlIssuer",
     "StaleTokenError",
+    "Term",
     "UnfencedWriteError",
     "ZooKeeperFence",
     "ZooKeeperIssuer",

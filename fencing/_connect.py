@@ -15,7 +15,8 @@ URL                                                    backend
 Redis URLs also take ``?min_replicas=N&replica_timeout=S`` (see docs/redis.md).
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
 ``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens); both take
-``reentrant=True`` (see ``Fence``). The
+``reentrant=True`` (see ``Fence``); ``.election(name, ttl=...)`` and
+``.aio_election(name, ttl=...)`` give leader elections (see ``fencing.Election``). The
 embedded default is a SQLite file in the per-user state directory
 (``$XDG_STATE_HOME/fencing/fencing.db``, by default ``~/.local/state/fencing/fencing.db``),
 so every process of one user shares it whatever its working directory; it needs no
@@ -35,6 +36,7 @@ from typing import Protocol
 
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
+from ._election import AsyncElection, Election
 from ._fence import Fence
 
 ENV_VAR = "FENCING_URL"
@@ -67,6 +69,14 @@ class Backend(Protocol):
         self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
     ) -> AsyncFence:
         """An asyncio fence of that name, sharing leases and tokens with ``fence``."""
+        ...
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election of that name on this backend (see ``fencing.Election``)."""
+        ...
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name, sharing terms with ``election``."""
         ...
 
 

@@ -130,6 +130,10 @@ class AsyncMemoryIssuer:
     async def await_release(self, name: str, seconds: float) -> None:
         await asyncio.to_thread(self.sync.await_release, name, seconds)
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``MemoryIssuer.status``."""
+        return self.sync.status(name)
+
 
 #: The issuer shared by every ``MemoryFence`` created without one.
 default_memory_issuer = MemoryIssuer()

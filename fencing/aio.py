@@ -13,6 +13,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._async_fence import AsyncFence
+from ._election import AsyncElection as Election
+from ._election import AsyncTerm as Term
+from ._election import Leader
 from ._memory import AsyncMemoryFence as MemoryFence
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
@@ -46,14 +49,17 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AsyncFence",
+    "Election",
     "EtcdFence",
     "EtcdIssuer",
     "FencedLock",
+    "Leader",
     "MemoryFence",
     "RedisFence",
     "RedisIssuer",
     "SqlFence",
     "SqlIssuer",
+    "Term",
     "ZooKeeperFence",
     "ZooKeeperIssuer",
 ]

@@ -58,6 +58,13 @@ EXPECTED: dict[str, list[str]] = {
         "the asyncio job works with token 2",
         "its body was cancelled: LeaseLost from CancelledError",
     ],
+    "election.py": [
+        "host-a leads with term 1",
+        "host-b leads with term 2; leader() shows host-b",
+        "host-a refused: stale fence token 1",
+        "host-a's term found lost: True",
+        "the state: b'ran at 09:01 by host-b'; leader now: None",
+    ],
     "reentrant.py": [
         "closing the day with token 1",
         "posted 'interest' with token 1",

@@ -449,6 +449,10 @@ class AsyncEtcdIssuer:
     async def await_release(self, name: str, seconds: float) -> None:
         await run_async(self.flows.await_release(name, seconds), self.cluster)
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``EtcdIssuer.status``."""
+        return await run_async(self.flows.status(name), self.cluster)
+
     async def close(self) -> None:
         await self.cluster.close()
 

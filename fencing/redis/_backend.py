@@ -25,10 +25,12 @@ import redis.connection
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
+from .._election import AsyncElection, Election
 from .._fence import Fence
 from ._issuer import (
     AsyncClient,
     AsyncRedisFence,
+    AsyncRedisIssuer,
     RedisFence,
     RedisIssuer,
     SyncClient,
@@ -96,6 +98,14 @@ class RedisBackend:
         return AsyncRedisFence(
             self.new_async_client(), name, ttl, reentrant=reentrant, **self._options
         )
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
+        return Election(self.issuer, name, ttl)
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name (see ``fencing.aio.Election``)."""
+        return AsyncElection(AsyncRedisIssuer(self.new_async_client(), **self._options), name, ttl)
 
     def close(self) -> None:
         """Close the blocking fences' client's connections (it reconnects if a fence is

@@ -698,6 +698,10 @@ class AsyncRedisIssuer:
     async def release(self, name: str, token: int, holder: str) -> bool:
         return parse_release(await self.run(self.flows.release_call(name, token, holder)))
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``RedisIssuer.status``."""
+        return await self.result_of(self.flows.status(name))
+
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.flows.await_handoff(name, holder, seconds)
         return None if step is None else await self.confirmed(step, name, holder)

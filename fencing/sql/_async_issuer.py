@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._flow import Flow, run_async
-from ..issuer import Busy
+from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
 from ._issuer import Execute, SqlFlows, T
 
@@ -56,6 +56,10 @@ class AsyncSqlIssuer:
 
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await self._run(self.flows.release(name, token, holder))
+
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``SqlIssuer.status``."""
+        return await self._run(self.flows.status(name))
 
 
 def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:

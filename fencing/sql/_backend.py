@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
+from .._election import AsyncElection, Election
 from .._fence import Fence
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, SqlIssuer, shared_issuer
@@ -36,3 +37,13 @@ class SqlBackend:
         from ._async_issuer import AsyncSqlFence
 
         return AsyncSqlFence(self.url, name, ttl, reentrant=reentrant)
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
+        return Election(self.issuer, name, ttl)
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name (see ``fencing.aio.Election``)."""
+        from ._async_issuer import shared_async_issuer
+
+        return AsyncElection(shared_async_issuer(self.url), name, ttl)

@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
+from .._election import AsyncElection, Election
 from .._fence import Fence
 from ._issuer import AsyncZooKeeperIssuer, Starter, ZooKeeperIssuer
 from ._layout import ZooKeeperUrl
@@ -48,6 +49,14 @@ class ZooKeeperBackend:
         self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
     ) -> AsyncFence:
         return AsyncFence(self._async_issuer, name, ttl, reentrant=reentrant)
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
+        return Election(self._issuer, name, ttl)
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name (see ``fencing.aio.Election``)."""
+        return AsyncElection(self._async_issuer, name, ttl)
 
     def close(self) -> None:
         """End the session: every lease of this backend's fences is released with it."""

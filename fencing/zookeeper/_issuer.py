@@ -164,6 +164,11 @@ class AsyncZooKeeperIssuer(_Base):
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await self._run(self.flows.release(name, token, holder))
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``ZooKeeperIssuer.status``."""
+        check_name(name)
+        return await self._run(self.flows.status(name))
+
     async def await_release(self, name: str, seconds: float) -> None:
         loop = asyncio.get_running_loop()
         released = asyncio.Event()

@@ -23,6 +23,12 @@ module and provide one fixture; pytest collects the inherited tests::
 - ``OperationsContract``: for an issuer with the operators' capabilities
   (``fencing.issuer.Inspects`` and ``ForceReleases``, behind ``fencing status``, ``list``
   and ``release --force``); the same ``make_fence`` fixture as ``FenceContract``.
+- ``ElectionContract`` and ``AsyncElectionContract``: the promises of ``fencing.Election``
+  and ``fencing.aio.Election`` on the issuer (which must report ``status``), with the same
+  ``make_fence`` fixture as the fence contracts (or override ``make_election``): one
+  term at a time, term tokens increasing, ``resign`` handing over at once, a lost term
+  signalled and replaced, observers seeing every change in order, ``run`` campaigning
+  again after a loss (asyncio: its task cancelled), bad input refused.
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -61,6 +67,7 @@ Needs pytest (a test dependency). Imports the public package and the ``Mark`` pr
 from __future__ import annotations
 
 from ._async_fence import AsyncFenceContract
+from ._election import BAD_VALUES, AsyncElectionContract, ElectionContract
 from ._fence import FenceContract
 from ._helpers import (
     BAD_MARK_TOKENS,
@@ -69,7 +76,9 @@ from ._helpers import (
     BAD_TOKENS,
     BAD_TTLS,
     CLOCK_SLACK,
+    MakeAsyncElection,
     MakeAsyncFence,
+    MakeElection,
     MakeFence,
     MakeMark,
     assert_increasing,
@@ -86,11 +95,16 @@ __all__ = [
     "BAD_TIMEOUTS",
     "BAD_TOKENS",
     "BAD_TTLS",
+    "BAD_VALUES",
     "CLOCK_SLACK",
+    "AsyncElectionContract",
     "AsyncFenceContract",
+    "ElectionContract",
     "FenceContract",
     "LeaseTerms",
+    "MakeAsyncElection",
     "MakeAsyncFence",
+    "MakeElection",
     "MakeFence",
     "MakeMark",
     "MarkContract",
