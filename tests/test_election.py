@@ -15,6 +15,7 @@ from waiting import PATIENCE
 
 import fencing
 import fencing.aio
+from fencing import cli
 from fencing._election import MAX_VALUE
 from fencing.sql import SqlIssuer, create_tables
 from fencing.testing.servers import PostgresServer
@@ -108,3 +109,13 @@ def test_the_names_are_public() -> None:
     assert fencing.aio.Election is fencing.AsyncElection
     assert fencing.aio.Term is fencing.AsyncTerm
     assert fencing.aio.Leader is fencing.Leader
+
+
+def test_fencing_status_shows_the_leader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'f.db'}"
+    with fencing.connect(url).election("beat", ttl=30).campaign("worker-7", timeout=0) as term:
+        assert cli.main(["status", "--url", url, "beat"]) == 0
+        out = capsys.readouterr().out
+    assert f"with token {int(term.token)} (election leader 'worker-7')" in out, out
