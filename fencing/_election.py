@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
@@ -128,14 +129,19 @@ class _AsyncCandidateFence(AsyncFence):
 class _ElectionBase:
     """What both elections check and keep: no I/O."""
 
+    #: Whether the issuer's ``status`` must be a coroutine function.
+    _awaits = False
+
     def __init__(self, issuer: object, name: str, ttl: float, clock: Clock | None) -> None:
         self.name = check_name(name)
         self.ttl = check_ttl(ttl)
         self.clock = clock
-        if not callable(getattr(issuer, "status", None)):
+        status = getattr(issuer, "status", None)
+        if not callable(status) or inspect.iscoroutinefunction(status) != self._awaits:
+            needed = "an async status()" if self._awaits else "a blocking status()"
             raise TypeError(
-                f"{issuer!r} cannot tell who leads: an election needs an issuer with "
-                "status() (fencing.issuer.Inspects, or AsyncInspects for asyncio)"
+                f"{issuer!r} cannot tell who leads: {type(self).__name__} needs an issuer "
+                f"with {needed} (fencing.issuer.Inspects, or AsyncInspects for asyncio)"
             )
 
     def __repr__(self) -> str:
@@ -344,6 +350,8 @@ class AsyncElection(_ElectionBase):
     """The asyncio ``Election`` (``fencing.aio.Election``), on an asyncio issuer with
     ``status`` (``fencing.issuer.AsyncInspects``)."""
 
+    _awaits = True
+
     def __init__(
         self,
         issuer: AsyncIssuer,
@@ -398,7 +406,11 @@ class AsyncElection(_ElectionBase):
         check_value(value)
         while True:
             term = await self.campaign(value)
-            task = asyncio.ensure_future(fn(term))
+            try:
+                task = asyncio.ensure_future(fn(term))
+            except BaseException:  # fn(term) raised before its first await
+                await term.resign()
+                raise
             term.on_lost(_canceller(task))
             try:
                 result = await task

@@ -7,6 +7,7 @@ plain fence shows, and a cancelled ``run``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,23 @@ def test_fencing_status_shows_the_leader(
         assert cli.main(["status", "--url", url, "beat"]) == 0
         out = capsys.readouterr().out
     assert f"with token {int(term.token)} (election leader 'worker-7')" in out, out
+
+
+def test_an_election_needs_a_status_of_its_kind() -> None:
+    issuer = fencing.MemoryIssuer()
+    with pytest.raises(TypeError, match="async status"):
+        fencing.aio.Election(issuer, "x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="blocking status"):
+        fencing.Election(fencing.aio.MemoryFence("x", issuer=issuer).issuer, "x")  # type: ignore[arg-type]
+
+
+async def test_run_resigns_when_fn_fails_before_its_first_await() -> None:
+    issuer = fencing.MemoryIssuer()
+    election = fencing.aio.Election(fencing.aio.MemoryFence("x", issuer=issuer).issuer, "sync")
+
+    def lead(term: fencing.AsyncTerm) -> Awaitable[None]:
+        raise RuntimeError("failed before returning a coroutine")
+
+    with pytest.raises(RuntimeError):
+        await election.run(lead, "a")
+    assert await election.leader() is None
