@@ -115,13 +115,13 @@ async def test_async_wait_lost_wakes_other_tasks() -> None:
     watcher = asyncio.create_task(hold.wait_lost())
     with pytest.raises(fencing.LeaseLost):
         async with hold:
-            assert await hold.wait_lost(0) is False
             issuer.force_release("tasks")
             assert await asyncio.wait_for(watcher, PATIENCE) is True
-    clean = fence.hold()
+    clean = fencing.aio.MemoryFence("clean", ttl=30, issuer=issuer).hold()
     waiting = asyncio.create_task(clean.wait_lost())
     async with clean:
-        pass
+        assert await clean.wait_lost(0) is False
+        assert await clean.wait_lost(0.01) is False
     assert await asyncio.wait_for(waiting, PATIENCE) is False
 
 

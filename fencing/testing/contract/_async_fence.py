@@ -322,9 +322,9 @@ class AsyncFenceContract(LeaseTerms):
                 assert hold.lost
         assert info.value.token == token
         assert len(calls) == 2, f"{len(calls)} callback calls, not one per callback"
-        for error, task in calls:
+        for error, _ in calls:
             assert isinstance(error, LeaseLost) and (error.name, error.token) == (name, token)
-            assert task is not asyncio.current_task(), "on_lost ran outside the renewer"
+        assert calls[0][1] is not asyncio.current_task(), "on_lost ran outside the renewer"
         late: list[LeaseLost] = []
         hold.on_lost(late.append)
         assert late == [calls[0][0]], f"a late on_lost got {late}"
