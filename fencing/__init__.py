@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._async_fence import AsyncFence, AsyncHold
+from ._election import AsyncElection, AsyncTerm, Election, Leader, Term
 from ._errors import (
     AcquireTimeout,
     FenceSetupError,
@@ -75,10 +76,13 @@ __getattr__ = lazy_names(__name__, _LAZY)
 __all__ = [
     "AcquireTimeout",
     "Admission",
+    "AsyncElection",
     "AsyncFence",
     "AsyncHold",
     "AsyncIssuer",
+    "AsyncTerm",
     "Busy",
+    "Election",
     "EtcdFence",
     "EtcdIssuer",
     "Fence",
@@ -92,6 +96,7 @@ __all__ = [
     "Guarded",
     "Hold",
     "Issuer",
+    "Leader",
     "LeaseLost",
     "Limiter",
     "Mark",
@@ -108,6 +113,7 @@ __all__ = [
     "SqlFence",
     "SqlIssuer",
     "StaleTokenError",
+    "Term",
     "UnfencedWriteError",
     "ZooKeeperFence",
     "ZooKeeperIssuer",

@@ -7,12 +7,15 @@ Imports the core, protocol and flow modules; knows no backend.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from types import TracebackType
 
-from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState
+from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost, new_holder_id
+from ._errors import LeaseLost
 from ._flow import run_async
 from ._protocol import AsyncCalls, acquire_async, capabilities, release_async
 from ._token import FenceToken
+from ._validate import check_timeout
 from .issuer import AsyncIssuer
 
 
@@ -25,6 +28,7 @@ class AsyncFence(FenceCore):
     """A named lease plus its token counter, on an asyncio issuer (see ``Fence``).
 
     ``clock`` gives the deadlines' time; waiting itself is ``asyncio.sleep``.
+    ``reentrant=True`` as for ``Fence``, with the asyncio task as the owner.
     """
 
     _calls: AsyncCalls
@@ -36,14 +40,26 @@ class AsyncFence(FenceCore):
         ttl: float = DEFAULT_TTL,
         *,
         clock: Clock | None = None,
+        reentrant: bool = False,
     ) -> None:
         hands_off, wakes = capabilities(type(issuer))
-        super().__init__(name, ttl, hands_off=hands_off, wakes=wakes, clock=clock)
+        super().__init__(
+            name, ttl, hands_off=hands_off, wakes=wakes, clock=clock, reentrant=reentrant
+        )
         self.issuer = issuer
         self._calls = AsyncCalls(issuer, self.name, _pause)
 
     async def acquire(self, timeout: float | None = None) -> FenceToken:
         """Take the lease and return its token (see ``Fence.acquire``)."""
+        if self.reentrant:
+            wait = check_timeout(timeout)
+            owner = asyncio.current_task()
+            again = self._reentered(owner)
+            if again is not None:
+                return again
+            holder = new_holder_id()
+            token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
+            return self._owns(owner, self._granted(token, holder))
         holder, wait = self._acquiring(timeout)
         token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
         return self._granted(token, holder)
@@ -53,35 +69,93 @@ class AsyncFence(FenceCore):
         await run_async(self._renew_flow(token, ttl), self._calls)
 
     async def release(self, token: int) -> None:
-        """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
+        """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on.
+
+        On a reentrant fence, a release before the last only counts down (no I/O)."""
         value, holder = self._lease_of(token)
+        if self.reentrant and self._counted_down(value):
+            return
         self._released(value, await release_async(self._calls, value, holder))
 
-    def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> AsyncHold:
+    def hold(
+        self,
+        timeout: float | None = None,
+        *,
+        auto_renew: bool = True,
+        on_lost: OnLost | None = None,
+        cancel_on_loss: bool = False,
+    ) -> AsyncHold:
         """Acquire, renew every ttl/3 in a task, release on exit (see ``Fence.hold``).
 
         ``async with fence.hold() as token:``; the returned ``AsyncHold`` has its own
-        ``lost`` flag.
+        ``lost`` flag, ``on_lost`` callbacks (run in the renewal task) and
+        ``await hold.wait_lost()``. With ``cancel_on_loss=True`` the task running the
+        ``async with`` body is cancelled when the renewal finds the lease lost: the body
+        sees ``CancelledError`` at its next ``await``, and the ``async with`` then raises
+        ``LeaseLost`` from that ``CancelledError`` (the cancellation is taken back, so
+        an enclosing ``asyncio.timeout`` or ``TaskGroup`` is not confused).
         """
-        return AsyncHold(self, timeout, auto_renew)
+        if not isinstance(cancel_on_loss, bool):
+            raise TypeError(f"cancel_on_loss must be a bool, not {type(cancel_on_loss).__name__}")
+        return AsyncHold(self, timeout, auto_renew, on_lost, cancel_on_loss)
 
 
 class AsyncHold(HoldBase):
-    """One ``async with fence.hold()``: gives the token, with its own ``lost`` flag."""
+    """One ``async with fence.hold()``: gives the token, with its own ``lost`` flag,
+    ``on_lost`` callbacks, ``wait_lost`` and, if asked, the body's cancellation on loss."""
 
-    def __init__(self, fence: AsyncFence, timeout: float | None, auto_renew: bool) -> None:
-        super().__init__(timeout, auto_renew)
+    def __init__(
+        self,
+        fence: AsyncFence,
+        timeout: float | None,
+        auto_renew: bool,
+        on_lost: OnLost | None = None,
+        cancel_on_loss: bool = False,
+    ) -> None:
+        super().__init__(timeout, auto_renew, None)
         self._fence = fence
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._settled = asyncio.Event()  # lost or over, for wait_lost (set on the loop)
+        self._cancel_on_loss = cancel_on_loss
+        self._body: asyncio.Task[object] | None = None  # the task to cancel on loss
+        self._cancelled = False  # whether this hold cancelled its body
+        self._exiting = False
+        self._signal.add(self._lost)  # first: before the user's callbacks
+        if on_lost is not None:
+            self.on_lost(on_lost)
 
     async def __aenter__(self) -> FenceToken:
         self._entering()
         token = await self._fence.acquire(self._timeout)
-        state = self._state = self._fence._hold_started(token)
+        state = self._state = self._fence._hold_started(token, self._signal)
+        if self._cancel_on_loss:
+            self._body = asyncio.current_task()
         if self._auto_renew:
             self._task = asyncio.create_task(self._renew(state))
         return token
+
+    def _lost(self, error: LeaseLost) -> None:
+        """The signal's first callback: wake ``wait_lost``, cancel the body if asked.
+
+        Runs on the loop (in the renewal task, or in ``__aexit__``), so the body is
+        suspended in its own code: the cancellation lands there, never in ``__aexit__``.
+        """
+        self._settled.set()
+        body = self._body
+        if body is not None and not self._exiting and not body.done():
+            self._cancelled = True
+            body.cancel(f"lease of fence {error.name!r} token {error.token} lost")
+
+    async def wait_lost(self, timeout: float | None = None) -> bool:
+        """Wait until this hold's lease is found lost, and return True; or return False
+        once ``timeout`` seconds passed (``None``: no limit) or the hold ended with its
+        lease released. Any task of the hold's event loop may wait."""
+        seconds = check_timeout(timeout)
+        if not self._signal.settled:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._settled.wait(), seconds)
+        return self._signal.lost
 
     async def _wait_stop(self, seconds: float) -> bool:
         try:
@@ -103,11 +177,36 @@ class AsyncHold(HoldBase):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._exiting = True
         state = self._state
         if state is None:
             return
-        if self._task is not None:
-            self._stop.set()
-            await self._task
-        with state.finishing():
-            await self._fence.release(state.token)
+        try:
+            if self._task is not None:
+                self._stop.set()
+                await self._task
+            if (
+                self._cancelled
+                and self._took_back_cancel()
+                and isinstance(exc, asyncio.CancelledError)
+            ):
+                raise LeaseLost(
+                    self._fence.name, state.token, "lease was lost; hold() cancelled its body"
+                ) from exc
+            if self._cancelled and isinstance(exc, asyncio.CancelledError):
+                return  # cancelled from outside as well: that cancellation goes on
+            with state.finishing():
+                await self._fence.release(state.token)
+        finally:
+            state.signal.end()
+            self._settled.set()
+
+    def _took_back_cancel(self) -> bool:
+        """Undo this hold's cancellation of its body; whether no other one is pending
+        (Python 3.11+ counts them; before, this hold's is taken as the only one)."""
+        body = self._body
+        uncancel = getattr(body, "uncancel", None)
+        if uncancel is None:
+            return True
+        left: int = uncancel()
+        return left == 0

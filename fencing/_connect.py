@@ -17,7 +17,9 @@ SQL URLs take ``?lease=row`` (the default: leases are rows of ``fencing_leases``
 PostgreSQL, ``?lease=advisory`` (session-level advisory locks, see docs/sql.md); the
 ``lease`` option on any other URL, or an unknown value, is a ``ValueError``.
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
-``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens). The
+``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens); both take
+``reentrant=True`` (see ``Fence``); ``.election(name, ttl=...)`` and
+``.aio_election(name, ttl=...)`` give leader elections (see ``fencing.Election``). The
 embedded default is a SQLite file in the per-user state directory
 (``$XDG_STATE_HOME/fencing/fencing.db``, by default ``~/.local/state/fencing/fencing.db``),
 so every process of one user shares it whatever its working directory; it needs no
@@ -38,6 +40,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
+from ._election import AsyncElection, Election
 from ._fence import Fence
 
 ENV_VAR = "FENCING_URL"
@@ -62,12 +65,22 @@ class Backend(Protocol):
 
     url: str
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        """A blocking fence of that name on this backend."""
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        """A blocking fence of that name on this backend (``reentrant``: see ``Fence``)."""
         ...
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
         """An asyncio fence of that name, sharing leases and tokens with ``fence``."""
+        ...
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election of that name on this backend (see ``fencing.Election``)."""
+        ...
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name, sharing terms with ``election``."""
         ...
 
 

@@ -83,6 +83,12 @@ class FenceCore:
     holder id of every lease it granted until that lease is released or found lost, so
     ``renew``/``release`` can name the exact lease (holder id and token are compared by
     the issuer in one atomic step).
+
+    A reentrant fence (``reentrant=True``) also remembers which owner (a thread, or an
+    asyncio task) holds each of its leases, like a ``threading.RLock``: the owner's
+    second ``acquire`` returns the same token and counts, each ``release`` counts down,
+    and the lease ends at the last one. That bookkeeping is in this process only: a
+    reentrant acquire or a release that counts down asks the issuer nothing.
     """
 
     _calls: Calls | AsyncCalls  # the port of the subclass's issuer (blocking or asyncio)
@@ -95,7 +101,10 @@ class FenceCore:
         hands_off: bool,
         wakes: bool,
         clock: Clock | None,
+        reentrant: bool = False,
     ) -> None:
+        if not isinstance(reentrant, bool):
+            raise TypeError(f"reentrant must be a bool, not {type(reentrant).__name__}")
         self.name = check_name(name)
         self.ttl = check_ttl(ttl)
         self._ttl_ms = millis(self.ttl)
@@ -104,6 +113,11 @@ class FenceCore:
         # token -> holder id; single dict operations are atomic, so threads need no lock
         self._holders: dict[int, str] = {}
         self._last_hold: HoldState | None = None
+        #: Whether the owner of a lease may acquire it again (see the class docstring).
+        self.reentrant = reentrant
+        # reentrant only: owner -> its token, and token -> (owner, acquisitions)
+        self._owned: dict[object, FenceToken] = {}
+        self._counts: dict[int, tuple[object, int]] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, ttl={self.ttl})"
@@ -135,6 +149,31 @@ class FenceCore:
         if acquire_log.isEnabledFor(DEBUG):  # one call, not two, when debug logs are off
             acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
         return FenceToken(token, self.name)
+
+    def _reentered(self, owner: object) -> FenceToken | None:
+        """The token ``owner`` holds on this reentrant fence, counted once more; or
+        ``None`` when it holds none (then it acquires at the issuer)."""
+        token = self._owned.get(owner)
+        if token is None:
+            return None
+        _, count = self._counts[token]
+        self._counts[token] = (owner, count + 1)
+        return token
+
+    def _owns(self, owner: object, token: FenceToken) -> FenceToken:
+        """Record that ``owner`` holds ``token``, acquired once."""
+        self._owned[owner] = token
+        self._counts[token] = (owner, 1)
+        return token
+
+    def _counted_down(self, token: int) -> bool:
+        """On a reentrant fence, a release that is not the last: count it down and
+        return True (the lease stays); False when the lease must end at the issuer."""
+        entry = self._counts.get(token)
+        if entry is None or entry[1] <= 1:
+            return False
+        self._counts[token] = (entry[0], entry[1] - 1)
+        return True
 
     def _renew_flow(self, token: object, ttl: object = None) -> Flow[Op, None]:
         value, holder = self._lease_of(token)
@@ -177,8 +216,8 @@ class FenceCore:
                 return
             try:
                 yield from self._renew_flow(token)
-            except LeaseLost:
-                hold.lose()
+            except LeaseLost as lost:
+                hold.lose(lost)
                 return
             except FenceUnavailable as exc:
                 left = self.ttl - (self.clock.monotonic() - last_ok)
@@ -186,7 +225,11 @@ class FenceCore:
                     lost_log.warning("fence %r: token %d presumed lost: %s", self.name, token, exc)
                     lease_lost(self._calls, self._holders.get(token))
                     self._forget(token)
-                    hold.lose()
+                    presumed = LeaseLost(
+                        self.name, token, f"issuer unreachable past the lease's end: {exc}"
+                    )
+                    presumed.__cause__ = exc
+                    hold.lose(presumed)
                     return
                 delay = min(interval / 2, left)  # sooner, but never a shrinking series
                 continue
@@ -195,8 +238,8 @@ class FenceCore:
 
     # -- holds -------------------------------------------------------------------------
 
-    def _hold_started(self, token: FenceToken) -> HoldState:
-        hold = self._last_hold = HoldState(self, token)
+    def _hold_started(self, token: FenceToken, signal: LossSignal | None = None) -> HoldState:
+        hold = self._last_hold = HoldState(self, token, LossSignal() if signal is None else signal)
         return hold
 
     # -- helpers -----------------------------------------------------------------------
@@ -210,6 +253,93 @@ class FenceCore:
 
     def _forget(self, token: int) -> None:
         self._holders.pop(token, None)
+        if self.reentrant:
+            entry = self._counts.pop(token, None)
+            if entry is not None:
+                self._owned.pop(entry[0], None)
+
+
+#: An ``on_lost`` callback: called once with the ``LeaseLost`` that says what was lost.
+OnLost = Callable[[LeaseLost], object]
+
+
+def check_callback(callback: object) -> OnLost:
+    """``callback`` if it can be called, else ``TypeError`` (before any I/O)."""
+    if not callable(callback):
+        raise TypeError(f"on_lost needs a callable, not {type(callback).__name__}")
+    return callback
+
+
+class LossSignal:
+    """How one hold tells that its lease is lost: a flag set once, the ``on_lost``
+    callbacks, and the waiters of ``wait_lost``. Thread-safe.
+
+    ``lose`` sets the flag, wakes the waiters and runs the callbacks registered so far,
+    each once, in the calling thread: the hold's renewer (a thread for ``Hold``, a task
+    on the event loop for ``AsyncHold``), or the code leaving the hold when its release
+    is what found the lease gone. A callback registered after the loss runs at once, in
+    the thread that registers it. A callback that raises is logged on ``fencing.lost``
+    and does not stop the others. ``end`` says the hold is over with its lease released:
+    waiters wake up and learn it was not lost.
+    """
+
+    __slots__ = ("_callbacks", "_lock", "_lost", "_settled", "error")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lost = threading.Event()
+        self._settled = threading.Event()  # lost, or the hold is over
+        self._callbacks: list[OnLost] = []
+        #: What was lost, once it was: the ``LeaseLost`` the callbacks receive.
+        self.error: LeaseLost | None = None
+
+    @property
+    def lost(self) -> bool:
+        return self._lost.is_set()
+
+    @property
+    def settled(self) -> bool:
+        """Lost, or over: nothing will change any more."""
+        return self._settled.is_set()
+
+    def add(self, callback: OnLost) -> None:
+        """Run ``callback`` on the loss (at once if the lease is lost already)."""
+        with self._lock:
+            error = self.error
+            if error is None:
+                self._callbacks.append(callback)
+                return
+        _call(callback, error)
+
+    def lose(self, error: LeaseLost) -> None:
+        """Mark the lease lost (once; later calls change nothing) and run the callbacks."""
+        with self._lock:
+            if self.error is not None:
+                return
+            self.error = error
+            callbacks, self._callbacks = self._callbacks, []
+            self._lost.set()
+            self._settled.set()
+        for callback in callbacks:
+            _call(callback, error)
+
+    def end(self) -> None:
+        """The hold is over: wake the waiters (``lost`` stays as it is)."""
+        self._settled.set()
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until lost or over, at most ``timeout`` seconds; whether it was lost."""
+        self._settled.wait(None if timeout is None else min(timeout, threading.TIMEOUT_MAX))
+        return self._lost.is_set()
+
+
+def _call(callback: OnLost, error: LeaseLost) -> None:
+    try:
+        callback(error)
+    except Exception:
+        lost_log.exception(
+            "fence %r: an on_lost callback of token %s failed", error.name, error.token
+        )
 
 
 class HoldBase:
@@ -217,9 +347,12 @@ class HoldBase:
 
     _state: HoldState | None = None
 
-    def __init__(self, timeout: float | None, auto_renew: bool) -> None:
+    def __init__(self, timeout: float | None, auto_renew: bool, on_lost: OnLost | None) -> None:
         self._timeout = timeout
         self._auto_renew = auto_renew
+        self._signal = LossSignal()
+        if on_lost is not None:
+            self._signal.add(check_callback(on_lost))
 
     def _entering(self) -> None:
         """A hold is entered once: its state (token, lost flag) belongs to one lease."""
@@ -233,43 +366,61 @@ class HoldBase:
 
     @property
     def lost(self) -> bool:
-        """True once this hold's renewal found its lease lost."""
-        return self._state is not None and self._state.lost
+        """True once this hold's lease was found lost (by its renewal, or on leaving)."""
+        return self._signal.lost
+
+    def on_lost(self, callback: Callable[[LeaseLost], object]) -> None:
+        """Call ``callback(error)`` once when this hold's lease is found lost.
+
+        ``error`` is a ``LeaseLost`` naming the fence and token and saying how the lease
+        was lost (renewal refused, or the issuer unreachable past the lease's end). The
+        callback runs in the hold's renewer: its background thread for a ``Hold``, its
+        renewal task on the event loop for an ``AsyncHold`` (so it must not block; start
+        a task from it for asynchronous work). Registered after the loss, it runs at
+        once, in the caller's thread. It may be registered before the hold is entered.
+        A callback that raises is logged on ``fencing.lost``; the others still run.
+        ``TypeError`` if ``callback`` is not callable.
+        """
+        self._signal.add(check_callback(callback))
 
 
 class HoldState:
-    """What one ``hold()`` knows: its token and its own lost flag (set by its renewal).
+    """What one ``hold()`` knows once entered: its token and its ``LossSignal`` (set by
+    its renewal).
 
     Each hold has its own, so a second hold on the same fence never clears the first
     one's flag.
     """
 
-    __slots__ = ("_fence", "_lost", "token")
+    __slots__ = ("_fence", "signal", "token")
 
-    def __init__(self, fence: FenceCore, token: FenceToken) -> None:
+    def __init__(self, fence: FenceCore, token: FenceToken, signal: LossSignal) -> None:
         self._fence = fence
         self.token = token
-        self._lost = threading.Event()  # set from a renewer thread or task
+        self.signal = signal
 
     @property
     def lost(self) -> bool:
         """True once this hold's renewal found its lease lost."""
-        return self._lost.is_set()
+        return self.signal.lost
 
-    def lose(self) -> None:
-        self._lost.set()
+    def lose(self, error: LeaseLost | None = None) -> None:
+        """Mark the lease lost (``error`` says how) and run the hold's callbacks."""
+        if error is None:
+            error = LeaseLost(self._fence.name, self.token, "lease was lost during hold()")
+        self.signal.lose(error)
 
     @contextlib.contextmanager
     def finishing(self) -> Iterator[None]:
         """Around the release that ends the hold: ``LeaseLost`` if renewal lost the lease
         during the hold, and a release that finds it gone (a hold without auto-renewal
         that outlived its ttl) marks the hold lost too."""
-        if self._lost.is_set():
+        if self.signal.lost:
             raise LeaseLost(self._fence.name, self.token, "lease was lost during hold()")
         try:
             yield
-        except LeaseLost:
-            self._lost.set()
+        except LeaseLost as exc:
+            self.signal.lose(exc)
             raise
 
     def renewal_crashed(self) -> None:
@@ -278,7 +429,7 @@ class HoldState:
         lost_log.exception("fence %r: renewal of token %d failed", fence.name, self.token)
         lease_lost(fence._calls, fence._holders.get(self.token))
         fence._forget(self.token)
-        self._lost.set()
+        self.lose(LeaseLost(fence.name, self.token, "the renewal failed with an unexpected error"))
 
 
 class _HolderIds:

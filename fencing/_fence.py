@@ -8,10 +8,20 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, pause_with
+from ._core import (
+    DEFAULT_TTL,
+    Clock,
+    FenceCore,
+    HoldBase,
+    HoldState,
+    OnLost,
+    new_holder_id,
+    pause_with,
+)
 from ._flow import run_sync
 from ._protocol import Calls, acquire_sync, capabilities, release_sync
 from ._token import FenceToken
+from ._validate import check_timeout
 from .issuer import Issuer
 
 
@@ -21,15 +31,29 @@ class Fence(FenceCore):
     ``acquire`` grants the lease and returns a ``FenceToken`` larger than every token
     issued for this name before; pass it with every write to a guarded store.
     ``clock`` (default: the system's) is where waiting reads and spends time.
+
+    ``reentrant=True``: the thread that holds a lease of this fence may ``acquire`` it
+    again and gets the same token; each ``release`` counts down and the lease ends at
+    the last one. Other threads (and other fence objects) wait as usual. In-process
+    only: neither the reentrant acquire nor a counted-down release asks the issuer, so
+    keep the lease renewed (``hold()``) if it must outlive its ttl.
     """
 
     _calls: Calls
 
     def __init__(
-        self, issuer: Issuer, name: str, ttl: float = DEFAULT_TTL, *, clock: Clock | None = None
+        self,
+        issuer: Issuer,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        clock: Clock | None = None,
+        reentrant: bool = False,
     ) -> None:
         hands_off, wakes = capabilities(type(issuer))
-        super().__init__(name, ttl, hands_off=hands_off, wakes=wakes, clock=clock)
+        super().__init__(
+            name, ttl, hands_off=hands_off, wakes=wakes, clock=clock, reentrant=reentrant
+        )
         self.issuer = issuer
         self._calls = Calls(issuer, self.name, pause_with(self.clock))
 
@@ -40,10 +64,22 @@ class Fence(FenceCore):
         many seconds; then ``AcquireTimeout``. Waiters are woken on release (or handed
         the lease) where the issuer supports it, and otherwise back off with jitter.
         """
+        if self.reentrant:
+            return self._acquire_reentrant(timeout)
         holder, wait = self._acquiring(timeout)
         return self._granted(
             acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls), holder
         )
+
+    def _acquire_reentrant(self, timeout: float | None) -> FenceToken:
+        wait = check_timeout(timeout)
+        owner = threading.current_thread()
+        again = self._reentered(owner)
+        if again is not None:
+            return again
+        holder = new_holder_id()
+        granted = acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls)
+        return self._owns(owner, self._granted(granted, holder))
 
     def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token`` to ``ttl`` (default: the fence's) from now.
@@ -53,25 +89,40 @@ class Fence(FenceCore):
         run_sync(self._renew_flow(token, ttl), self._calls)
 
     def release(self, token: int) -> None:
-        """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on."""
+        """End the lease of ``token``; ``LeaseLost`` if it had already expired or moved on.
+
+        On a reentrant fence, a release before the last only counts down (no I/O)."""
         value, holder = self._lease_of(token)
+        if self.reentrant and self._counted_down(value):
+            return
         self._released(value, release_sync(self._calls, value, holder))
 
-    def hold(self, timeout: float | None = None, *, auto_renew: bool = True) -> Hold:
+    def hold(
+        self,
+        timeout: float | None = None,
+        *,
+        auto_renew: bool = True,
+        on_lost: OnLost | None = None,
+    ) -> Hold:
         """Acquire, renew every ttl/3 in a background thread, release on exit.
 
         ``with fence.hold() as token:`` gives the token. The returned ``Hold`` has its
         own ``lost`` flag: if a renewal finds the lease lost it becomes True at once,
-        and leaving the block raises ``LeaseLost``.
+        and leaving the block raises ``LeaseLost``. ``on_lost(error)`` is called once,
+        in the renewal thread, when that happens (see ``Hold.on_lost``), and
+        ``Hold.wait_lost`` blocks until it does.
         """
-        return Hold(self, timeout, auto_renew)
+        return Hold(self, timeout, auto_renew, on_lost)
 
 
 class Hold(HoldBase):
-    """One ``fence.hold()``: a context manager giving the token, with its own ``lost``."""
+    """One ``fence.hold()``: a context manager giving the token, with its own ``lost``
+    flag, ``on_lost`` callbacks and ``wait_lost``."""
 
-    def __init__(self, fence: Fence, timeout: float | None, auto_renew: bool) -> None:
-        super().__init__(timeout, auto_renew)
+    def __init__(
+        self, fence: Fence, timeout: float | None, auto_renew: bool, on_lost: OnLost | None
+    ) -> None:
+        super().__init__(timeout, auto_renew, on_lost)
         self._fence = fence
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -80,13 +131,19 @@ class Hold(HoldBase):
         self._entering()
         fence = self._fence
         token = fence.acquire(self._timeout)
-        state = self._state = fence._hold_started(token)
+        state = self._state = fence._hold_started(token, self._signal)
         if self._auto_renew:
             self._thread = threading.Thread(
                 target=self._renew, args=(state,), name=f"fencing-renew:{fence.name}", daemon=True
             )
             self._thread.start()
         return token
+
+    def wait_lost(self, timeout: float | None = None) -> bool:
+        """Block until this hold's lease is found lost, and return True; or return False
+        once ``timeout`` seconds passed (``None``: no limit) or the hold ended with its
+        lease released. Any thread may wait, also before the hold is entered."""
+        return self._signal.wait(check_timeout(timeout))
 
     def _renew(self, state: HoldState) -> None:
         fence = self._fence
@@ -104,8 +161,11 @@ class Hold(HoldBase):
         state = self._state
         if state is None:
             return
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-        with state.finishing():
-            self._fence.release(state.token)
+        try:
+            if self._thread is not None:
+                self._stop.set()
+                self._thread.join()
+            with state.finishing():
+                self._fence.release(state.token)
+        finally:
+            state.signal.end()

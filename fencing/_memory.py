@@ -159,6 +159,10 @@ class AsyncMemoryIssuer:
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         return self.sync.admit(name, limit, per_ms, window)
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``MemoryIssuer.status``."""
+        return self.sync.status(name)
+
 
 #: The issuer shared by every ``MemoryFence`` created without one.
 default_memory_issuer = MemoryIssuer()
@@ -168,15 +172,27 @@ class MemoryFence(Fence):
     """A fence issued in this process's memory (threads of one process share it)."""
 
     def __init__(
-        self, name: str, ttl: float = DEFAULT_TTL, *, issuer: MemoryIssuer | None = None
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        issuer: MemoryIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or default_memory_issuer, name, ttl)
+        super().__init__(issuer or default_memory_issuer, name, ttl, reentrant=reentrant)
 
 
 class AsyncMemoryFence(AsyncFence):
     """The asyncio ``MemoryFence``; shares leases and tokens with sync memory fences."""
 
     def __init__(
-        self, name: str, ttl: float = DEFAULT_TTL, *, issuer: MemoryIssuer | None = None
+        self,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        issuer: MemoryIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(AsyncMemoryIssuer(issuer or default_memory_issuer), name, ttl)
+        super().__init__(
+            AsyncMemoryIssuer(issuer or default_memory_issuer), name, ttl, reentrant=reentrant
+        )

@@ -246,7 +246,7 @@ class SemaphoreHold(_PermitHold):
     """One ``semaphore.hold()``: gives the permit, renews it, with its own ``lost``."""
 
     def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
-        super().__init__(timeout, True)
+        super().__init__(timeout, True, None)
         self._semaphore = semaphore
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -255,7 +255,7 @@ class SemaphoreHold(_PermitHold):
         self._entering()
         permit = self._permit = self._semaphore.acquire(self._timeout)
         fence = self._semaphore.fences[permit.slot]
-        state = self._state = fence._hold_started(permit.token)
+        state = self._state = fence._hold_started(permit.token, self._signal)
         self._thread = threading.Thread(
             target=self._renew, args=(fence, state), name=f"fencing-renew:{fence.name}", daemon=True
         )
@@ -277,18 +277,21 @@ class SemaphoreHold(_PermitHold):
         state, permit = self._state, self._permit
         if state is None or permit is None:
             return
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join()
-        with state.finishing():
-            self._semaphore.release(permit)
+        try:
+            if self._thread is not None:
+                self._stop.set()
+                self._thread.join()
+            with state.finishing():
+                self._semaphore.release(permit)
+        finally:
+            state.signal.end()
 
 
 class AsyncSemaphoreHold(_PermitHold):
     """One ``async with semaphore.hold()``: gives the permit, with its own ``lost``."""
 
     def __init__(self, semaphore: AsyncSemaphore, timeout: float | None) -> None:
-        super().__init__(timeout, True)
+        super().__init__(timeout, True, None)
         self._semaphore = semaphore
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -297,7 +300,7 @@ class AsyncSemaphoreHold(_PermitHold):
         self._entering()
         permit = self._permit = await self._semaphore.acquire(self._timeout)
         fence = self._semaphore.fences[permit.slot]
-        state = self._state = fence._hold_started(permit.token)
+        state = self._state = fence._hold_started(permit.token, self._signal)
         self._task = asyncio.create_task(self._renew(fence, state))
         return permit
 
@@ -323,8 +326,11 @@ class AsyncSemaphoreHold(_PermitHold):
         state, permit = self._state, self._permit
         if state is None or permit is None:
             return
-        if self._task is not None:
-            self._stop.set()
-            await self._task
-        with state.finishing():
-            await self._semaphore.release(permit)
+        try:
+            if self._task is not None:
+                self._stop.set()
+                await self._task
+            with state.finishing():
+                await self._semaphore.release(permit)
+        finally:
+            state.signal.end()

@@ -12,6 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ._async_fence import AsyncFence
+from ._election import AsyncElection as Election
+from ._election import AsyncTerm as Term
+from ._election import Leader
 from ._lazy import lazy_names
 from ._limiter import AsyncLimiter as Limiter
 from ._memory import AsyncMemoryFence as MemoryFence
@@ -42,9 +45,11 @@ __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
     "AsyncFence",
+    "Election",
     "EtcdFence",
     "EtcdIssuer",
     "FencedLock",
+    "Leader",
     "Limiter",
     "MemoryFence",
     "RedisFence",
@@ -53,6 +58,7 @@ __all__ = [
     "SemaphoreHold",
     "SqlFence",
     "SqlIssuer",
+    "Term",
     "ZooKeeperFence",
     "ZooKeeperIssuer",
 ]

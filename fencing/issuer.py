@@ -31,6 +31,7 @@ inspect it:
 - ``Inspects``: ``status(name)`` returns a ``FenceStatus`` (held?, holder, token, time
   left, waiters if known, last token issued), read in one atomic step; ``names(prefix)``
   lists the fences that exist.
+- ``AsyncInspects``: ``await status(name)``, the same read for an asyncio issuer.
 - ``ForceReleases``: ``force_release(name)`` ends the current lease whoever holds it, in
   one atomic step that also makes sure the next token is above the evicted one, and
   returns a ``FenceStatus`` of the lease it ended (``held`` False when there was none).
@@ -189,6 +190,16 @@ class Inspects(Protocol):
 
 
 @runtime_checkable
+class AsyncInspects(Protocol):
+    """Capability: the asyncio twin of ``Inspects.status`` (what an asyncio election's
+    ``leader()`` reads); every asyncio issuer of the package has it."""
+
+    async def status(self, name: str) -> FenceStatus:
+        """See ``Inspects.status``."""
+        ...
+
+
+@runtime_checkable
 class ForceReleases(Protocol):
     """Capability: end a lease whoever holds it (``fencing release --force``).
 
@@ -231,6 +242,7 @@ class OperatesLocks(Protocol):
 
 __all__ = [
     "AsyncHandOff",
+    "AsyncInspects",
     "AsyncIssuer",
     "AsyncWakesOnRelease",
     "Busy",

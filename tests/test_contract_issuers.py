@@ -23,7 +23,9 @@ import fencing.aio
 from fencing import MemoryIssuer
 from fencing.sql import SqlFence, SqlIssuer, create_tables
 from fencing.testing.contract import (
+    AsyncElectionContract,
     AsyncFenceContract,
+    ElectionContract,
     FenceContract,
     MakeAsyncFence,
     MakeFence,
@@ -157,3 +159,34 @@ class TestSqlOperations(OperationsContract):
     """The same on a SQLite file and on PostgreSQL."""
 
     make_fence = TestSqlFence.make_fence
+
+
+# -- elections: fencing.Election on every issuer with status ------------------------------
+
+
+class TestMemoryElection(ElectionContract):
+    make_fence = TestMemoryFence.make_fence
+
+
+class TestAsyncMemoryElection(AsyncElectionContract):
+    make_fence = TestAsyncMemoryFence.make_fence
+
+
+class TestRedisElection(ElectionContract):
+    make_fence = TestRedisFence.make_fence
+
+
+class TestAsyncRedisElection(AsyncElectionContract):
+    make_fence = TestAsyncRedisFence.make_fence
+
+
+class TestSqlElection(ElectionContract):
+    """On a SQLite file and on PostgreSQL."""
+
+    make_fence = TestSqlFence.make_fence
+
+
+class TestAsyncSqlElection(AsyncElectionContract):
+    """On a SQLite file and on PostgreSQL, with each asyncio driver."""
+
+    make_fence = TestAsyncSqlFence.make_fence

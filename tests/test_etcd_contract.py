@@ -16,7 +16,9 @@ from fencing.etcd import EtcdFence, EtcdIssuer
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
 from fencing.testing.contract import (
+    AsyncElectionContract,
     AsyncFenceContract,
+    ElectionContract,
     FenceContract,
     MakeAsyncFence,
     MakeFence,
@@ -54,6 +56,14 @@ class TestAsyncEtcdFence(EtcdTerms, AsyncFenceContract):
 
         yield make
         await issuer.close()
+
+
+class TestEtcdElection(EtcdTerms, ElectionContract):
+    make_fence = TestEtcdFence.make_fence
+
+
+class TestAsyncEtcdElection(EtcdTerms, AsyncElectionContract):
+    make_fence = TestAsyncEtcdFence.make_fence
 
 
 class TestEtcdOperations(EtcdTerms, OperationsContract):

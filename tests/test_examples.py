@@ -50,6 +50,27 @@ EXPECTED: dict[str, list[str]] = {
         'fencing_lease_held_duration_seconds_count{fencing_backend="memory"} 1.0',
         'fencing_writes_rejected_total{fencing_guard="file"} 1.0',
     ],
+    "lost_lease.py": [
+        "working with token 1",
+        "on_lost: fence 'nightly-report', token 1: lease expired or was taken over",
+        "the lease is gone: stopping early",
+        "leaving the hold raised LeaseLost for token 1",
+        "the asyncio job works with token 2",
+        "its body was cancelled: LeaseLost from CancelledError",
+    ],
+    "election.py": [
+        "host-a leads with term 1",
+        "host-b leads with term 2; leader() shows host-b",
+        "host-a refused: stale fence token 1",
+        "host-a's term found lost: True",
+        "the state: b'ran at 09:01 by host-b'; leader now: None",
+    ],
+    "reentrant.py": [
+        "closing the day with token 1",
+        "posted 'interest' with token 1",
+        "posted 'fees' with token 1",
+        "the next lease gets token 2",
+    ],
     "cache_fill.py": [  # SQL tokens are clock-floored: no fixed numbers
         "but the write was refused as stale",
         "and filled the cache",

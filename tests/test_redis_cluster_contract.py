@@ -18,7 +18,9 @@ import fencing
 import fencing.aio
 from fencing import RedisMark
 from fencing.testing.contract import (
+    AsyncElectionContract,
     AsyncFenceContract,
+    ElectionContract,
     FenceContract,
     MakeAsyncFence,
     MakeFence,
@@ -54,6 +56,14 @@ class TestAsyncRedisClusterFence(AsyncFenceContract):
 
         yield make
         await client.aclose()
+
+
+class TestRedisClusterElection(ElectionContract):
+    make_fence = TestRedisClusterFence.make_fence
+
+
+class TestAsyncRedisClusterElection(AsyncElectionContract):
+    make_fence = TestAsyncRedisClusterFence.make_fence
 
 
 class TestRedisClusterMark(MarkContract):

@@ -16,7 +16,15 @@ import fencing.aio
 from fencing.redis._backend import RedisBackend, fence_options
 from fencing.redis._issuer import AsyncRedisIssuer, RedisIssuer
 from fencing.redis._sentinel import SentinelURL, parse_sentinel_url
-from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
+from fencing.testing.contract import (
+    AsyncElectionContract,
+    AsyncFenceContract,
+    ElectionContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeElection,
+    MakeFence,
+)
 from fencing.testing.servers import SentinelGroup, ServerError
 
 
@@ -67,6 +75,22 @@ class TestAsyncSentinelFence(AsyncFenceContract):
         yield make
         for fence in made:
             await client_of(fence).aclose()
+
+
+class TestSentinelElection(ElectionContract):
+    """Through the backend's own ``election``, each term acknowledged by the replica."""
+
+    make_fence = TestSentinelFence.make_fence
+
+    @pytest.fixture
+    def make_election(self, stable_group: SentinelGroup) -> Iterator[MakeElection]:
+        backend = fencing.connect(stable_group.url + "?min_replicas=1")
+        yield backend.election
+        backend.close()  # type: ignore[attr-defined]
+
+
+class TestAsyncSentinelElection(AsyncElectionContract):
+    make_fence = TestAsyncSentinelFence.make_fence
 
 
 def test_an_unknown_service_says_so(stable_group: SentinelGroup) -> None:

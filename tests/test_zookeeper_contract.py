@@ -18,7 +18,9 @@ from kazoo.client import KazooClient
 
 import fencing
 from fencing.testing.contract import (
+    AsyncElectionContract,
     AsyncFenceContract,
+    ElectionContract,
     FenceContract,
     MakeAsyncFence,
     MakeFence,
@@ -89,6 +91,14 @@ class TestAsyncZooKeeperFence(ZooKeeperTerms, AsyncFenceContract):
             return AsyncZooKeeperFence(new_client(zookeeper_server, kazoo_clients), name, ttl)
 
         return make
+
+
+class TestZooKeeperElection(ZooKeeperTerms, ElectionContract):
+    make_fence = TestZooKeeperFence.make_fence
+
+
+class TestAsyncZooKeeperElection(ZooKeeperTerms, AsyncElectionContract):
+    make_fence = TestAsyncZooKeeperFence.make_fence
 
 
 # -- the session capability can fail ------------------------------------------------------

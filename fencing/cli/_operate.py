@@ -36,6 +36,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 from .._connect import connect
+from .._election import leader_of
 from .._errors import FencingError
 from .._validate import check_name
 from ..issuer import FenceStatus, ForceReleases, Inspects, OperatesLocks
@@ -162,6 +163,9 @@ def as_text(status: FenceStatus) -> str:
         state = f"held by {status.holder}"
         if status.token is not None:  # a lock's is not stored (``OperatesLocks``)
             state += f" with token {status.token}"
+            leader = leader_of(status)
+            if leader is not None and leader.value:  # a term of an election
+                state += f" (election leader {leader.value!r})"
         state += f", {left}"
     else:
         state = "free"

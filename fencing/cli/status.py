@@ -21,7 +21,8 @@ examples:
 Each line (or JSON object, one per line with --json) gives: held or free, the holder id,
 the lease's token and seconds left, the queued waiters where the backend knows them
 (Redis), and the last token issued. JSON keys: name, held, holder, token, expires_in,
-last_token, waiters (null when unknown or not applicable).
+last_token, waiters (null when unknown or not applicable). An election's fence
+(fencing.Election) shows its leader's value in the text; its holder id ends "|VALUE".
 
 --lock: NAME is a lock kept as redis-py's Lock keeps it (a fencing.FencedLock, or a
 redis.lock.Lock): the Redis key NAME itself. The holder shown is its lock token; its

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
+from .._election import AsyncElection, Election
 from .._fence import Fence
 from ._issuer import AsyncEtcdFence, AsyncEtcdIssuer, EtcdFence, EtcdIssuer
 from ._url import parse_etcd_url
@@ -32,13 +33,25 @@ class EtcdBackend:
             self._issuer = EtcdIssuer(self.options)
         return self._issuer
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return EtcdFence(self.issuer, name, ttl)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return EtcdFence(self.issuer, name, ttl, reentrant=reentrant)
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
         if self._aio_issuer is None:
             self._aio_issuer = AsyncEtcdIssuer(self.options)
-        return AsyncEtcdFence(self._aio_issuer, name, ttl)
+        return AsyncEtcdFence(self._aio_issuer, name, ttl, reentrant=reentrant)
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
+        return Election(self.issuer, name, ttl)
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name (see ``fencing.aio.Election``)."""
+        if self._aio_issuer is None:
+            self._aio_issuer = AsyncEtcdIssuer(self.options)
+        return AsyncElection(self._aio_issuer, name, ttl)
 
     def close(self) -> None:
         """Close the blocking fences' channels (they reopen if a fence is used again);

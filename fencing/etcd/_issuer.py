@@ -449,6 +449,10 @@ class AsyncEtcdIssuer:
     async def await_release(self, name: str, seconds: float) -> None:
         await run_async(self.flows.await_release(name, seconds), self.cluster)
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``EtcdIssuer.status``."""
+        return await run_async(self.flows.status(name), self.cluster)
+
     async def close(self) -> None:
         await self.cluster.close()
 
@@ -458,10 +462,15 @@ class EtcdFence(Fence):
     "invoice:42", ttl=10)``, or pass an ``EtcdIssuer`` to share its channels."""
 
     def __init__(
-        self, cluster: str | EtcdOptions | EtcdIssuer, name: str, ttl: float = DEFAULT_TTL
+        self,
+        cluster: str | EtcdOptions | EtcdIssuer,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        reentrant: bool = False,
     ) -> None:
         issuer = cluster if isinstance(cluster, EtcdIssuer) else EtcdIssuer(cluster)
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)
         msg.lease_seconds(self._ttl_ms)  # a ttl etcd cannot grant: ValueError now
 
 
@@ -470,8 +479,13 @@ class AsyncEtcdFence(AsyncFence):
     tokens with blocking ``EtcdFence`` objects of the same name."""
 
     def __init__(
-        self, cluster: str | EtcdOptions | AsyncEtcdIssuer, name: str, ttl: float = DEFAULT_TTL
+        self,
+        cluster: str | EtcdOptions | AsyncEtcdIssuer,
+        name: str,
+        ttl: float = DEFAULT_TTL,
+        *,
+        reentrant: bool = False,
     ) -> None:
         issuer = cluster if isinstance(cluster, AsyncEtcdIssuer) else AsyncEtcdIssuer(cluster)
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)
         msg.lease_seconds(self._ttl_ms)

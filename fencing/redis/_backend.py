@@ -25,6 +25,7 @@ import redis.connection
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
+from .._election import AsyncElection, Election
 from .._fence import Fence
 from .._limiter import AsyncLimiter, Limiter
 from .._semaphore import AsyncSemaphore, Semaphore
@@ -85,16 +86,28 @@ class RedisBackend:
             self._client = self.new_client()
         return self._client
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return RedisFence(self._sync_client(), name, ttl, **self._options)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return RedisFence(self._sync_client(), name, ttl, reentrant=reentrant, **self._options)
 
     @property
     def issuer(self) -> RedisIssuer:
         """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
         return RedisIssuer(self._sync_client(), **self._options)
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        return AsyncRedisFence(self.new_async_client(), name, ttl, **self._options)
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
+        return AsyncRedisFence(
+            self.new_async_client(), name, ttl, reentrant=reentrant, **self._options
+        )
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
+        return Election(self.issuer, name, ttl)
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name (see ``fencing.aio.Election``)."""
+        return AsyncElection(AsyncRedisIssuer(self.new_async_client(), **self._options), name, ttl)
 
     def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
         """A semaphore of ``permits`` slots, each slot a fence of this server (its keys in

@@ -710,6 +710,10 @@ class AsyncRedisIssuer:
         reply = await self.run(*self.flows.release_call(name, token, holder))
         return reply == 1 or parse_release(reply)
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``RedisIssuer.status``."""
+        return await self.result_of(self.flows.status(name))
+
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.flows.await_handoff(name, holder, seconds)
         return None if step is None else await self.confirmed(step, name, holder)
@@ -732,6 +736,7 @@ class RedisFence(Fence):
         counter_idle: float | None = DEFAULT_COUNTER_IDLE,
         min_replicas: int = 0,
         replica_timeout: float | None = None,
+        reentrant: bool = False,
     ) -> None:
         issuer = RedisIssuer(
             client,
@@ -739,7 +744,7 @@ class RedisFence(Fence):
             min_replicas=min_replicas,
             replica_timeout=replica_timeout,
         )
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)
 
 
 class AsyncRedisFence(AsyncFence):
@@ -757,6 +762,7 @@ class AsyncRedisFence(AsyncFence):
         counter_idle: float | None = DEFAULT_COUNTER_IDLE,
         min_replicas: int = 0,
         replica_timeout: float | None = None,
+        reentrant: bool = False,
     ) -> None:
         issuer = AsyncRedisIssuer(
             client,
@@ -764,4 +770,4 @@ class AsyncRedisFence(AsyncFence):
             min_replicas=min_replicas,
             replica_timeout=replica_timeout,
         )
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)

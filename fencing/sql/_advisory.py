@@ -463,7 +463,8 @@ class AdvisoryFence(Fence):
         ttl: float = DEFAULT_TTL,
         *,
         issuer: AdvisoryIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
         if issuer is None:
             issuer = shared_advisory_issuer(engine) if isinstance(engine, str) else None
-        super().__init__(issuer or AdvisoryIssuer(engine), name, ttl)
+        super().__init__(issuer or AdvisoryIssuer(engine), name, ttl, reentrant=reentrant)

@@ -206,8 +206,9 @@ class AsyncAdvisoryFence(AsyncFence):
         ttl: float = DEFAULT_TTL,
         *,
         issuer: AsyncAdvisoryIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or AsyncAdvisoryIssuer(engine), name, ttl)
+        super().__init__(issuer or AsyncAdvisoryIssuer(engine), name, ttl, reentrant=reentrant)
 
 
 async def advisory_xact(

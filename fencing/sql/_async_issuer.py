@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._flow import Flow, run_async
-from ..issuer import Busy
+from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
 from ._issuer import Execute, SqlFlows, T
 
@@ -57,6 +57,10 @@ class AsyncSqlIssuer:
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await self._run(self.flows.release(name, token, holder))
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``SqlIssuer.status``."""
+        return await self._run(self.flows.status(name))
+
 
 def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:
     create(conn)
@@ -87,5 +91,6 @@ class AsyncSqlFence(AsyncFence):
         ttl: float = DEFAULT_TTL,
         *,
         issuer: AsyncSqlIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or shared_async_issuer(engine), name, ttl)
+        super().__init__(issuer or shared_async_issuer(engine), name, ttl, reentrant=reentrant)

@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
+from .._election import AsyncElection, Election
 from .._fence import Fence
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._engines import parse_sql_url
@@ -49,12 +50,12 @@ class SqlBackend:
     def __repr__(self) -> str:
         return f"SqlBackend({self.url!r})"
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
         if self.lease == "advisory":
             from ._advisory import AdvisoryFence
 
-            return AdvisoryFence(self.engine_url, name, ttl)
-        return SqlFence(self.engine_url, name, ttl)
+            return AdvisoryFence(self.engine_url, name, ttl, reentrant=reentrant)
+        return SqlFence(self.engine_url, name, ttl, reentrant=reentrant)
 
     @property
     def issuer(self) -> object:
@@ -65,14 +66,16 @@ class SqlBackend:
             return shared_advisory_issuer(self.engine_url)
         return shared_issuer(self.engine_url)
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
         if self.lease == "advisory":
             from ._async_advisory import AsyncAdvisoryFence
 
-            return AsyncAdvisoryFence(self.engine_url, name, ttl)
+            return AsyncAdvisoryFence(self.engine_url, name, ttl, reentrant=reentrant)
         from ._async_issuer import AsyncSqlFence
 
-        return AsyncSqlFence(self.engine_url, name, ttl)
+        return AsyncSqlFence(self.engine_url, name, ttl, reentrant=reentrant)
 
     def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
         """A semaphore of ``permits`` slots, each slot a row of ``fencing_leases``."""
@@ -86,9 +89,22 @@ class SqlBackend:
 
         return AsyncSemaphore(shared_async_issuer(self.engine_url), name, permits, ttl)
 
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election named ``name`` on this backend (see ``fencing.Election``):
+        its terms are rows of ``fencing_leases``, whose holder carries the leader's value."""
+        self._rows_only("election")
+        return Election(shared_issuer(self.engine_url), name, ttl)
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name (see ``fencing.aio.Election``)."""
+        self._rows_only("election")
+        from ._async_issuer import shared_async_issuer
+
+        return AsyncElection(shared_async_issuer(self.engine_url), name, ttl)
+
     def _rows_only(self, what: str) -> None:
         if self.lease != "row":
             raise ValueError(
-                f"a {what} needs leases that expire (lease=row), not lease={self.lease}: "
-                "use a URL without the lease option"
+                f"a {what} needs leases that expire and name their holder (lease=row), not "
+                f"lease={self.lease}: use a URL without the lease option"
             )

@@ -272,5 +272,6 @@ class SqlFence(Fence):
         ttl: float = DEFAULT_TTL,
         *,
         issuer: SqlIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or shared_issuer(engine), name, ttl)
+        super().__init__(issuer or shared_issuer(engine), name, ttl, reentrant=reentrant)

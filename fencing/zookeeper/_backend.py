@@ -11,6 +11,7 @@ from kazoo.client import KazooClient
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
+from .._election import AsyncElection, Election
 from .._fence import Fence
 from ._issuer import AsyncZooKeeperIssuer, Starter, ZooKeeperIssuer
 from ._layout import ZooKeeperUrl
@@ -36,16 +37,26 @@ class ZooKeeperBackend:
     def __repr__(self) -> str:
         return f"ZooKeeperBackend({self.url!r})"
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return Fence(self._issuer, name, ttl)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return Fence(self._issuer, name, ttl, reentrant=reentrant)
 
     @property
     def issuer(self) -> ZooKeeperIssuer:
         """The blocking issuer (what ``fencing status``/``list``/``release`` inspect)."""
         return self._issuer
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
-        return AsyncFence(self._async_issuer, name, ttl)
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
+        return AsyncFence(self._async_issuer, name, ttl, reentrant=reentrant)
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
+        return Election(self._issuer, name, ttl)
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        """The asyncio election of that name (see ``fencing.aio.Election``)."""
+        return AsyncElection(self._async_issuer, name, ttl)
 
     def close(self) -> None:
         """End the session: every lease of this backend's fences is released with it."""

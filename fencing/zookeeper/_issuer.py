@@ -164,6 +164,11 @@ class AsyncZooKeeperIssuer(_Base):
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await self._run(self.flows.release(name, token, holder))
 
+    async def status(self, name: str) -> FenceStatus:
+        """``fencing.issuer.AsyncInspects``: see ``ZooKeeperIssuer.status``."""
+        check_name(name)
+        return await self._run(self.flows.status(name))
+
     async def await_release(self, name: str, seconds: float) -> None:
         loop = asyncio.get_running_loop()
         released = asyncio.Event()
@@ -233,8 +238,11 @@ class ZooKeeperFence(Fence):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         issuer: ZooKeeperIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or ZooKeeperIssuer(client, timeout=timeout), name, ttl)
+        super().__init__(
+            issuer or ZooKeeperIssuer(client, timeout=timeout), name, ttl, reentrant=reentrant
+        )
 
 
 class AsyncZooKeeperFence(AsyncFence):
@@ -251,5 +259,11 @@ class AsyncZooKeeperFence(AsyncFence):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         issuer: AsyncZooKeeperIssuer | None = None,
+        reentrant: bool = False,
     ) -> None:
-        super().__init__(issuer or AsyncZooKeeperIssuer(client, timeout=timeout), name, ttl)
+        super().__init__(
+            issuer or AsyncZooKeeperIssuer(client, timeout=timeout),
+            name,
+            ttl,
+            reentrant=reentrant,
+        )

@@ -27,6 +27,12 @@ module and provide one fixture; pytest collects the inherited tests::
   returns a fresh ``fencing.Semaphore`` (``fencing.aio.Semaphore``) on the backend: N
   permits are N slots, each slot's tokens strictly increase, never more than N holders
   nor two on one slot, ``hold()`` renews, bad input refused (docs/limits.md).
+- ``ElectionContract`` and ``AsyncElectionContract``: the promises of ``fencing.Election``
+  and ``fencing.aio.Election`` on the issuer (which must report ``status``), with the same
+  ``make_fence`` fixture as the fence contracts (or override ``make_election``): one
+  term at a time, term tokens increasing, ``resign`` handing over at once, a lost term
+  signalled and replaced, observers seeing every change in order, ``run`` campaigning
+  again after a loss (asyncio: its task cancelled), bad input refused.
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -37,7 +43,11 @@ crashed holder; a held lease excludes every other holder (``acquire(timeout=0)``
 waits until the holder releases; renew extends the lease; renew and release act only for
 the exact holder (``LeaseLost``; another fence's token is a ``ValueError``), also at the
 issuer itself; an expired lease lets the next holder in with a higher token; ``hold()``
-keeps the lease past its ttl and surfaces a lost lease (``LeaseLost`` on leaving); bad
+keeps the lease past its ttl and surfaces a lost lease (``LeaseLost`` on leaving); a lease
+ended at the issuer behind a hold's back is signalled (``on_lost`` callbacks once, in the
+renewer; ``wait_lost``; an asyncio body cancelled with ``cancel_on_loss=True``); a
+reentrant fence on the issuer gives its owner (thread or task) the same token again and
+ends the lease at the last release, while others wait; bad
 input is refused with ``TypeError``/``ValueError`` and nothing taken; racing threads (or
 tasks) are never two holders at once.
 
@@ -61,6 +71,7 @@ Needs pytest (a test dependency). Imports the public package and the ``Mark`` pr
 from __future__ import annotations
 
 from ._async_fence import AsyncFenceContract
+from ._election import BAD_VALUES, AsyncElectionContract, ElectionContract
 from ._fence import FenceContract
 from ._helpers import (
     BAD_MARK_TOKENS,
@@ -69,7 +80,9 @@ from ._helpers import (
     BAD_TOKENS,
     BAD_TTLS,
     CLOCK_SLACK,
+    MakeAsyncElection,
     MakeAsyncFence,
+    MakeElection,
     MakeFence,
     MakeMark,
     assert_increasing,
@@ -94,13 +107,18 @@ __all__ = [
     "BAD_TIMEOUTS",
     "BAD_TOKENS",
     "BAD_TTLS",
+    "BAD_VALUES",
     "CLOCK_SLACK",
+    "AsyncElectionContract",
     "AsyncFenceContract",
     "AsyncSemaphoreContract",
+    "ElectionContract",
     "FenceContract",
     "LeaseTerms",
+    "MakeAsyncElection",
     "MakeAsyncFence",
     "MakeAsyncSemaphore",
+    "MakeElection",
     "MakeFence",
     "MakeMark",
     "MakeSemaphore",

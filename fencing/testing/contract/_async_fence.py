@@ -18,6 +18,7 @@ from ._helpers import (
     MakeAsyncFence,
     _assert_after,
     _assert_waited,
+    _holder_of,
     _ids,
     _millis,
     _not_the_lease,
@@ -293,6 +294,101 @@ class AsyncFenceContract(LeaseTerms):
                 async with again:
                     assert not again.lost
         assert not again.lost
+
+    # -- lost-lease signals ------------------------------------------------------------
+
+    async def end_behind_its_back(self, fence: AsyncFence, token: int) -> None:
+        """See ``FenceContract.end_behind_its_back``."""
+        holder = _holder_of(fence, token)
+        if holder is not None:
+            await fence.issuer.release(fence.name, int(token), holder)
+
+    async def test_hold_signals_a_lost_lease(self, make_fence: MakeAsyncFence) -> None:
+        """See ``FenceContract.test_hold_signals_a_lost_lease``; the callbacks run in the
+        renewal task, and ``await hold.wait_lost()`` waits."""
+        name = self.fresh_name("signal")
+        fence = make_fence(name, self.short_ttl)
+        calls: list[tuple[LeaseLost, asyncio.Task[Any] | None]] = []
+
+        def record(error: LeaseLost) -> None:
+            calls.append((error, asyncio.current_task()))
+
+        hold = fence.hold(on_lost=record)
+        with pytest.raises(LeaseLost) as info:
+            async with hold as token:
+                hold.on_lost(record)
+                await self.end_behind_its_back(fence, token)
+                assert await hold.wait_lost(self.patience), f"gave up after {self.patience}s"
+                assert hold.lost
+        assert info.value.token == token
+        assert len(calls) == 2, f"{len(calls)} callback calls, not one per callback"
+        for error, _ in calls:
+            assert isinstance(error, LeaseLost) and (error.name, error.token) == (name, token)
+        assert calls[0][1] is not asyncio.current_task(), "on_lost ran outside the renewer"
+        late: list[LeaseLost] = []
+        hold.on_lost(late.append)
+        assert late == [calls[0][0]], f"a late on_lost got {late}"
+        assert await hold.wait_lost(0)
+        successor = make_fence(name, self.long_ttl)
+        newer = await successor.acquire(timeout=self.patience)
+        _assert_after(newer, token, "the lost ")
+        await successor.release(newer)
+
+    async def test_hold_cancels_its_body_when_the_lease_is_lost(
+        self, make_fence: MakeAsyncFence
+    ) -> None:
+        """With ``cancel_on_loss=True`` a lost lease cancels the body of ``async with``
+        at its ``await``; the block raises ``LeaseLost`` from that ``CancelledError``, and
+        the cancellation is taken back (the test's task is not left cancelling)."""
+        name = self.fresh_name("cancel")
+        fence = make_fence(name, self.short_ttl)
+        hold = fence.hold(cancel_on_loss=True)
+        finished = False
+        with pytest.raises(LeaseLost) as info:
+            async with hold as token:
+                await self.end_behind_its_back(fence, token)
+                await asyncio.sleep(self.patience)  # cancelled long before
+                finished = True
+        assert not finished, "the body ran to its end on a lost lease"
+        assert isinstance(info.value.__cause__, asyncio.CancelledError), info.value.__cause__
+        assert info.value.token == token and hold.lost
+        task = asyncio.current_task()
+        left = getattr(task, "cancelling", lambda: 0)()  # Python 3.11+
+        assert left == 0, f"the test's task is left with {left} cancellations"
+        successor = make_fence(name, self.long_ttl)
+        newer = await successor.acquire(timeout=self.patience)
+        _assert_after(newer, token, "the lost ")
+        await successor.release(newer)
+
+    # -- reentrancy --------------------------------------------------------------------
+
+    async def test_reentrant_acquire_keeps_the_token_and_counts(
+        self, make_fence: MakeAsyncFence
+    ) -> None:
+        """See ``FenceContract.test_reentrant_acquire_keeps_the_token_and_counts``; the
+        owner is the asyncio task."""
+        name = self.fresh_name("reentrant")
+        other = make_fence(name, self.long_ttl)
+        fence = AsyncFence(other.issuer, name, self.long_ttl, reentrant=True)
+        token = await fence.acquire(timeout=0)
+        again = await fence.acquire(timeout=0)
+        assert again == token and again.name == name, f"reentered with {again}, not {token}"
+        with pytest.raises(AcquireTimeout):  # another task sharing the fence object
+            await asyncio.wait_for(asyncio.create_task(fence.acquire(timeout=0)), self.patience)
+        await fence.release(token)
+        with pytest.raises(AcquireTimeout):
+            await other.acquire(timeout=0)
+        await fence.renew(token)
+        await fence.release(token)
+        newer = await other.acquire(timeout=0)
+        _assert_after(newer, token)
+        with pytest.raises(LeaseLost):
+            await fence.release(token)
+        await other.release(newer)
+        fresh = await fence.acquire(timeout=0)
+        _assert_after(fresh, newer)
+        await fence.release(fresh)
+        await other.release(await other.acquire(timeout=0))
 
     # -- bad input ---------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import partial
 from typing import Any
@@ -18,6 +19,7 @@ from ._helpers import (
     _assert_after,
     _assert_waited,
     _Background,
+    _holder_of,
     _ids,
     _millis,
     _not_the_lease,
@@ -291,6 +293,79 @@ class FenceContract(LeaseTerms):
                 with again:
                     assert not again.lost
         assert not again.lost
+
+    # -- lost-lease signals ------------------------------------------------------------
+
+    def end_behind_its_back(self, fence: Fence, token: int) -> None:
+        """End ``fence``'s lease ``token`` at the issuer, with the holder id the fence
+        recorded, as an operator's ``release --force`` would: no expiry to wait for.
+        (Nothing to do once the fence forgot it: its renewal found it lost already.)"""
+        holder = _holder_of(fence, token)
+        if holder is not None:
+            fence.issuer.release(fence.name, int(token), holder)
+
+    def test_hold_signals_a_lost_lease(self, make_fence: MakeFence) -> None:
+        """When a hold's lease ends behind its back, its renewal finds it lost:
+        ``wait_lost`` returns True, each ``on_lost`` callback runs once, in the renewal
+        thread, with a ``LeaseLost`` naming the token; one registered afterwards runs at
+        once; leaving raises ``LeaseLost``; the next holder gets a higher token."""
+        name = self.fresh_name("signal")
+        fence = make_fence(name, self.short_ttl)  # renewed every ttl/3: a loss is found soon
+        calls: list[tuple[LeaseLost, threading.Thread]] = []
+
+        def record(error: LeaseLost) -> None:
+            calls.append((error, threading.current_thread()))
+
+        hold = fence.hold(on_lost=record)
+        with pytest.raises(LeaseLost) as info, hold as token:
+            hold.on_lost(record)  # registered on the entered hold as well
+            self.end_behind_its_back(fence, token)
+            assert hold.wait_lost(self.patience), f"wait_lost gave up after {self.patience}s"
+            assert hold.lost
+        assert info.value.token == token
+        assert len(calls) == 2, f"{len(calls)} callback calls, not one per callback"
+        for error, _ in calls:
+            assert isinstance(error, LeaseLost) and (error.name, error.token) == (name, token)
+        # the second ran at once, in this thread, if the loss was found before it came
+        assert calls[0][1] is not threading.current_thread(), "on_lost ran outside the renewer"
+        late: list[LeaseLost] = []
+        hold.on_lost(late.append)  # after the loss: at once, with the same error
+        assert late == [calls[0][0]], f"a late on_lost got {late}"
+        assert hold.wait_lost(0)
+        successor = make_fence(name, self.long_ttl)
+        newer = successor.acquire(timeout=self.patience)
+        _assert_after(newer, token, "the lost ")
+        successor.release(newer)
+
+    # -- reentrancy --------------------------------------------------------------------
+
+    def test_reentrant_acquire_keeps_the_token_and_counts(self, make_fence: MakeFence) -> None:
+        """On a reentrant fence (``Fence(issuer, name, ttl, reentrant=True)`` on the
+        issuer under test) the holding thread's second ``acquire`` returns the same
+        token; each ``release`` counts down and the lease ends at the last one. Another
+        thread sharing that fence object, and another fence, wait as usual meanwhile."""
+        name = self.fresh_name("reentrant")
+        other = make_fence(name, self.long_ttl)
+        fence = Fence(other.issuer, name, self.long_ttl, reentrant=True)
+        token = fence.acquire(timeout=0)
+        again = fence.acquire(timeout=0)  # no wait, no new lease
+        assert again == token and again.name == name, f"reentered with {again}, not {token}"
+        with pytest.raises(AcquireTimeout):  # the owner is the thread, not the object
+            _Background(lambda: fence.acquire(timeout=0)).result(self.patience)
+        fence.release(token)  # one of two: the lease stays
+        with pytest.raises(AcquireTimeout):
+            other.acquire(timeout=0)
+        fence.renew(token)
+        fence.release(token)  # the last: the lease ends
+        newer = other.acquire(timeout=0)
+        _assert_after(newer, token)
+        with pytest.raises(LeaseLost):  # nothing left to count down
+            fence.release(token)
+        other.release(newer)
+        fresh = fence.acquire(timeout=0)  # a new lease, counted from one again
+        _assert_after(fresh, newer)
+        fence.release(fresh)
+        other.release(other.acquire(timeout=0))
 
     # -- bad input ---------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from ... import AsyncFence, Fence, FenceToken, LeaseLost
+from ... import AsyncElection, AsyncFence, Election, Fence, FenceToken, LeaseLost
 from ..._marks import Mark
 from ..._validate import MAX_TTL
 
@@ -24,6 +24,10 @@ T = TypeVar("T")
 MakeFence = Callable[[str, float], Fence]
 #: ``make_fence(name, ttl)``: a fresh asyncio fence of that name on the issuer under test.
 MakeAsyncFence = Callable[[str, float], AsyncFence]
+#: ``make_election(name, ttl)``: an election of that name on the issuer under test.
+MakeElection = Callable[[str, float], Election]
+#: ``make_election(name, ttl)``: an asyncio election of that name on the issuer under test.
+MakeAsyncElection = Callable[[str, float], AsyncElection]
 #: ``make_mark()``: a fresh, empty high-water mark on the backend under test.
 MakeMark = Callable[[], Mark]
 
@@ -134,6 +138,13 @@ def _not_the_lease(holder: T, stranger: T, token: int) -> list[tuple[T, int]]:
     ``release`` must raise ``LeaseLost`` and change nothing: another fence object,
     which never held that lease, and the holder with a token it was never granted."""
     return [(stranger, token), (holder, token + 1)]
+
+
+def _holder_of(fence: Fence | AsyncFence, token: int) -> str | None:
+    """The holder id ``fence`` recorded for its lease ``token`` (``None`` once it forgot
+    it: the lease was found lost already), so that a check can end that lease at the
+    issuer behind the fence's back, the way an operator's ``release --force`` ends it."""
+    return fence._holders.get(int(token))
 
 
 def _tries(patience: float, what: str) -> Iterator[None]:
