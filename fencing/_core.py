@@ -188,7 +188,7 @@ class FenceCore:
 
     def _released(self, token: int, held: bool) -> None:
         """Forget the lease of ``token``; ``LeaseLost`` if the release found it gone."""
-        self._holders.pop(token, None)  # _forget, inline: this is on every release's path
+        self._forget(token)
         if not held:
             lost_log.warning(
                 "fence %r: lease of token %d lost (found at release)", self.name, token
