@@ -274,8 +274,9 @@ class LossSignal:
     """How one hold tells that its lease is lost: a flag set once, the ``on_lost``
     callbacks, and the waiters of ``wait_lost``. Thread-safe.
 
-    ``lose`` sets the flag, wakes the waiters and runs the callbacks registered so far,
-    each once, in the calling thread: the hold's renewer (a thread for ``Hold``, a task
+    ``lose`` sets the flag, runs the callbacks registered so far, each once, then wakes
+    the waiters (so ``wait_lost`` returns once every callback has run), in the calling
+    thread: the hold's renewer (a thread for ``Hold``, a task
     on the event loop for ``AsyncHold``), or the code leaving the hold when its release
     is what found the lease gone. A callback registered after the loss runs at once, in
     the thread that registers it. A callback that raises is logged on ``fencing.lost``
@@ -319,9 +320,9 @@ class LossSignal:
             self.error = error
             callbacks, self._callbacks = self._callbacks, []
             self._lost.set()
-            self._settled.set()
         for callback in callbacks:
             _call(callback, error)
+        self._settled.set()  # after the callbacks: a waiter that wakes sees them done
 
     def end(self) -> None:
         """The hold is over: wake the waiters (``lost`` stays as it is)."""
