@@ -46,9 +46,10 @@ _LOADED = """
 import sys
 import fencing, fencing.aio
 drivers = {"redis", "sqlalchemy", "alembic", "grpc", "aetcd", "kazoo", "httpx", "requests"}
-drivers |= {"celery", "kombu"}
+drivers |= {"celery", "kombu", "django"}
 backends = tuple(
-    f"fencing.{b}" for b in ("redis", "sql", "etcd", "zookeeper", "http", "alembic", "celery")
+    f"fencing.{b}"
+    for b in ("redis", "sql", "etcd", "zookeeper", "http", "alembic", "celery", "django")
 )
 print(sorted(m for m in sys.modules if m.split(".")[0] in drivers or m.startswith(backends)))
 """

@@ -1,0 +1,59 @@
+"""Fence tokens for Django models (``fencing[django]``; ``INSTALLED_APPS +=
+["fencing.django"]``).
+
+``FencedModel`` is an abstract model with a ``fence_token`` column; a row is written
+only by a token at least as new as the one it holds, checked in the very ``UPDATE``
+that writes it (``fenced_save``, ``save(fence_token=...)``, ``fenced_update``).
+``claim`` and ``fenced_get`` raise a row's token before you read it. Plain ``save()`` of
+an existing row, ``QuerySet.update()`` and ``bulk_update()`` are refused unless inside
+``unfenced()``. docs/django.md has the quick start.
+
+A backend-level package: it imports the core and Django, never another backend.
+``FencedModel``, ``FencedManager`` and ``FencedQuerySet`` come from
+``fencing.django.models``, loaded on first use (after ``django.setup()``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
+from ._errors import StaleRowError
+from ._guard import (
+    aclaim,
+    afenced_get,
+    afenced_save,
+    afenced_update,
+    claim,
+    fenced_get,
+    fenced_save,
+    fenced_update,
+    unfenced,
+)
+
+if TYPE_CHECKING:
+    from .models import FencedManager, FencedModel, FencedQuerySet
+
+_LAZY = {
+    "FencedManager": "fencing.django.models",
+    "FencedModel": "fencing.django.models",
+    "FencedQuerySet": "fencing.django.models",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY)
+
+__all__ = [
+    "FencedManager",
+    "FencedModel",
+    "FencedQuerySet",
+    "StaleRowError",
+    "aclaim",
+    "afenced_get",
+    "afenced_save",
+    "afenced_update",
+    "claim",
+    "fenced_get",
+    "fenced_save",
+    "fenced_update",
+    "unfenced",
+]

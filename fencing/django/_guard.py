@@ -1,0 +1,220 @@
+"""The guard of ``FencedModel`` rows: guarded saves and updates, claims, the opt-out.
+
+Every guarded write is one ``UPDATE ... SET ..., fence_token = :token WHERE <rows> AND
+fence_token <= :token`` inside ``transaction.atomic``; when it falls short, the rows'
+current token is read in that same transaction and ``StaleRowError`` raised, which rolls
+the atomic block back: nothing is written. Imports Django's ORM, never the app's
+models (``FencedModel`` is defined in ``fencing.django.models``, which needs the app
+registry; the checks here read the model's ``fence_token`` field instead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import models, router, transaction
+from django.db.models import Max, signals
+
+from .._validate import check_mark_token
+from ._errors import StaleRowError
+
+#: The column every fenced model has (``FencedModel.fence_token``).
+FENCE_FIELD = "fence_token"
+
+_UNFENCED: ContextVar[bool] = ContextVar("fencing_django_unfenced", default=False)
+
+
+@contextmanager
+def unfenced() -> Iterator[None]:
+    """Allow plain ``save()``, ``QuerySet.update()`` and ``bulk_update()`` of fenced models
+    inside the block (this thread or task only): for data migrations, fixtures, admin."""
+    reset = _UNFENCED.set(True)
+    try:
+        yield
+    finally:
+        _UNFENCED.reset(reset)
+
+
+def unfenced_allowed() -> bool:
+    """Whether the current thread or task is inside ``unfenced()``."""
+    return _UNFENCED.get()
+
+
+def _fenced(model: Any) -> Any:
+    """``model`` (a class) if it is a fenced model, else ``TypeError``."""
+    if not (isinstance(model, type) and issubclass(model, models.Model)):
+        raise TypeError(f"expected a Django model, got {model!r}")
+    return _with_fence_field(model)
+
+
+def _with_fence_field(model: Any) -> Any:
+    meta = getattr(model, "_meta", None)  # None: django.db.models.Model itself
+    if meta is None or meta.abstract or FENCE_FIELD not in {f.name for f in meta.concrete_fields}:
+        raise TypeError(f"{model.__qualname__} is not a FencedModel (no {FENCE_FIELD} column)")
+    return model
+
+
+def _resource(model: Any, pk: object = None) -> str:
+    label: str = model._meta.label
+    return label if pk is None else f"{label} pk={pk!r}"
+
+
+def _write(queryset: Any, **values: Any) -> int:
+    """``QuerySet.update`` itself: a ``FencedQuerySet`` refuses its own ``update()``."""
+    rows: int = models.QuerySet.update(queryset, **values)
+    return rows
+
+
+def _updated_fields(model: Any, update_fields: Iterable[str] | None) -> list[Any]:
+    fields = [
+        f
+        for f in model._meta.concrete_fields
+        if not f.primary_key and f.name != FENCE_FIELD and not getattr(f, "generated", False)
+    ]
+    if update_fields is None:
+        return fields
+    wanted = set(update_fields)
+    if isinstance(update_fields, str):
+        raise TypeError("update_fields must be an iterable of field names, not a str")
+    chosen = [f for f in fields if f.name in wanted or f.attname in wanted]
+    unknown = wanted - {f.name for f in chosen} - {f.attname for f in chosen} - {FENCE_FIELD}
+    if unknown:
+        raise ValueError(f"update_fields: no such updatable fields: {sorted(unknown)}")
+    return chosen
+
+
+def fenced_save(
+    instance: Any,
+    token: int,
+    *,
+    using: str | None = None,
+    update_fields: Iterable[str] | None = None,
+) -> None:
+    """Save ``instance`` with ``token``: an existing row is written by one ``UPDATE ...
+    WHERE pk = :pk AND fence_token <= :token`` (all its concrete fields, or
+    ``update_fields``, and ``fence_token = :token``); a new instance is inserted with
+    ``fence_token = token``. ``StaleRowError`` (nothing written) when the row holds a
+    newer token (``current``) or no longer exists (``current is None``). Sends
+    ``pre_save`` and ``post_save`` as ``save()`` does."""
+    value = check_mark_token(token)
+    model = _fenced(type(instance))
+    fields = _updated_fields(model, update_fields)
+    db = using or instance._state.db or router.db_for_write(model, instance=instance)
+    if instance._state.adding:
+        if update_fields is not None:
+            raise ValueError("update_fields cannot be used to insert a new row")
+        setattr(instance, FENCE_FIELD, value)
+        models.Model.save(instance, using=db, force_insert=True)
+        return
+    if instance.pk is None:
+        raise ValueError(f"{_resource(model)}: the instance has no primary key")
+    names = None if update_fields is None else frozenset([*map(str, update_fields), FENCE_FIELD])
+    signals.pre_save.send(sender=model, instance=instance, raw=False, using=db, update_fields=names)
+    rows = model._base_manager.db_manager(db).filter(pk=instance.pk)
+    with transaction.atomic(using=db):
+        values = {f.attname: f.pre_save(instance, False) for f in fields}
+        if not _write(rows.filter(fence_token__lte=value), fence_token=value, **values):
+            current = rows.values_list(FENCE_FIELD, flat=True).first()
+            raise StaleRowError(value, current, _resource(model, instance.pk))
+    setattr(instance, FENCE_FIELD, value)
+    instance._state.db = db
+    signals.post_save.send(
+        sender=model, instance=instance, created=False, update_fields=names, raw=False, using=db
+    )
+
+
+def fenced_update(queryset: Any, token: int, **values: Any) -> int:
+    """``queryset.update(**values)`` guarded by ``token``, all or nothing: one ``UPDATE ...
+    SET ..., fence_token = :token WHERE <queryset> AND fence_token <= :token``, then, in
+    the same transaction, a check that no row of ``queryset`` holds a newer token.
+    If one does, ``StaleRowError`` (``current``: the newest such token) and nothing is
+    written. Returns the number of rows written. With no ``values`` it is a claim."""
+    value = check_mark_token(token)
+    model = _fenced(queryset.model)
+    if FENCE_FIELD in values:
+        raise ValueError(f"{FENCE_FIELD} is set by the guard: pass the token as `token`")
+    with transaction.atomic(using=queryset.db):
+        written = _write(queryset.filter(fence_token__lte=value), fence_token=value, **values)
+        newer = queryset.filter(fence_token__gt=value).aggregate(newest=Max(FENCE_FIELD))
+        if newer["newest"] is not None:
+            raise StaleRowError(value, newer["newest"], _resource(model))
+    return written
+
+
+def claim(target: Any, token: int, *, using: str | None = None) -> int:
+    """Raise the token of a row (a ``FencedModel`` instance, then reloaded from the
+    database in the same transaction) or of every row of a queryset to ``token``,
+    changing no data: from then on every older token is refused. Claim before you read
+    what you will write back. ``StaleRowError`` if a row holds a newer token (nothing
+    changed) or the instance's row does not exist. Returns the number of rows claimed."""
+    if isinstance(target, models.QuerySet):
+        if using is not None:
+            target = target.using(using)
+        return fenced_update(target, token)
+    value = check_mark_token(token)
+    model = _fenced(type(target))
+    if target._state.adding or target.pk is None:
+        raise ValueError(f"{_resource(model)}: claim a saved row, not a new instance")
+    db = using or target._state.db or router.db_for_write(model, instance=target)
+    rows = model._base_manager.db_manager(db).filter(pk=target.pk)
+    with transaction.atomic(using=db):
+        if not _write(rows.filter(fence_token__lte=value), fence_token=value):
+            current = rows.values_list(FENCE_FIELD, flat=True).first()
+            raise StaleRowError(value, current, _resource(model, target.pk))
+        target.refresh_from_db(using=db)
+    return 1
+
+
+def fenced_get(source: Any, token: int, **lookup: Any) -> Any:
+    """Claim the one row of ``source`` (a fenced model or a queryset) matching ``lookup``
+    and load it, in one transaction: ``fenced_get(Account, token, pk=1)``. ``None`` if
+    no row matches; ``StaleRowError`` if it holds a newer token (nothing changed);
+    the model's ``MultipleObjectsReturned`` (nothing changed) if several match."""
+    value = check_mark_token(token)
+    queryset = _fenced(source)._default_manager.all() if isinstance(source, type) else source
+    model = _fenced(queryset.model)
+    rows = queryset.filter(**lookup)
+    with transaction.atomic(using=rows.db):
+        claimed = _write(rows.filter(fence_token__lte=value), fence_token=value)
+        if claimed == 0:
+            current = rows.values_list(FENCE_FIELD, flat=True).first()
+            if current is None:
+                return None
+            raise StaleRowError(value, current, _resource(model))
+        if claimed > 1:
+            raise model.MultipleObjectsReturned(
+                f"fenced_get({_resource(model)}, {lookup!r}) matched {claimed} rows"
+            )
+        return rows.get()
+
+
+async def afenced_save(
+    instance: Any,
+    token: int,
+    *,
+    using: str | None = None,
+    update_fields: Iterable[str] | None = None,
+) -> None:
+    """``fenced_save`` for asyncio (run as Django's ``asave`` runs ``save``)."""
+    await sync_to_async(fenced_save)(instance, token, using=using, update_fields=update_fields)
+
+
+async def afenced_update(queryset: Any, token: int, **values: Any) -> int:
+    """``fenced_update`` for asyncio."""
+    written: int = await sync_to_async(fenced_update)(queryset, token, **values)
+    return written
+
+
+async def aclaim(target: Any, token: int, *, using: str | None = None) -> int:
+    """``claim`` for asyncio."""
+    claimed: int = await sync_to_async(claim)(target, token, using=using)
+    return claimed
+
+
+async def afenced_get(source: Any, token: int, **lookup: Any) -> Any:
+    """``fenced_get`` for asyncio."""
+    return await sync_to_async(fenced_get)(source, token, **lookup)

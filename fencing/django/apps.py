@@ -1,0 +1,14 @@
+"""The Django app of ``fencing.django`` (``INSTALLED_APPS += ["fencing.django"]``)."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class FencingConfig(AppConfig):
+    """``fencing.django``, under the app label ``fencing``. It ships no table: its one
+    model, ``FencedModel``, is abstract (your models subclass it)."""
+
+    name = "fencing.django"
+    label = "fencing"
+    verbose_name = "Fencing"

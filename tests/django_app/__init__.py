@@ -1,0 +1,1 @@
+"""A Django app for tests/test_django.py: one fenced model (tables made by the tests)."""

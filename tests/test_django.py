@@ -1,0 +1,385 @@
+"""fencing.django on a real Django, on a SQLite file and on PostgreSQL (a database of its
+own on the session's server): guarded saves and updates, refusals of the unguarded ones,
+claims, and the guard's atomicity under two writer threads (with the control that loses
+updates)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from waiting import joined, wait_until
+
+import fencing
+from fencing.testing.servers import PostgresServer
+
+django = pytest.importorskip("django")
+
+from django.conf import settings  # noqa: E402
+from django.db import IntegrityError, connections, transaction  # noqa: E402
+
+import fencing.django as fd  # noqa: E402
+
+ALIASES = ["default", "pg"]
+
+
+@pytest.fixture(scope="session")
+def django_dbs(
+    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """Django set up once per process: ``default`` a SQLite file, ``pg`` a new database on
+    the session's PostgreSQL; the test app's tables made by the schema editor."""
+    name = f"django_{uuid.uuid4().hex[:12]}"
+    admin = f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    path = tmp_path_factory.mktemp("django") / "django.db"
+    settings.configure(
+        INSTALLED_APPS=["fencing.django", "django_app"],
+        DATABASES={
+            "default": {
+                "ENGINE": "django.db.backends.sqlite3",
+                "NAME": str(path),
+                "OPTIONS": {"timeout": 60},
+            },
+            "pg": {
+                "ENGINE": "django.db.backends.postgresql",
+                "NAME": name,
+                "USER": "postgres",
+                "HOST": "127.0.0.1",
+                "PORT": str(postgres_server.port),
+            },
+        },
+        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+        USE_TZ=True,
+    )
+    django.setup()
+    from django_app.models import Account
+
+    for alias in ALIASES:
+        with connections[alias].schema_editor() as editor:
+            editor.create_model(Account)
+    yield Account
+    connections.close_all()
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=ALIASES, ids=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, django_dbs: Any) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def Account(django_dbs: Any) -> Any:
+    return django_dbs
+
+
+def new_row(Account: Any, db: str, balance: int = 0) -> Any:
+    row = Account(name=uuid.uuid4().hex[:8], balance=balance)
+    row.save(using=db)  # a plain save() of a new row is an INSERT: allowed
+    return row
+
+
+def stored(Account: Any, db: str, pk: int) -> tuple[int, int]:
+    row = Account.objects.using(db).get(pk=pk)
+    return row.balance, row.fence_token
+
+
+def test_a_fresh_token_is_applied_and_a_stale_one_refused_with_nothing_written(
+    Account: Any,
+    db: str,
+) -> None:
+    row = new_row(Account, db)
+    assert stored(Account, db, row.pk) == (0, 0)
+    old = Account.objects.using(db).get(pk=row.pk)  # the stale holder's copy
+    row.balance = 10
+    fd.fenced_save(row, 5)
+    assert stored(Account, db, row.pk) == (10, 5)
+    row.balance = 11
+    row.save(fence_token=5)  # the same holder again: accepted
+    assert stored(Account, db, row.pk) == (11, 5)
+    old.balance = 99
+    with pytest.raises(fd.StaleRowError) as refused:
+        fd.fenced_save(old, 4)
+    assert isinstance(refused.value, fencing.StaleTokenError)
+    assert (refused.value.token, refused.value.current) == (4, 5)
+    assert stored(Account, db, row.pk) == (11, 5)
+    with pytest.raises(fencing.StaleTokenError):
+        old.save(fence_token=3, update_fields=["balance"])
+    assert stored(Account, db, row.pk) == (11, 5)
+
+
+def test_update_fields_write_only_those_fields_and_the_token(Account: Any, db: str) -> None:
+    row = new_row(Account, db)
+    other = Account.objects.using(db).get(pk=row.pk)
+    other.note = "kept"
+    fd.fenced_save(other, 1)
+    row.balance, row.note = 7, "lost"
+    row.save(fence_token=2, update_fields=["balance"])
+    fresh = Account.objects.using(db).get(pk=row.pk)
+    assert (fresh.balance, fresh.note, fresh.fence_token) == (7, "kept", 2)
+    with pytest.raises(ValueError, match="no such updatable fields"):
+        fd.fenced_save(row, 3, update_fields=["nope"])
+
+
+def test_a_missing_row_is_told_apart_from_a_stale_token(Account: Any, db: str) -> None:
+    row = new_row(Account, db)
+    Account.objects.using(db).filter(pk=row.pk).delete()
+    with pytest.raises(fd.StaleRowError, match="does not exist") as refused:
+        fd.fenced_save(row, 1)
+    assert refused.value.current is None
+    assert not Account.objects.using(db).filter(pk=row.pk).exists()
+    assert fd.fenced_get(Account.objects.using(db), 1, pk=row.pk) is None
+
+
+def test_a_new_instance_saved_with_a_token_is_inserted_with_it(Account: Any, db: str) -> None:
+    row = Account(name="n", balance=3)
+    fd.fenced_save(row, 8, using=db)
+    assert stored(Account, db, row.pk) == (3, 8)
+
+
+def test_unguarded_writes_are_refused_unless_opted_out(Account: Any, db: str) -> None:
+    row = new_row(Account, db, balance=1)
+    rows = Account.objects.using(db).filter(pk=row.pk)
+    row.balance = 50
+    with pytest.raises(fencing.UnfencedWriteError, match=r"save\(\) of an existing row"):
+        row.save()
+    with pytest.raises(fencing.UnfencedWriteError):
+        row.save(update_fields=["balance"])
+    with pytest.raises(fencing.UnfencedWriteError, match=r"QuerySet.update\(\)"):
+        rows.update(balance=50)
+    with pytest.raises(fencing.UnfencedWriteError, match=r"bulk_update\(\)"):
+        Account.objects.db_manager(db).bulk_update([row], ["balance"])
+    with pytest.raises(fencing.UnfencedWriteError):
+        Account.objects.using(db).update_or_create(pk=row.pk, defaults={"balance": 50})
+    assert stored(Account, db, row.pk) == (1, 0)
+    # a new instance with an existing key is an INSERT (refused by the key), never an
+    # unguarded UPDATE of the row
+    with pytest.raises(IntegrityError), transaction.atomic(using=db):
+        Account(pk=row.pk, name="x", balance=50).save(using=db)
+    assert stored(Account, db, row.pk) == (1, 0)
+    # the explicit opt-outs, for migrations and admin
+    row.save(unfenced=True)
+    assert stored(Account, db, row.pk) == (50, 0)
+    with fd.unfenced():
+        rows.update(balance=51)
+        row.balance = 52
+        Account.objects.db_manager(db).bulk_update([row], ["balance"])
+    assert stored(Account, db, row.pk) == (52, 0)
+    with pytest.raises(fencing.UnfencedWriteError):
+        rows.update(balance=53)
+
+
+def test_bad_tokens_and_unfenced_models_are_refused_before_any_sql(
+    Account: Any,
+    db: str,
+) -> None:
+    row = new_row(Account, db)
+    row.balance = 9
+    for token, error in [
+        (True, TypeError),
+        ("5", TypeError),
+        (-1, ValueError),
+        (2**63, ValueError),
+    ]:
+        with pytest.raises(error):
+            fd.fenced_save(row, token)  # type: ignore[arg-type]
+        with pytest.raises(error):
+            fd.fenced_update(Account.objects.using(db), token, balance=9)  # type: ignore[arg-type]
+        with pytest.raises(error):
+            fd.claim(row, token)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="set by the guard"):
+        fd.fenced_update(Account.objects.using(db), 1, fence_token=1)
+    with pytest.raises(TypeError, match="not a FencedModel"):
+        fd.fenced_get(django.db.models.Model, 1, pk=1)
+    with pytest.raises(TypeError, match="expected a Django model"):
+        fd.fenced_get(int, 1, pk=1)
+    assert stored(Account, db, row.pk) == (0, 0)
+
+
+def test_fenced_update_is_all_or_nothing(Account: Any, db: str) -> None:
+    a, b = new_row(Account, db), new_row(Account, db)
+    both = Account.objects.using(db).filter(pk__in=[a.pk, b.pk])
+    assert fd.fenced_update(both, 3, balance=30) == 2
+    fd.fenced_update(Account.objects.using(db).filter(pk=b.pk), 6, balance=60)
+    with pytest.raises(fd.StaleRowError) as refused:
+        fd.fenced_update(both, 5, balance=50)
+    assert refused.value.current == 6
+    assert stored(Account, db, a.pk) == (30, 3)  # rolled back with the refusal
+    assert stored(Account, db, b.pk) == (60, 6)
+    assert fd.fenced_update(both, 7, balance=70) == 2
+    assert [stored(Account, db, pk) for pk in (a.pk, b.pk)] == [(70, 7), (70, 7)]
+
+
+def test_claims_raise_the_token_without_changing_data(Account: Any, db: str) -> None:
+    row = new_row(Account, db, balance=4)
+    Account.objects.using(db).filter(pk=row.pk).delete()
+    with pytest.raises(fd.StaleRowError):
+        fd.claim(row, 1)
+    row = new_row(Account, db, balance=4)
+    assert fd.claim(row, 5) == 1
+    assert row.fence_token == 5 and stored(Account, db, row.pk) == (4, 5)
+    with pytest.raises(fd.StaleRowError) as refused:
+        fd.claim(row, 4)
+    assert refused.value.current == 5
+    assert fd.claim(Account.objects.using(db).filter(pk=row.pk), 6) == 1
+    assert stored(Account, db, row.pk) == (4, 6)
+    claimed = fd.fenced_get(Account.objects.using(db), 7, pk=row.pk)
+    assert (claimed.balance, claimed.fence_token) == (4, 7)
+    with pytest.raises(fd.StaleRowError):
+        fd.fenced_get(Account.objects.using(db), 6, pk=row.pk)
+
+
+def test_claim_before_read_closes_the_read_then_write_window(Account: Any, db: str) -> None:
+    """Kleppmann's window: A (token 4) reads, B (token 5) reads, A writes, B writes from
+    its stale read. Write-only guards accept both (the control: A's +1 is lost); B's claim
+    before its read makes A's write refused."""
+    for claim_first in (False, True):
+        pk = new_row(Account, db, balance=100).pk
+        a = Account.objects.using(db).get(pk=pk)
+        if claim_first:
+            b = fd.fenced_get(Account.objects.using(db), 5, pk=pk)
+        else:
+            b = Account.objects.using(db).get(pk=pk)
+        a.balance += 1
+        if claim_first:
+            with pytest.raises(fencing.StaleTokenError):
+                fd.fenced_save(a, 4)
+        else:
+            fd.fenced_save(a, 4)  # accepted: nothing newer has written the row yet
+        b.balance += 10
+        fd.fenced_save(b, 5)
+        # without the claim A's accepted +1 is lost; with it A was told, and only B's
+        # change is there, computed from what B claimed and read
+        assert stored(Account, db, pk) == (110, 5)
+
+
+def _race(
+    Account: Any,
+    db: str,
+    write: Callable[[Any, int], None],
+    enough: Callable[[list[tuple[int, int]], int], bool],
+) -> tuple[list[tuple[int, int]], list[int], int]:
+    """Two writer threads (a connection each) take interleaved tokens from one counter
+    and write ``balance = token`` with it; an observer thread records the row. Runs
+    until ``enough(observed, refused)``; returns what was observed, accepted, refused."""
+    pk = new_row(Account, db).pk
+    tokens, lock, stop = itertools.count(1), threading.Lock(), threading.Event()
+    observed: list[tuple[int, int]] = []
+    accepted: list[int] = []
+    refused = [0]
+    failures: list[BaseException] = []
+
+    def writer() -> None:
+        try:
+            row = Account.objects.using(db).get(pk=pk)
+            while not stop.is_set():
+                with lock:
+                    token = next(tokens)
+                try:
+                    write(row, token)
+                except fencing.StaleTokenError:
+                    with lock:
+                        refused[0] += 1
+                else:
+                    with lock:
+                        accepted.append(token)
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    def observer() -> None:
+        try:
+            rows = Account.objects.using(db).filter(pk=pk)
+            while not stop.is_set():
+                observed.append(rows.values_list("fence_token", "balance").get())
+                time.sleep(0.002)  # leave the writers the database (SQLite's one lock)
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (writer, writer, observer)]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: failures or enough(observed, refused[0]), "the race happened")
+    finally:
+        stop.set()
+        joined(*threads)
+    assert not failures, failures
+    return observed, accepted, refused[0]
+
+
+def test_the_guard_is_atomic_under_two_concurrent_writers(Account: Any, db: str) -> None:
+    def fenced(row: Any, token: int) -> None:
+        row.balance = token
+        time.sleep(0.001)  # let the other writer take a newer token first, now and then
+        fd.fenced_save(row, token)
+
+    observed, accepted, refused = _race(
+        Account, db, fenced, lambda seen, refused: refused >= 5 and len(seen) >= 10
+    )
+    # lower tokens did arrive after higher ones (refused), and none of them ever landed
+    assert refused >= 5
+    assert all(balance == token for token, balance in observed)
+    marks = [token for token, _ in observed]
+    assert marks == sorted(marks)
+    final = Account.objects.using(db).order_by("-pk").first()  # the race's row
+    assert (final.balance, final.fence_token) == (max(accepted), max(accepted))
+
+
+def test_control_check_then_save_lets_a_lower_token_land_after_a_higher_one(
+    Account: Any,
+    db: str,
+) -> None:
+    """The same race with the check in Python and a plain save(): the check and the
+    write are two steps, so a lower token lands after a higher one (the lost update)."""
+
+    def check_then_save(row: Any, token: int) -> None:
+        row.refresh_from_db()
+        if row.fence_token > token:
+            raise fencing.StaleTokenError(token, row.fence_token)
+        time.sleep(0.001)  # widen the gap between check and write that the guard closes
+        row.balance = row.fence_token = token
+        row.save(unfenced=True)
+
+    def went_back(seen: list[tuple[int, int]], refused: int) -> bool:
+        marks = [token for token, _ in list(seen)]
+        return any(later < earlier for earlier, later in itertools.pairwise(marks))
+
+    observed, _, _ = _race(Account, db, check_then_save, went_back)
+    assert went_back(observed, 0)
+
+
+def test_asyncio_saves_updates_and_claims(Account: Any, db: str) -> None:
+    import asyncio
+
+    pk = new_row(Account, db).pk
+
+    async def main() -> None:
+        row = await Account.objects.using(db).aget(pk=pk)
+        row.balance = 5
+        await row.asave(fence_token=2)
+        await fd.afenced_save(row, 3)
+        with pytest.raises(fencing.UnfencedWriteError):
+            await row.asave()
+        with pytest.raises(fencing.UnfencedWriteError):
+            await Account.objects.using(db).filter(pk=row.pk).aupdate(balance=1)
+        rows = Account.objects.using(db).filter(pk=row.pk)
+        assert await fd.afenced_update(rows, 4, balance=6) == 1
+        assert await fd.aclaim(row, 5) == 1 and row.balance == 6
+        with pytest.raises(fd.StaleRowError):
+            await fd.afenced_save(row, 4)
+        got = await fd.afenced_get(Account.objects.using(db), 6, pk=row.pk)
+        assert (got.balance, got.fence_token) == (6, 6)
+
+    asyncio.run(main())
