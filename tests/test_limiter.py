@@ -1,9 +1,10 @@
 """Rate limiters: at most ``limit`` admissions per window, counted on the store's clock.
 
-The cross-process check runs real processes against one Redis and reads the admission
-times the server's script returned (``Admission.at``, from ``TIME``), never the clients'
-clocks; it asserts counts only. The memory limiter is checked on a virtual clock, where
-"sleeps until the moment one frees" is exact and costs no time.
+The cross-process check runs real processes against one Redis, one SQLite file and one
+PostgreSQL, and reads the admission times the store returned (``Admission.at``: Redis
+``TIME``, the database's clock), never the clients' clocks; it asserts counts only. The
+memory limiter is checked on a virtual clock, where "sleeps until the moment one frees"
+is exact and costs no time.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ import multiprocessing
 import random
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
 import fencing
 import fencing.aio
 from fencing import AcquireTimeout, Admission, MemoryIssuer
 from fencing._limiter import Limiter
+from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
-from fencing.testing.servers import RedisServer
+from fencing.testing.servers import PostgresServer, RedisServer
 from fencing.testing.simulation import VirtualClock
 
 LIMIT, PER = 5, 0.8
@@ -86,10 +90,25 @@ def _hammer(url: str, names: dict[str, str], seconds: float, out: Any) -> None:
     out.put(got)
 
 
-def test_processes_hammering_redis_never_get_more_than_the_limit(
-    redis_server: RedisServer,
-) -> None:
-    url = f"redis://127.0.0.1:{redis_server.port}"
+@pytest.fixture(params=["redis", "sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store of rate limits: the session's Redis, a fresh SQLite file, or the session's
+    PostgreSQL with the SDK's tables (``fencing migrate``)."""
+    if request.param == "redis":
+        redis_server: RedisServer = request.getfixturevalue("redis_server")
+        return f"redis://127.0.0.1:{redis_server.port}"
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'limits.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = server.url("psycopg")
+    engine = create_engine(url)
+    create_tables(engine)
+    engine.dispose()
+    return url
+
+
+def test_processes_hammering_a_store_never_get_more_than_the_limit(store_url: str) -> None:
+    url = store_url
     names = {window: f"limit:{window}:{random.random()}" for window in ("fixed", "sliding")}
     ctx: Any = multiprocessing.get_context("spawn")
     out = ctx.Queue()
@@ -175,6 +194,36 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
     finally:
         await aio.store.client.aclose()
         backend.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """On SQL, both windows: a blocking and an asyncio limiter of one name share its
+    admissions (``fencing_admissions``), the refusal names when one frees, and names,
+    windows and databases are apart."""
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path / 'aio.db'}"
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        url = server.url("psycopg")
+        engine = create_engine(url)
+        create_tables(engine)
+        engine.dispose()
+    backend = fencing.connect(url)
+    name = f"aio:{random.random()}"
+    for window in ("fixed", "sliding"):
+        blocking = backend.limiter(name, 2, 30, window)  # type: ignore[attr-defined]
+        aio = backend.aio_limiter(name, 2, 30, window)  # type: ignore[attr-defined]
+        assert blocking.try_acquire() and await aio.try_acquire()
+        refused = await aio.attempt()
+        assert not refused.admitted and 0 < refused.retry_in <= 30
+        assert not blocking.try_acquire()
+        with pytest.raises(AcquireTimeout):
+            await aio.acquire(timeout=1)
+        assert backend.limiter(name + "-other", 2, 30, window).try_acquire()  # type: ignore[attr-defined]
+        await aio.store.engine.dispose()
 
 
 BAD_PERS: list[tuple[Any, type[Exception]]] = [

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._flow import Flow, run_async
+from .._limiter import Admission
 from ..issuer import Busy
 from ._engines import async_issuer_engine, sql_errors
 from ._issuer import Execute, SqlFlows, T
@@ -56,6 +57,10 @@ class AsyncSqlIssuer:
 
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await self._run(self.flows.release(name, token, holder))
+
+    async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        """See ``SqlIssuer.admit``: the same transaction."""
+        return await self._run(self.flows.admit(name, limit, per_ms, window))
 
 
 def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:
