@@ -12,6 +12,7 @@ from kazoo.client import KazooClient
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._fence import Fence
+from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import AsyncZooKeeperIssuer, Starter, ZooKeeperIssuer
 from ._layout import ZooKeeperUrl
 
@@ -46,6 +47,16 @@ class ZooKeeperBackend:
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         return AsyncFence(self._async_issuer, name, ttl)
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        """A semaphore of ``permits`` slots, each slot a fence of this ensemble: a permit
+        lives as long as this backend's session (``ttl`` only paces ``hold()``'s checks),
+        its token is the slot's lease znode's czxid."""
+        return Semaphore(self._issuer, name, permits, ttl)
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        """The asyncio ``semaphore``: the same znodes and session."""
+        return AsyncSemaphore(self._async_issuer, name, permits, ttl)
 
     def close(self) -> None:
         """End the session: every lease of this backend's fences is released with it."""
