@@ -1,15 +1,33 @@
-"""``fencing status [--lock] NAME... [--json] [--url URL]``: the state of fences (or, with
-``--lock``, of locks kept as redis-py's ``Lock`` keeps them), for operators.
+"""``fencing status [--lock | --semaphore [--permits N]] NAME... [--json] [--url URL]``: the
+state of fences (with ``--lock``, of locks kept as redis-py's ``Lock`` keeps them; with
+``--semaphore``, of every slot of a semaphore), for operators.
 
-Imports the shared operators' helpers (``_operate``) only.
+Imports the shared operators' helpers (``_operate``) and the semaphore's slot names.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import re
 from typing import Any
 
-from ._operate import OK, add_url, as_json, as_text, checked_name, opened, reader, run_command
+from .._semaphore import MAX_PERMITS, slot_name
+from ..issuer import FenceStatus, Inspects
+from ._operate import (
+    OK,
+    USAGE,
+    CommandError,
+    add_url,
+    as_json,
+    as_text,
+    checked_name,
+    inspector,
+    opened,
+    reader,
+    run_command,
+)
 
 EXAMPLES = """\
 examples:
@@ -17,6 +35,7 @@ examples:
   fencing status --url redis://localhost:6379/0 invoice:42 report
   fencing status --json invoice:42 | jq '.expires_in'
   fencing status --lock --url redis://localhost:6379/0 invoice:42
+  fencing status --semaphore --permits 3 render
 
 Each line (or JSON object, one per line with --json) gives: held or free, the holder id,
 the lease's token and seconds left, the queued waiters where the backend knows them
@@ -27,6 +46,11 @@ last_token, waiters (null when unknown or not applicable).
 redis.lock.Lock): the Redis key NAME itself. The holder shown is its lock token; its
 fence token is not stored with it (token null: the holder has it as lock.fence_token),
 and last_token, the fence's counter, is at least that token.
+
+--semaphore: NAME is a semaphore; one line per slot (the slot's fence, {NAME}#slot<k>),
+then "NAME: H of N slots held". Without --permits, the slots on record (every slot that
+was ever taken); with it, slots 0 to N-1, those never taken shown free. JSON: one object
+per slot, the keys above plus semaphore and slot.
 exit codes: 0 done, 1 backend failed or not set up, 2 usage (with --lock: the key is
 not a lock), 4 not inspectable (with --lock: no locks on that backend)."""
 
@@ -46,15 +70,58 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="NAME is a lock kept as redis-py's Lock keeps it (FencedLock, redis.lock.Lock)",
     )
+    parser.add_argument(
+        "--semaphore",
+        action="store_true",
+        help="NAME is a semaphore: the state of each of its slots",
+    )
+    parser.add_argument(
+        "--permits",
+        type=int,
+        metavar="N",
+        help="with --semaphore: the semaphore's permits (else the slots on record)",
+    )
     add_url(parser)
     parser.set_defaults(func=lambda args: run_command("status", status, args))
 
 
 def status(args: argparse.Namespace) -> int:
     names = [checked_name(name) for name in args.names]
+    if args.semaphore and args.lock:
+        raise CommandError(USAGE, "--semaphore and --lock exclude each other")
+    if args.permits is not None and not (args.semaphore and 1 <= args.permits <= MAX_PERMITS):
+        raise CommandError(
+            USAGE, f"--permits needs --semaphore and a count from 1 to {MAX_PERMITS}"
+        )
+    if args.semaphore:
+        with opened(args.url) as backend:
+            issuer = inspector(backend)
+            for name in names:
+                _semaphore(issuer, name, args.permits, args.json)
+        return OK
     show = as_json if args.json else as_text
     with opened(args.url) as backend:
         read = reader(backend, lock=args.lock)
         for name in names:
             print(show(read(name)), flush=True)
     return OK
+
+
+def _semaphore(issuer: Inspects, name: str, permits: int | None, lines_of_json: bool) -> None:
+    """Each slot of the semaphore ``name``, then (in text) how many are held."""
+    prefix = slot_name(name, 0)[:-1]  # "{name}#slot" (or "name{tag}#slot")
+    if permits is None:
+        found = (re.fullmatch(r"(0|[1-9][0-9]*)", n[len(prefix) :]) for n in issuer.names(prefix))
+        slots = sorted({int(match[0]) for match in found if match})
+    else:
+        slots = list(range(permits))
+    held = 0
+    for slot in slots:
+        state: FenceStatus = issuer.status(slot_name(name, slot))
+        held += state.held
+        if lines_of_json:
+            print(json.dumps({"semaphore": name, "slot": slot, **dataclasses.asdict(state)}))
+        else:
+            print(f"{name} slot {slot}: {as_text(state).partition(': ')[2]}", flush=True)
+    if not lines_of_json:
+        print(f"{name}: {held} of {len(slots)} slots held", flush=True)
