@@ -160,6 +160,38 @@ def test_status_of_a_semaphore_shows_each_slot(url: str, run: Run) -> None:
     semaphore.release(first)
 
 
+@pytest.mark.parametrize("window", ["fixed", "sliding"])
+def test_status_of_a_limiter_shows_its_use_and_reset_time(url: str, run: Run, window: str) -> None:
+    """``--limiter``: the admissions that count now and when that goes down, by the
+    store's clock, without admitting anything (reading twice changes nothing)."""
+    name = unique("api")
+    limiter = connect(url).limiter(name, limit=5, per=30, window=window)  # type: ignore[attr-defined]
+    admitted = [limiter.attempt() for _ in range(3)]
+    args = ("status", "--url", url, "--limiter", "--per", "30", "--window", window)
+    for _ in range(2):
+        code, out, err = run(*args, "--limit", "5", "--json", name, unique("unused"))
+        assert code == OK and not err
+        used, unused = (json.loads(line) for line in out.splitlines())
+        assert used == {**used, "limiter": name, "window": window, "per": 30.0, "limit": 5}
+        assert used["used"] == 3 and used["at"] >= admitted[-1].at
+        assert 0 < used["resets_in"] <= 30 - (used["at"] - admitted[0].at) + 0.001
+        assert (unused["used"], unused["resets_in"]) == (0, None)
+    code, out, err = run(*args, name)
+    assert code == OK and not err
+    assert out.startswith(f"{name} ({window}, per 30 s): 3 used; goes down in ")
+    assert limiter.use().used == 3
+    assert limiter.try_acquire() and limiter.try_acquire() and not limiter.try_acquire()
+    for bad in (
+        ["--limiter", name],
+        ["--limiter", "--per", "0", name],
+        ["--limiter", "--per", "1", "--limit", "0", name],
+        ["--per", "1", name],
+        ["--limiter", "--semaphore", "--per", "1", name],
+    ):
+        code, _, err = run("status", "--url", url, *bad)
+        assert code == USAGE and err, bad
+
+
 def test_list_finds_the_fences_by_prefix(url: str, run: Run) -> None:
     tag = uuid.uuid4().hex[:8]
     # glob and LIKE characters are literal in a prefix (Redis SCAN MATCH, SQL LIKE)

@@ -23,7 +23,7 @@ from sqlalchemy import create_engine
 
 import fencing
 import fencing.aio
-from fencing import AcquireTimeout, Admission, MemoryIssuer
+from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
 from fencing._limiter import Limiter
 from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
@@ -70,60 +70,63 @@ def test_the_checks_see_one_admission_too_many() -> None:
     assert most_in_a_fixed_window([*six[:5], 0.8, 0.81], PER) == 5
 
 
-def _hammer(url: str, names: dict[str, str], seconds: float, out: Any) -> None:
+def _hammer(urls: list[str], names: dict[str, str], seconds: float, out: Any) -> None:
     """A client process: for ``seconds`` (its own clock, only to stop), take admissions
-    from both limiters in turn, by ``try_acquire``'s whole reply or by ``acquire``;
-    report the server's time of each admission."""
-    backend = fencing.connect(url)
-    limiters = {
-        window: backend.limiter(name, limit=LIMIT, per=PER, window=window)  # type: ignore[attr-defined]
-        for window, name in names.items()
-    }
-    got: dict[str, list[float]] = {window: [] for window in limiters}
+    from every limiter (both windows on each store of ``urls``) in turn, by
+    ``try_acquire``'s whole reply or by ``acquire``; report the store's time of each
+    admission, per store and window."""
+    limiters = {}
+    for index, url in enumerate(urls):
+        backend = fencing.connect(url)
+        for window, name in names.items():
+            limiter = backend.limiter(name, limit=LIMIT, per=PER, window=window)  # type: ignore[attr-defined]
+            limiters[f"{index}:{window}"] = limiter
+    got: dict[str, list[float]] = {key: [] for key in limiters}
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        for window, limiter in limiters.items():
+        for key, limiter in limiters.items():
             reply: Admission = limiter.attempt()
             if not reply.admitted:
                 reply = limiter.acquire(timeout=10)
-            got[window].append(reply.at)
+            got[key].append(reply.at)
     out.put(got)
 
 
-@pytest.fixture(params=["redis", "sqlite", "postgresql"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A store of rate limits: the session's Redis, a fresh SQLite file, or the session's
-    PostgreSQL with the SDK's tables (``fencing migrate``)."""
+@pytest.fixture(params=["redis", "sql"])
+def store_urls(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
+    """Stores of rate limits: the session's Redis; or a fresh SQLite file and the
+    session's PostgreSQL with the SDK's tables (``fencing migrate``), hammered by the
+    same processes (one start of the processes for both)."""
     if request.param == "redis":
         redis_server: RedisServer = request.getfixturevalue("redis_server")
-        return f"redis://127.0.0.1:{redis_server.port}"
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'limits.db'}"
+        return [f"redis://127.0.0.1:{redis_server.port}"]
     server: PostgresServer = request.getfixturevalue("postgres_server")
     url = server.url("psycopg")
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()
-    return url
+    return [f"sqlite:///{tmp_path / 'limits.db'}", url]
 
 
-def test_processes_hammering_a_store_never_get_more_than_the_limit(store_url: str) -> None:
-    url = store_url
+def test_processes_hammering_a_store_never_get_more_than_the_limit(
+    store_urls: list[str],
+) -> None:
     names = {window: f"limit:{window}:{random.random()}" for window in ("fixed", "sliding")}
     ctx: Any = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    workers = [ctx.Process(target=_hammer, args=(url, names, 1.6, out)) for _ in range(4)]
+    workers = [ctx.Process(target=_hammer, args=(store_urls, names, 1.6, out)) for _ in range(4)]
     for worker in workers:
         worker.start()
     reports = [out.get(timeout=120) for _ in workers]
     for worker in workers:
         worker.join(60)
         assert worker.exitcode == 0
-    fixed = [at for report in reports for at in report["fixed"]]
-    sliding = [at for report in reports for at in report["sliding"]]
-    assert fixed and sliding
-    assert most_in_a_fixed_window(fixed, PER) <= LIMIT
-    assert most_in_any_interval(sliding, PER) <= LIMIT
+    for index in range(len(store_urls)):
+        fixed = [at for report in reports for at in report[f"{index}:fixed"]]
+        sliding = [at for report in reports for at in report[f"{index}:sliding"]]
+        assert fixed and sliding, store_urls[index]
+        assert most_in_a_fixed_window(fixed, PER) <= LIMIT, store_urls[index]
+        assert most_in_any_interval(sliding, PER) <= LIMIT, store_urls[index]
 
 
 class _Counting:
@@ -163,6 +166,23 @@ def test_memory_windows_on_a_virtual_clock(window: str) -> None:
             assert reply.at == pytest.approx(first.at + first.retry_in)
     check = most_in_a_fixed_window if window == "fixed" else most_in_any_interval
     assert check(admitted, PER) == LIMIT  # full windows were reached, never exceeded
+
+
+@pytest.mark.parametrize("window", ["fixed", "sliding"])
+def test_use_counts_without_admitting_on_a_virtual_clock(window: str) -> None:
+    clock = VirtualClock()
+    limiter = MemoryIssuer(clock=clock).limiter("api", 3, 10.0, window)
+    assert limiter.use() == LimitUse(0, None, 0.0)
+    limiter.try_acquire()
+    clock.advance(4)
+    limiter.try_acquire()
+    assert limiter.use() == LimitUse(2, 6.0, 4.0) == limiter.use()  # reading admits nothing
+    clock.advance(6)  # the first admission stops counting (sliding); the window ends (fixed)
+    assert limiter.use() == (
+        LimitUse(1, 4.0, 10.0) if window == "sliding" else LimitUse(0, None, 10.0)
+    )
+    with pytest.raises(TypeError, match="cannot report"):
+        Limiter(_Counting(MemoryIssuer()), "api", 1, 1.0).use()
 
 
 def test_acquire_gives_up_when_nothing_frees_before_its_deadline() -> None:

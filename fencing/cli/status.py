@@ -1,8 +1,10 @@
-"""``fencing status [--lock | --semaphore [--permits N]] NAME... [--json] [--url URL]``: the
-state of fences (with ``--lock``, of locks kept as redis-py's ``Lock`` keeps them; with
-``--semaphore``, of every slot of a semaphore), for operators.
+"""``fencing status [--lock | --semaphore [--permits N] | --limiter --per S [--window W]
+[--limit N]] NAME... [--json] [--url URL]``: the state of fences (with ``--lock``, of locks
+kept as redis-py's ``Lock`` keeps them; with ``--semaphore``, of every slot of a
+semaphore; with ``--limiter``, a rate limiter's use and reset time), for operators.
 
-Imports the shared operators' helpers (``_operate``) and the semaphore's slot names.
+Imports the shared operators' helpers (``_operate``), the semaphore's slot names and the
+limiter's checks.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import json
 import re
 from typing import Any
 
+from .._limiter import WINDOWS, InspectsLimits, LimiterCore
 from .._semaphore import MAX_PERMITS, slot_name
 from ..issuer import FenceStatus, Inspects
 from ._operate import (
     OK,
+    UNSUPPORTED,
     USAGE,
     CommandError,
     add_url,
@@ -27,6 +31,7 @@ from ._operate import (
     opened,
     reader,
     run_command,
+    shown,
 )
 
 EXAMPLES = """\
@@ -36,6 +41,7 @@ examples:
   fencing status --json invoice:42 | jq '.expires_in'
   fencing status --lock --url redis://localhost:6379/0 invoice:42
   fencing status --semaphore --permits 3 render
+  fencing status --limiter --per 1 --limit 5 --url redis://localhost partner-api
 
 Each line (or JSON object, one per line with --json) gives: held or free, the holder id,
 the lease's token and seconds left, the queued waiters where the backend knows them
@@ -51,6 +57,12 @@ and last_token, the fence's counter, is at least that token.
 then "NAME: H of N slots held". Without --permits, the slots on record (every slot that
 was ever taken); with it, slots 0 to N-1, those never taken shown free. JSON: one object
 per slot, the keys above plus semaphore and slot.
+
+--limiter: NAME is a rate limiter of window --window (sliding, the default, or fixed) of
+--per seconds: how many admissions count now ("3 of 5 used" with --limit) and in how
+many seconds that goes down (sliding: the oldest counted turns --per old; fixed: the
+window ends), by the store's clock; nothing is admitted. JSON keys: limiter, window,
+per, limit, used, resets_in, at (the store's time of the reading).
 exit codes: 0 done, 1 backend failed or not set up, 2 usage (with --lock: the key is
 not a lock), 4 not inspectable (with --lock: no locks on that backend)."""
 
@@ -81,14 +93,28 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="with --semaphore: the semaphore's permits (else the slots on record)",
     )
+    parser.add_argument(
+        "--limiter",
+        action="store_true",
+        help="NAME is a rate limiter: its use and reset time (needs --per)",
+    )
+    parser.add_argument("--per", type=float, metavar="S", help="with --limiter: its window")
+    parser.add_argument(
+        "--window", choices=WINDOWS, default="sliding", help="with --limiter (default sliding)"
+    )
+    parser.add_argument("--limit", type=int, metavar="N", help="with --limiter: its limit")
     add_url(parser)
     parser.set_defaults(func=lambda args: run_command("status", status, args))
 
 
 def status(args: argparse.Namespace) -> int:
     names = [checked_name(name) for name in args.names]
-    if args.semaphore and args.lock:
-        raise CommandError(USAGE, "--semaphore and --lock exclude each other")
+    if args.semaphore + args.lock + args.limiter > 1:
+        raise CommandError(USAGE, "--semaphore, --lock and --limiter exclude each other")
+    if args.limiter:
+        return _limiters(args, names)
+    if args.per is not None or args.limit is not None:
+        raise CommandError(USAGE, "--per and --limit need --limiter")
     if args.permits is not None and not (args.semaphore and 1 <= args.permits <= MAX_PERMITS):
         raise CommandError(
             USAGE, f"--permits needs --semaphore and a count from 1 to {MAX_PERMITS}"
@@ -125,3 +151,40 @@ def _semaphore(issuer: Inspects, name: str, permits: int | None, lines_of_json: 
             print(f"{name} slot {slot}: {as_text(state).partition(': ')[2]}", flush=True)
     if not lines_of_json:
         print(f"{name}: {held} of {len(slots)} slots held", flush=True)
+
+
+def _limiters(args: argparse.Namespace, names: list[str]) -> int:
+    if args.per is None:
+        raise CommandError(USAGE, "--limiter needs --per (the limiter's window, in seconds)")
+    try:
+        limit = 1 if args.limit is None else args.limit  # checked as a limiter's
+        checked = [LimiterCore(name, limit, args.per, args.window, float) for name in names]
+    except (TypeError, ValueError) as exc:
+        raise CommandError(USAGE, str(exc)) from exc
+    with opened(args.url) as backend:
+        store = backend.issuer
+        if not isinstance(store, InspectsLimits):
+            raise CommandError(UNSUPPORTED, f"{shown(backend.url)} keeps no rate limits to read")
+        for limiter in checked:
+            use = store.limit_use(limiter.name, limiter._args[2], limiter.window)
+            if args.json:
+                print(
+                    json.dumps(
+                        {
+                            "limiter": limiter.name,
+                            "window": limiter.window,
+                            "per": limiter.per,
+                            "limit": args.limit,
+                            **dataclasses.asdict(use),
+                        }
+                    ),
+                    flush=True,
+                )
+                continue
+            used = f"{use.used} of {args.limit}" if args.limit else str(use.used)
+            resets = "" if use.resets_in is None else f"; goes down in {use.resets_in:.3f} s"
+            print(
+                f"{limiter.name} ({limiter.window}, per {limiter.per:g} s): {used} used{resets}",
+                flush=True,
+            )
+    return OK

@@ -56,7 +56,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from .._core import DEFAULT_TTL
 from .._fence import Fence
 from .._flow import Flow, run_sync
-from .._limiter import Admission
+from .._limiter import Admission, LimitUse
 from ..issuer import Busy, FenceStatus
 from ._engines import issuer_engine, sql_errors
 from ._schema import admissions, db_micros, db_now, leases
@@ -246,6 +246,22 @@ class SqlFlows:
             frees = int(oldest.result.rows[0][0]) + per
         return Admission(False, max(0, frees - now) / 1e6, now / 1e6)
 
+    def limit_use(self, name: str, per_ms: int, window: str) -> Flow[Execute, LimitUse]:
+        """The use of the rate limiter ``name`` now; reads only (no lock row taken)."""
+        per, table = per_ms * 1000, admissions
+        clock = Execute(select(db_micros(self.dialect)))
+        yield clock
+        now = int(clock.result.rows[0][0])
+        counted = and_(table.c.name == name, table.c.kind == window, table.c.seq > 0)
+        if window == "sliding":
+            counted = and_(counted, table.c.at > now - per)
+        read = Execute(select(func.count(), func.min(table.c.at)).where(counted))
+        yield read
+        used, oldest = read.result.rows[0]
+        if not used or (window == "fixed" and now >= int(oldest) + per):
+            return LimitUse(0, None, now / 1e6)
+        return LimitUse(int(used), max(0, int(oldest) + per - now) / 1e6, now / 1e6)
+
 
 class SqlIssuer:
     """Issuer on SQLite or PostgreSQL (an ``Engine`` or URL); see the module docstring.
@@ -299,6 +315,10 @@ class SqlIssuer:
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """One request of the rate limiter ``name``: one transaction, the database's clock."""
         return self._run(self.flows.admit(name, limit, per_ms, window))
+
+    def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        """The use of the rate limiter ``name`` now, on the database's clock."""
+        return self._run(self.flows.limit_use(name, per_ms, window))
 
 
 _issuers: dict[object, SqlIssuer] = {}
