@@ -20,7 +20,18 @@ from fencing.testing.statemachine import (
     run_semaphore_machine,
 )
 
-FAST = settings(REPRODUCIBLE, max_examples=200, stateful_step_count=40)
+FAST = settings(REPRODUCIBLE, max_examples=100, stateful_step_count=40)
+
+
+@pytest.fixture(autouse=True)
+def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in test_statemachine_virtual.py: no literals drawn from the project's modules,
+    so the schedules (and the shrunk one) depend on this test alone."""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    monkeypatch.setattr(providers, "_get_local_constants", Constants)
+    providers.CONSTANTS_CACHE.cache.clear()
 
 
 @pytest.fixture(autouse=True)
