@@ -37,7 +37,7 @@ from ._fence import Fence, Hold
 from ._file_store import FileStore
 from ._guard import Guarded, guard
 from ._lazy import lazy_names
-from ._limiter import Admission, Limiter
+from ._limiter import Admission, Limiter, LimitUse
 from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
 from ._semaphore import Permit, Semaphore, SemaphoreHold
@@ -98,6 +98,7 @@ __all__ = [
     "Issuer",
     "Leader",
     "LeaseLost",
+    "LimitUse",
     "Limiter",
     "Mark",
     "MemoryFence",

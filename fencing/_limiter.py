@@ -27,7 +27,7 @@ import collections
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ._errors import AcquireTimeout
 from ._flow import Flow, run_async, run_sync
@@ -54,6 +54,32 @@ class Admission:
     admitted: bool
     retry_in: float
     at: float
+
+
+@dataclass(frozen=True)
+class LimitUse:
+    """A limiter's use now, read on the store's clock without admitting anything.
+
+    - ``used``: the admissions that count now (sliding: those of the last ``per``;
+      fixed: those of the current window, 0 once it ended);
+    - ``resets_in``: seconds (by the store's clock) until ``used`` goes down: sliding,
+      when the oldest counted admission turns ``per`` old; fixed, when the window ends;
+      ``None`` when nothing counts;
+    - ``at``: the store's time of the reading, as ``Admission.at``.
+    """
+
+    used: int
+    resets_in: float | None
+    at: float
+
+
+@runtime_checkable
+class InspectsLimits(Protocol):
+    """Capability: read a limiter's use without admitting (``fencing status --limiter``)."""
+
+    def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        """The use of the limiter ``name`` (window ``window`` of ``per_ms``) now."""
+        ...
 
 
 class Admits(Protocol):
@@ -187,6 +213,14 @@ class Limiter(LimiterCore):
         """Admit one request now if the window allows it; never waits."""
         return self.attempt().admitted
 
+    def use(self) -> LimitUse:
+        """How many admissions count now and when that goes down, by the store's clock;
+        admits nothing (memory, Redis and SQL stores; ``TypeError`` on a store without
+        ``limit_use``)."""
+        if not isinstance(self.store, InspectsLimits):
+            raise TypeError(f"{type(self.store).__name__} cannot report a limiter's use")
+        return self.store.limit_use(self.name, self._args[2], self.window)
+
     def acquire(self, timeout: float | None = None) -> Admission:
         """Wait for an admission: sleeps until the moment the store says one frees.
 
@@ -231,6 +265,18 @@ class MemoryWindows:
         self._clock = clock
         self._logs: dict[str, collections.deque[int]] = {}
         self._fixed: dict[str, tuple[int, int]] = {}
+
+    def use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        now, per = round(self._clock() * 1e6), per_ms * 1000
+        if window == "fixed":
+            start, count = self._fixed.get(name, (now - per, 0))
+            if now >= start + per or not count:
+                return LimitUse(0, None, now / 1e6)
+            return LimitUse(count, (start + per - now) / 1e6, now / 1e6)
+        counted = [at for at in self._logs.get(name, ()) if at > now - per]
+        if not counted:
+            return LimitUse(0, None, now / 1e6)
+        return LimitUse(len(counted), (counted[0] + per - now) / 1e6, now / 1e6)
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         now, per = round(self._clock() * 1e6), per_ms * 1000

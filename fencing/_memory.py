@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
 from ._fence import Fence
-from ._limiter import Admission, AsyncLimiter, Limiter, MemoryWindows
+from ._limiter import Admission, AsyncLimiter, Limiter, LimitUse, MemoryWindows
 from ._semaphore import AsyncSemaphore, Semaphore
 from .issuer import Busy, FenceStatus
 
@@ -118,6 +118,11 @@ class MemoryIssuer:
         """One request of the rate limiter ``name``, decided on this issuer's clock."""
         with self._changed:
             return self._windows.admit(name, limit, per_ms, window)
+
+    def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        """The use of the rate limiter ``name`` now, on this issuer's clock."""
+        with self._changed:
+            return self._windows.use(name, per_ms, window)
 
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
         """At most ``limit`` admissions per ``per`` seconds, on this issuer's clock."""

@@ -120,6 +120,78 @@ def test_status_reports_a_held_a_free_and_an_unused_fence(url: str, run: Run) ->
     assert unused_line.startswith(f"{unused}: free") and "last token none on record" in unused_line
 
 
+def test_status_of_a_semaphore_shows_each_slot(url: str, run: Run) -> None:
+    """``--semaphore``: the slots on record (or 0 to N-1 with ``--permits``), each slot's
+    lease, and how many are held; another semaphore whose name starts alike is not shown."""
+    name = unique("render")
+    backend = connect(url)
+    semaphore = backend.semaphore(name, permits=3, ttl=30)  # type: ignore[attr-defined]
+    backend.semaphore(name + "0", permits=1, ttl=30).acquire(timeout=0)  # type: ignore[attr-defined]
+    first, second = semaphore.acquire(timeout=0), semaphore.acquire(timeout=0)
+    semaphore.release(second)
+
+    code, out, err = run("status", "--url", url, "--semaphore", name)
+    assert code == OK and not err
+    *slots, total = out.splitlines()
+    assert total == f"{name}: 1 of 2 slots held"
+    assert [line.partition(": ")[0] for line in slots] == [
+        f"{name} slot {k}" for k in sorted((first.slot, second.slot))
+    ]
+    shown = dict(zip(sorted((first.slot, second.slot)), slots, strict=True))
+    assert f"{name} slot {first.slot}: held by " in shown[first.slot]
+    assert f"with token {int(first.token)}" in shown[first.slot]
+    assert shown[second.slot].startswith(f"{name} slot {second.slot}: free")
+
+    code, out, err = run("status", "--url", url, "--semaphore", "--permits", "3", "--json", name)
+    assert code == OK and not err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["slot"] for line in lines] == [0, 1, 2]
+    for line in lines:
+        assert line["semaphore"] == name
+        check_json(json.dumps({k: v for k, v in line.items() if k not in ("semaphore", "slot")}))
+    assert [line["held"] for line in lines] == [k == first.slot for k in range(3)]
+    assert lines[first.slot]["token"] == int(first.token)
+
+    for bad in (["--permits", "3", name], ["--semaphore", "--lock", name]):
+        code, _, err = run("status", "--url", url, *bad)
+        assert code == USAGE and err
+    code, _, _ = run("status", "--url", url, "--semaphore", "--permits", "0", name)
+    assert code == USAGE
+    semaphore.release(first)
+
+
+@pytest.mark.parametrize("window", ["fixed", "sliding"])
+def test_status_of_a_limiter_shows_its_use_and_reset_time(url: str, run: Run, window: str) -> None:
+    """``--limiter``: the admissions that count now and when that goes down, by the
+    store's clock, without admitting anything (reading twice changes nothing)."""
+    name = unique("api")
+    limiter = connect(url).limiter(name, limit=5, per=30, window=window)  # type: ignore[attr-defined]
+    admitted = [limiter.attempt() for _ in range(3)]
+    args = ("status", "--url", url, "--limiter", "--per", "30", "--window", window)
+    for _ in range(2):
+        code, out, err = run(*args, "--limit", "5", "--json", name, unique("unused"))
+        assert code == OK and not err
+        used, unused = (json.loads(line) for line in out.splitlines())
+        assert used == {**used, "limiter": name, "window": window, "per": 30.0, "limit": 5}
+        assert used["used"] == 3 and used["at"] >= admitted[-1].at
+        assert 0 < used["resets_in"] <= 30 - (used["at"] - admitted[0].at) + 0.001
+        assert (unused["used"], unused["resets_in"]) == (0, None)
+    code, out, err = run(*args, name)
+    assert code == OK and not err
+    assert out.startswith(f"{name} ({window}, per 30 s): 3 used; goes down in ")
+    assert limiter.use().used == 3
+    assert limiter.try_acquire() and limiter.try_acquire() and not limiter.try_acquire()
+    for bad in (
+        ["--limiter", name],
+        ["--limiter", "--per", "0", name],
+        ["--limiter", "--per", "1", "--limit", "0", name],
+        ["--per", "1", name],
+        ["--limiter", "--semaphore", "--per", "1", name],
+    ):
+        code, _, err = run("status", "--url", url, *bad)
+        assert code == USAGE and err, bad
+
+
 def test_list_finds_the_fences_by_prefix(url: str, run: Run) -> None:
     tag = uuid.uuid4().hex[:8]
     # glob and LIKE characters are literal in a prefix (Redis SCAN MATCH, SQL LIKE)

@@ -18,11 +18,15 @@ from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
+    AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
     MakeAsyncFence,
+    MakeAsyncSemaphore,
     MakeFence,
+    MakeSemaphore,
     OperationsContract,
+    SemaphoreContract,
 )
 from fencing.testing.servers import EtcdCluster
 
@@ -70,3 +74,29 @@ class TestEtcdOperations(EtcdTerms, OperationsContract):
     """``fencing status``/``list``/``release --force`` on etcd (a fence exists while held)."""
 
     make_fence = TestEtcdFence.make_fence
+
+
+class TestEtcdSemaphore(EtcdTerms, SemaphoreContract):
+    """Through what a user calls: ``fencing.connect(url).semaphore`` (fewer racing rounds:
+    each acquisition is a Raft write)."""
+
+    semaphore_rounds = 4
+
+    @pytest.fixture
+    def make_semaphore(self, etcd_cluster: EtcdCluster) -> Iterator[MakeSemaphore]:
+        backend = fencing.connect(etcd_cluster.url)
+        yield backend.semaphore  # type: ignore[attr-defined]
+        backend.close()  # type: ignore[attr-defined]
+
+
+class TestAsyncEtcdSemaphore(EtcdTerms, AsyncSemaphoreContract):
+    """``fencing.connect(url).aio_semaphore``, its issuer closed on the test's loop."""
+
+    semaphore_rounds = 4
+
+    @pytest.fixture
+    async def make_semaphore(self, etcd_cluster: EtcdCluster) -> AsyncIterator[MakeAsyncSemaphore]:
+        backend = fencing.connect(etcd_cluster.url)
+        yield backend.aio_semaphore  # type: ignore[attr-defined]
+        if backend._aio_issuer is not None:  # type: ignore[attr-defined]
+            await backend._aio_issuer.close()  # type: ignore[attr-defined]

@@ -1,9 +1,10 @@
 """Rate limiters: at most ``limit`` admissions per window, counted on the store's clock.
 
-The cross-process check runs real processes against one Redis and reads the admission
-times the server's script returned (``Admission.at``, from ``TIME``), never the clients'
-clocks; it asserts counts only. The memory limiter is checked on a virtual clock, where
-"sleeps until the moment one frees" is exact and costs no time.
+The cross-process check runs real processes against one Redis, one SQLite file and one
+PostgreSQL, and reads the admission times the store returned (``Admission.at``: Redis
+``TIME``, the database's clock), never the clients' clocks; it asserts counts only. The
+memory limiter is checked on a virtual clock, where "sleeps until the moment one frees"
+is exact and costs no time.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ import multiprocessing
 import random
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
 import fencing
 import fencing.aio
-from fencing import AcquireTimeout, Admission, MemoryIssuer
+from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
 from fencing._limiter import Limiter
+from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
-from fencing.testing.servers import RedisServer
+from fencing.testing.servers import PostgresServer, RedisServer
 from fencing.testing.simulation import VirtualClock
 
 LIMIT, PER = 5, 0.8
@@ -66,45 +70,63 @@ def test_the_checks_see_one_admission_too_many() -> None:
     assert most_in_a_fixed_window([*six[:5], 0.8, 0.81], PER) == 5
 
 
-def _hammer(url: str, names: dict[str, str], seconds: float, out: Any) -> None:
+def _hammer(urls: list[str], names: dict[str, str], seconds: float, out: Any) -> None:
     """A client process: for ``seconds`` (its own clock, only to stop), take admissions
-    from both limiters in turn, by ``try_acquire``'s whole reply or by ``acquire``;
-    report the server's time of each admission."""
-    backend = fencing.connect(url)
-    limiters = {
-        window: backend.limiter(name, limit=LIMIT, per=PER, window=window)  # type: ignore[attr-defined]
-        for window, name in names.items()
-    }
-    got: dict[str, list[float]] = {window: [] for window in limiters}
+    from every limiter (both windows on each store of ``urls``) in turn, by
+    ``try_acquire``'s whole reply or by ``acquire``; report the store's time of each
+    admission, per store and window."""
+    limiters = {}
+    for index, url in enumerate(urls):
+        backend = fencing.connect(url)
+        for window, name in names.items():
+            limiter = backend.limiter(name, limit=LIMIT, per=PER, window=window)  # type: ignore[attr-defined]
+            limiters[f"{index}:{window}"] = limiter
+    got: dict[str, list[float]] = {key: [] for key in limiters}
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        for window, limiter in limiters.items():
+        for key, limiter in limiters.items():
             reply: Admission = limiter.attempt()
             if not reply.admitted:
                 reply = limiter.acquire(timeout=10)
-            got[window].append(reply.at)
+            got[key].append(reply.at)
     out.put(got)
 
 
-def test_processes_hammering_redis_never_get_more_than_the_limit(
-    redis_server: RedisServer,
+@pytest.fixture(params=["redis", "sql"])
+def store_urls(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
+    """Stores of rate limits: the session's Redis; or a fresh SQLite file and the
+    session's PostgreSQL with the SDK's tables (``fencing migrate``), hammered by the
+    same processes (one start of the processes for both)."""
+    if request.param == "redis":
+        redis_server: RedisServer = request.getfixturevalue("redis_server")
+        return [f"redis://127.0.0.1:{redis_server.port}"]
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = server.url("psycopg")
+    engine = create_engine(url)
+    create_tables(engine)
+    engine.dispose()
+    return [f"sqlite:///{tmp_path / 'limits.db'}", url]
+
+
+def test_processes_hammering_a_store_never_get_more_than_the_limit(
+    store_urls: list[str],
 ) -> None:
-    url = f"redis://127.0.0.1:{redis_server.port}"
     names = {window: f"limit:{window}:{random.random()}" for window in ("fixed", "sliding")}
     ctx: Any = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    workers = [ctx.Process(target=_hammer, args=(url, names, 1.6, out)) for _ in range(4)]
+    workers = [ctx.Process(target=_hammer, args=(store_urls, names, 1.6, out)) for _ in range(4)]
     for worker in workers:
         worker.start()
     reports = [out.get(timeout=120) for _ in workers]
     for worker in workers:
         worker.join(60)
         assert worker.exitcode == 0
-    fixed = [at for report in reports for at in report["fixed"]]
-    sliding = [at for report in reports for at in report["sliding"]]
-    assert fixed and sliding
-    assert most_in_a_fixed_window(fixed, PER) <= LIMIT
-    assert most_in_any_interval(sliding, PER) <= LIMIT
+    for index in range(len(store_urls)):
+        fixed = [at for report in reports for at in report[f"{index}:fixed"]]
+        sliding = [at for report in reports for at in report[f"{index}:sliding"]]
+        assert fixed and sliding, store_urls[index]
+        assert most_in_a_fixed_window(fixed, PER) <= LIMIT, store_urls[index]
+        assert most_in_any_interval(sliding, PER) <= LIMIT, store_urls[index]
 
 
 class _Counting:
@@ -146,6 +168,23 @@ def test_memory_windows_on_a_virtual_clock(window: str) -> None:
     assert check(admitted, PER) == LIMIT  # full windows were reached, never exceeded
 
 
+@pytest.mark.parametrize("window", ["fixed", "sliding"])
+def test_use_counts_without_admitting_on_a_virtual_clock(window: str) -> None:
+    clock = VirtualClock()
+    limiter = MemoryIssuer(clock=clock).limiter("api", 3, 10.0, window)
+    assert limiter.use() == LimitUse(0, None, 0.0)
+    limiter.try_acquire()
+    clock.advance(4)
+    limiter.try_acquire()
+    assert limiter.use() == LimitUse(2, 6.0, 4.0) == limiter.use()  # reading admits nothing
+    clock.advance(6)  # the first admission stops counting (sliding); the window ends (fixed)
+    assert limiter.use() == (
+        LimitUse(1, 4.0, 10.0) if window == "sliding" else LimitUse(0, None, 10.0)
+    )
+    with pytest.raises(TypeError, match="cannot report"):
+        Limiter(_Counting(MemoryIssuer()), "api", 1, 1.0).use()
+
+
 def test_acquire_gives_up_when_nothing_frees_before_its_deadline() -> None:
     clock = VirtualClock()
     issuer = MemoryIssuer(clock=clock)
@@ -175,6 +214,36 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
     finally:
         await aio.store.client.aclose()
         backend.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """On SQL, both windows: a blocking and an asyncio limiter of one name share its
+    admissions (``fencing_admissions``), the refusal names when one frees, and names,
+    windows and databases are apart."""
+    if database == "sqlite":
+        url = f"sqlite:///{tmp_path / 'aio.db'}"
+    else:
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        url = server.url("psycopg")
+        engine = create_engine(url)
+        create_tables(engine)
+        engine.dispose()
+    backend = fencing.connect(url)
+    name = f"aio:{random.random()}"
+    for window in ("fixed", "sliding"):
+        blocking = backend.limiter(name, 2, 30, window)  # type: ignore[attr-defined]
+        aio = backend.aio_limiter(name, 2, 30, window)  # type: ignore[attr-defined]
+        assert blocking.try_acquire() and await aio.try_acquire()
+        refused = await aio.attempt()
+        assert not refused.admitted and 0 < refused.retry_in <= 30
+        assert not blocking.try_acquire()
+        with pytest.raises(AcquireTimeout):
+            await aio.acquire(timeout=1)
+        assert backend.limiter(name + "-other", 2, 30, window).try_acquire()  # type: ignore[attr-defined]
+        await aio.store.engine.dispose()
 
 
 BAD_PERS: list[tuple[Any, type[Exception]]] = [

@@ -54,14 +54,17 @@ def _sdk_diff(engine: Engine) -> list[object]:
 def test_upgrade_downgrade_upgrade_and_no_autogenerate_difference(fresh_url: str) -> None:
     engine = create_engine(fresh_url)
     upgrade(engine)
-    assert {"fencing_leases", VERSION_TABLE} <= _tables(engine)
+    assert {"fencing_leases", "fencing_admissions", VERSION_TABLE} <= _tables(engine)
     assert "alembic_version" not in _tables(engine)  # never the application's table
     assert _sdk_diff(engine) == []
+    downgrade(engine, "0001")
+    assert "fencing_admissions" not in _tables(engine)
+    assert "fencing_leases" in _tables(engine)
     downgrade(engine, "base")
     assert "fencing_leases" not in _tables(engine)
     upgrade(fresh_url)
     with engine.connect() as conn:
-        assert current_revision(conn) == head_revision() == "0001"
+        assert current_revision(conn) == head_revision() == "0002"
     assert _sdk_diff(engine) == []
     engine.dispose()
 

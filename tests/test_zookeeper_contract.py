@@ -17,14 +17,19 @@ import pytest
 from kazoo.client import KazooClient
 
 import fencing
+import fencing.aio
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
+    AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
     MakeAsyncFence,
+    MakeAsyncSemaphore,
     MakeFence,
+    MakeSemaphore,
     OperationsContract,
+    SemaphoreContract,
 )
 from fencing.testing.servers import ZooKeeperServer
 from fencing.zookeeper import ZooKeeperFence
@@ -139,3 +144,43 @@ class TestZooKeeperOperations(OperationsContract):
     """``fencing status``/``list``/``release --force`` on ZooKeeper."""
 
     make_fence = TestZooKeeperFence.make_fence
+
+
+@pytest.fixture
+def zookeeper_backends(zookeeper_server: ZooKeeperServer) -> Iterator[list[Any]]:
+    """Backends of ``fencing.connect`` (one session each), closed at the end of the test."""
+    backends: list[Any] = []
+    yield backends
+    for backend in backends:
+        backend.close()
+
+
+class TestZooKeeperSemaphore(ZooKeeperTerms, SemaphoreContract):
+    """Through ``fencing.connect(url).semaphore``, one session per semaphore, so that
+    ``end_session`` ends one holder's permits only."""
+
+    semaphore_rounds = 4
+
+    @pytest.fixture
+    def make_semaphore(
+        self, zookeeper_server: ZooKeeperServer, zookeeper_backends: list[Any]
+    ) -> MakeSemaphore:
+        def make(name: str, permits: int, ttl: float) -> fencing.Semaphore:
+            zookeeper_backends.append(fencing.connect(zookeeper_server.url))
+            return zookeeper_backends[-1].semaphore(name, permits, ttl)  # type: ignore[no-any-return]
+
+        return make
+
+
+class TestAsyncZooKeeperSemaphore(ZooKeeperTerms, AsyncSemaphoreContract):
+    semaphore_rounds = 4
+
+    @pytest.fixture
+    def make_semaphore(
+        self, zookeeper_server: ZooKeeperServer, zookeeper_backends: list[Any]
+    ) -> MakeAsyncSemaphore:
+        def make(name: str, permits: int, ttl: float) -> fencing.aio.Semaphore:
+            zookeeper_backends.append(fencing.connect(zookeeper_server.url))
+            return zookeeper_backends[-1].aio_semaphore(name, permits, ttl)  # type: ignore[no-any-return]
+
+        return make

@@ -9,6 +9,7 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
+from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import AsyncEtcdFence, AsyncEtcdIssuer, EtcdFence, EtcdIssuer
 from ._url import parse_etcd_url
 
@@ -39,9 +40,7 @@ class EtcdBackend:
     def aio_fence(
         self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
     ) -> AsyncFence:
-        if self._aio_issuer is None:
-            self._aio_issuer = AsyncEtcdIssuer(self.options)
-        return AsyncEtcdFence(self._aio_issuer, name, ttl, reentrant=reentrant)
+        return AsyncEtcdFence(self._async_issuer(), name, ttl, reentrant=reentrant)
 
     def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
@@ -49,9 +48,21 @@ class EtcdBackend:
 
     def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """The asyncio election of that name (see ``fencing.aio.Election``)."""
+        return AsyncElection(self._async_issuer(), name, ttl)
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        """A semaphore of ``permits`` slots, each slot a fence of this cluster (its key's
+        revision the slot's token; waiters watch a slot's key for its release)."""
+        return Semaphore(self.issuer, name, permits, ttl)
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        """The asyncio ``semaphore``: the same keys, on the asyncio issuer."""
+        return AsyncSemaphore(self._async_issuer(), name, permits, ttl)
+
+    def _async_issuer(self) -> AsyncEtcdIssuer:
         if self._aio_issuer is None:
             self._aio_issuer = AsyncEtcdIssuer(self.options)
-        return AsyncElection(self._aio_issuer, name, ttl)
+        return self._aio_issuer
 
     def close(self) -> None:
         """Close the blocking fences' channels (they reopen if a fence is used again);

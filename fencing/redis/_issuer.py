@@ -45,11 +45,11 @@ from .._core import DEFAULT_TTL, millis
 from .._errors import NotReplicated, issuer_error
 from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
-from .._limiter import Admission
+from .._limiter import Admission, LimitUse
 from .._validate import check_ttl
 from ..issuer import Busy, FenceStatus
 from ._errors import drop_unread_replies, redis_failure
-from ._limits import limit_call, parse_admission
+from ._limits import limit_call, parse_admission, parse_use, use_call
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -543,6 +543,10 @@ class RedisIssuer:
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """One request of the rate limiter ``name``: one script, on the server's clock."""
         return parse_admission(self.run(*limit_call(name, limit, per_ms, window)))
+
+    def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        """The use of the rate limiter ``name`` now: one read-only script, server's clock."""
+        return parse_use(self.run(*use_call(name, per_ms, window)))
 
     def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""

@@ -21,7 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from .._errors import FenceUnavailable
-from .._limiter import Admission
+from .._limiter import Admission, LimitUse
 from ._scripts import Script, key_prefix
 
 #: KEYS[1]: the sorted set of admission times (µs). ARGV[1]: limit; ARGV[2]: per (µs).
@@ -77,6 +77,47 @@ return {0, start + per - now, now}
 """,
     1,
 )
+
+
+#: KEYS[1]: the limiter's key. ARGV[1]: per (µs); ARGV[2]: its window. Reads only:
+#: replies ``{used, µs until used goes down (-1: nothing counts), server time µs}``.
+USE = Script(
+    """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local per = tonumber(ARGV[1])
+if ARGV[2] == 'sliding' then
+  local after = string.format('(%d', now - per)
+  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #oldest == 0 then
+    return {0, -1, now}
+  end
+  return {redis.call('ZCOUNT', KEYS[1], after, '+inf'), tonumber(oldest[2]) + per - now, now}
+end
+local window = redis.call('HMGET', KEYS[1], 'start', 'count')
+local start = tonumber(window[1])
+if not start or now >= start + per then
+  return {0, -1, now}
+end
+return {tonumber(window[2]) or 0, start + per - now, now}
+""",
+    1,
+)
+
+
+def use_call(name: str, per_ms: int, window: str) -> tuple[Script, tuple[Any, ...]]:
+    """The script and arguments that read the use of the limiter ``name``."""
+    key = f"{key_prefix(name)}limit:{window}".encode()
+    return USE, (key, b"%d" % (per_ms * 1000), window.encode())
+
+
+def parse_use(reply: Any) -> LimitUse:
+    """``{used, resets_in µs or -1, now µs}`` as a ``LimitUse`` (seconds)."""
+    try:
+        used, resets, now = (int(part) for part in reply)
+    except (TypeError, ValueError):
+        raise FenceUnavailable(f"unexpected reply from the limiter script: {reply!r}") from None
+    return LimitUse(used, None if resets < 0 else resets / 1e6, now / 1e6)
 
 
 @lru_cache(maxsize=1024)

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._flow import Flow, run_async
+from .._limiter import Admission
 from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
 from ._issuer import Execute, SqlFlows, T
@@ -60,6 +61,10 @@ class AsyncSqlIssuer:
     async def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.AsyncInspects``: see ``SqlIssuer.status``."""
         return await self._run(self.flows.status(name))
+
+    async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        """See ``SqlIssuer.admit``: the same transaction."""
+        return await self._run(self.flows.admit(name, limit, per_ms, window))
 
 
 def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:

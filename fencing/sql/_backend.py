@@ -16,6 +16,7 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
+from .._limiter import AsyncLimiter, Limiter
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, shared_issuer
@@ -101,6 +102,20 @@ class SqlBackend:
         from ._async_issuer import shared_async_issuer
 
         return AsyncElection(shared_async_issuer(self.engine_url), name, ttl)
+
+    def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
+        """At most ``limit`` admissions per ``per`` seconds, counted in
+        ``fencing_admissions`` on the database's clock: one transaction per request."""
+        return Limiter(shared_issuer(self.engine_url), name, limit, per, window)
+
+    def aio_limiter(
+        self, name: str, limit: int, per: float, window: str = "sliding"
+    ) -> AsyncLimiter:
+        """The asyncio ``limiter``: the same rows (an engine of its own, on the event loop
+        that uses it)."""
+        from ._async_issuer import shared_async_issuer
+
+        return AsyncLimiter(shared_async_issuer(self.engine_url), name, limit, per, window)
 
     def _rows_only(self, what: str) -> None:
         if self.lease != "row":

@@ -73,18 +73,19 @@ def migrate_command(url: URL) -> str:
 def setup_error(exc: SQLAlchemyError, url: URL) -> FenceSetupError | None:
     """The ``FenceSetupError`` for a driver error that means "not set up", else ``None``.
 
-    A missing ``fencing_leases`` table (PostgreSQL before ``fencing migrate``; SQLite
-    creates its table itself) is recognised by its SQLSTATE, whichever driver raised it;
-    a SQLite file that cannot be opened by SQLite's message (its directory is missing or
-    not writable).
+    A missing ``fencing_leases`` or ``fencing_admissions`` table (PostgreSQL before
+    ``fencing migrate``; SQLite creates its tables itself) is recognised by its
+    SQLSTATE, whichever driver raised it; a SQLite file that cannot be opened by
+    SQLite's message (its directory is missing or not writable).
     """
     if url.get_backend_name() == "sqlite" and "unable to open database file" in str(exc):
         return _sqlite_cannot_open(str(url.database))
     orig = getattr(exc, "orig", None)
     state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if state != _UNDEFINED_TABLE and "no such table: fencing_leases" not in str(exc):
+    if state != _UNDEFINED_TABLE and "no such table: fencing_" not in str(exc):
         return None
+    table = "fencing_admissions" if "fencing_admissions" in str(exc) else "fencing_leases"
     return FenceSetupError(
-        f"the table fencing_leases is missing from {_without_password(url).render_as_string()}: "
+        f"the table {table} is missing from {_without_password(url).render_as_string()}: "
         f"run `{migrate_command(url)}` (or fencing.sql.create_tables(engine) from Python)"
     )

@@ -20,6 +20,13 @@ The operations are written once as flows of statements (``SqlFlows``, see ``_flo
 ``SqlIssuer`` drives them on a ``Connection`` and ``AsyncSqlIssuer`` (``_async_issuer``)
 on an ``AsyncConnection``, each inside one transaction.
 Nothing wakes waiters on release (no capability): the core backs off with jitter.
+
+The rate limiters' ``admit`` (``fencing_admissions``, see ``_schema.admissions``) is one
+transaction too: first an upsert of the limiter's lock row, which serializes the
+requests of one limiter (PostgreSQL's row lock, SQLite's ``BEGIN IMMEDIATE``) and returns
+the database's clock in µs read *after* the lock was taken; then, on that time, a count
+of the window's admissions, the deletion of those that no longer count, and the insert
+of the new one when it is admitted.
 Imports the core fences and flows, the schema and engine helpers, and SQLAlchemy.
 """
 
@@ -37,7 +44,9 @@ from sqlalchemy import (
     Engine,
     Executable,
     and_,
+    delete,
     func,
+    insert,
     or_,
     select,
     update,
@@ -47,9 +56,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from .._core import DEFAULT_TTL
 from .._fence import Fence
 from .._flow import Flow, run_sync
+from .._limiter import Admission, LimitUse
 from ..issuer import Busy, FenceStatus
 from ._engines import issuer_engine, sql_errors
-from ._schema import db_micros, db_now, leases
+from ._schema import admissions, db_micros, db_now, leases
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -192,6 +202,66 @@ class SqlFlows:
             yield clear
         return ended
 
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Flow[Execute, Admission]:
+        """One request of the rate limiter ``name`` (see the module docstring)."""
+        per, table = per_ms * 1000, admissions
+        ours = and_(table.c.name == name, table.c.kind == window)
+        lock = _upsert(self.dialect)(table).values(
+            name=name, kind=window, seq=0, at=db_micros(self.dialect)
+        )
+        clock = Execute(
+            lock.on_conflict_do_update(
+                index_elements=[table.c.name, table.c.kind, table.c.seq],
+                set_={"at": db_micros(self.dialect)},  # evaluated once the row is locked
+            ).returning(table.c.at)
+        )
+        yield clock
+        now = int(clock.result.rows[0][0])
+        counted = and_(ours, table.c.seq > 0)
+        if window == "sliding":
+            yield Execute(delete(table).where(counted, table.c.at <= now - per))
+        window_of = Execute(
+            select(func.min(table.c.at), func.count(), func.max(table.c.seq)).where(counted)
+        )
+        yield window_of
+        start, count, last = window_of.result.rows[0]
+        count, last = int(count), int(last or 0)
+        if window == "fixed" and count and now >= int(start) + per:  # the window ended
+            yield Execute(delete(table).where(counted))
+            count = last = 0
+        if count < limit:
+            yield Execute(insert(table).values(name=name, kind=window, seq=last + 1, at=now))
+            return Admission(True, 0.0, now / 1e6)
+        if window == "fixed":
+            frees = int(start) + per
+        else:  # the oldest of the last ``limit`` admissions turns ``per`` old
+            oldest = Execute(
+                select(table.c.at)
+                .where(counted)
+                .order_by(table.c.at, table.c.seq)
+                .offset(count - limit)
+                .limit(1)
+            )
+            yield oldest
+            frees = int(oldest.result.rows[0][0]) + per
+        return Admission(False, max(0, frees - now) / 1e6, now / 1e6)
+
+    def limit_use(self, name: str, per_ms: int, window: str) -> Flow[Execute, LimitUse]:
+        """The use of the rate limiter ``name`` now; reads only (no lock row taken)."""
+        per, table = per_ms * 1000, admissions
+        clock = Execute(select(db_micros(self.dialect)))
+        yield clock
+        now = int(clock.result.rows[0][0])
+        counted = and_(table.c.name == name, table.c.kind == window, table.c.seq > 0)
+        if window == "sliding":
+            counted = and_(counted, table.c.at > now - per)
+        read = Execute(select(func.count(), func.min(table.c.at)).where(counted))
+        yield read
+        used, oldest = read.result.rows[0]
+        if not used or (window == "fixed" and now >= int(oldest) + per):
+            return LimitUse(0, None, now / 1e6)
+        return LimitUse(int(used), max(0, int(oldest) + per - now) / 1e6, now / 1e6)
+
 
 class SqlIssuer:
     """Issuer on SQLite or PostgreSQL (an ``Engine`` or URL); see the module docstring.
@@ -241,6 +311,14 @@ class SqlIssuer:
 
     def force_release(self, name: str) -> FenceStatus:
         return self._run(self.flows.force_release(name))
+
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        """One request of the rate limiter ``name``: one transaction, the database's clock."""
+        return self._run(self.flows.admit(name, limit, per_ms, window))
+
+    def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        """The use of the rate limiter ``name`` now, on the database's clock."""
+        return self._run(self.flows.limit_use(name, per_ms, window))
 
 
 _issuers: dict[object, SqlIssuer] = {}

@@ -1,4 +1,5 @@
-"""The SDK's own table, ``fencing_leases``: one row per fence name, never deleted.
+"""The SDK's own tables: ``fencing_leases`` (one row per fence name, never deleted) and
+``fencing_admissions`` (the rate limiters' windows, see ``admissions``).
 
 A row holds the fence's token counter (the last token issued) and its current lease
 (holder id and expiry). Release clears the lease but keeps the counter, so tokens never
@@ -42,6 +43,21 @@ leases = Table(
     Column("token", BigInteger, nullable=False, server_default=text("0")),
     Column("holder", String(64), nullable=True),
     Column("expires_at", Double, nullable=True),
+)
+
+#: The rate limiters' windows: per limiter ``name`` and ``kind`` (its window: ``fixed``
+#: or ``sliding``), a lock row ``seq = 0`` (``at``: the time of the last request; every
+#: request updates it first, which serializes the requests of one limiter) and one row
+#: per admission still counted (``seq >= 1``, ``at``: its time in µs by the database's
+#: clock). A sliding window keeps at most ``limit`` admissions younger than ``per``; a
+#: fixed window keeps the admissions of its current window (``min(at)`` is its start).
+admissions = Table(
+    "fencing_admissions",
+    metadata,
+    Column("name", String(256), primary_key=True),
+    Column("kind", String(16), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("at", BigInteger, nullable=False),
 )
 
 

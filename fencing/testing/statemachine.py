@@ -29,16 +29,28 @@ computed from what the client read or last wrote. Without the claim Hypothesis f
 the stale write between a newer holder's read and its write even on a fenced resource
 (``acquire_1, pause_1, expire, acquire_2, resume_1, write_2``); with it, never.
 
-Needs Hypothesis (a test dependency). Imports ``fencing.testing.simulation``.
+``SemaphoreMachine`` (``run_semaphore_machine``) does the same for a semaphore of N
+permits on a virtual clock: more clients than permits acquire, renew and release while
+time passes beyond the ttl, and after every step the machine checks, against its own
+model of which permits are live (granted or renewed less than ttl ago, not released):
+each slot's tokens strictly increase in acquisition order, no slot has two live leases,
+never more than N are live, a renew or release succeeds exactly when the permit is live,
+and an ``acquire(timeout=0)`` is refused only when all N are live. A semaphore that lets
+N+1 holders in (``tests/broken.py``) fails it, shrunk to N+1 ``acquire`` steps.
+
+Needs Hypothesis (a test dependency). Imports ``fencing.testing.simulation`` and the
+semaphore.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from hypothesis import Phase
 from hypothesis import settings as Settings
+from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     invariant,
@@ -47,7 +59,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from .simulation import Mode, SimClient, Simulation, World
+from .._errors import AcquireTimeout, LeaseLost
+from .._semaphore import Permit, Semaphore
+from ..issuer import Issuer
+from .simulation import Mode, SimClient, Simulation, VirtualClock, World
 
 #: The number of clients, each with its own rules (``acquire_1``, ``pause_2``, ...).
 CLIENTS = 3
@@ -193,3 +208,129 @@ MACHINES: dict[Mode, type[FencingMachine]] = {
     "read-write": ReadingMachine,
     "claim-read-write": ClaimingMachine,
 }
+
+
+# -- the semaphore -------------------------------------------------------------------------
+
+#: The semaphore machine: clients (more than its permits), permits, and the permits' ttl.
+SEMAPHORE_CLIENTS = 4
+SEMAPHORE_PERMITS = 2
+SEMAPHORE_TTL = 1.0
+
+
+class SemaphoreViolation(AssertionError):
+    """A promise of the semaphore broken; the message ends with the steps that led there."""
+
+
+class SemaphoreMachine(RuleBasedStateMachine):
+    """Clients of one semaphore of ``SEMAPHORE_PERMITS`` permits on ``make_issuer(clock)``,
+    a virtual clock moved only by ``wait``. Rules per client: ``acquire_N`` (with
+    ``timeout=0``), ``renew_N`` and ``release_N`` (of the permit it got); and ``wait``.
+    The model: a permit is live from its grant (or last renewal) for ttl seconds, until
+    released, by the same clock and the same ``expires <= now`` rule as the issuer."""
+
+    def __init__(self, make_issuer: Callable[[VirtualClock], Issuer]) -> None:
+        super().__init__()
+        self.clock = VirtualClock()
+        self.semaphore = Semaphore(
+            make_issuer(self.clock), "sem", SEMAPHORE_PERMITS, SEMAPHORE_TTL, clock=self.clock
+        )
+        #: Per client: its permit and when the model says it expires, or None.
+        self.held: list[tuple[Permit, float] | None] = [None] * SEMAPHORE_CLIENTS
+        #: Per slot: its tokens in acquisition order.
+        self.tokens: dict[int, list[int]] = defaultdict(list)
+        self.steps: list[str] = []
+
+    def fail(self, problem: str) -> None:
+        raise SemaphoreViolation(f"{problem}\nsteps:\n  " + "\n  ".join(self.steps))
+
+    def live(self) -> list[Permit]:
+        now = self.clock()
+        return [held[0] for held in self.held if held is not None and now < held[1]]
+
+    def _is_live(self, index: int) -> bool:
+        held = self.held[index]
+        return held is not None and self.clock() < held[1]
+
+    @rule(seconds=st.sampled_from([0.25, 0.5, 1.0, 1.5]))
+    def wait(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        self.steps.append(f"t={self.clock():g}: wait {seconds:g}")
+
+    def acquire(self, index: int) -> None:
+        was = len(self.live())
+        try:
+            permit = self.semaphore.acquire(timeout=0)
+        except AcquireTimeout:
+            self.steps.append(f"t={self.clock():g}: client {index + 1} refused")
+            if was < SEMAPHORE_PERMITS:
+                self.fail(f"refused while only {was} of {SEMAPHORE_PERMITS} permits were live")
+            return
+        self.held[index] = (permit, self.clock() + SEMAPHORE_TTL)
+        self.steps.append(
+            f"t={self.clock():g}: client {index + 1} got slot {permit.slot} "
+            f"token {int(permit.token)}"
+        )
+        self.permits_hold()
+        tokens = self.tokens[permit.slot]
+        tokens.append(int(permit.token))
+        if tokens != sorted(set(tokens)):
+            self.fail(f"tokens of slot {permit.slot} not strictly increasing: {tokens}")
+
+    def renew(self, index: int) -> None:
+        self._end_or_renew(index, "renew")
+
+    def release(self, index: int) -> None:
+        self._end_or_renew(index, "release")
+
+    def _end_or_renew(self, index: int, action: str) -> None:
+        held = self.held[index]
+        assert held is not None
+        permit, live = held[0], self._is_live(index)
+        try:
+            getattr(self.semaphore, action)(permit)
+        except LeaseLost:
+            self.held[index] = None
+            self.steps.append(f"t={self.clock():g}: client {index + 1} {action}: LeaseLost")
+            if live:
+                self.fail(f"{action} of a live permit (slot {permit.slot}) raised LeaseLost")
+            return
+        self.steps.append(f"t={self.clock():g}: client {index + 1} {action}: ok")
+        if not live:
+            self.fail(f"{action} of an expired permit (slot {permit.slot}) succeeded")
+        self.held[index] = (permit, self.clock() + SEMAPHORE_TTL) if action == "renew" else None
+
+    @invariant()
+    def permits_hold(self) -> None:
+        """No slot with two live leases, never more than N live."""
+        live = self.live()
+        slots = [permit.slot for permit in live]
+        if len(set(slots)) != len(slots):
+            self.fail(f"two live leases of one slot: slots {sorted(slots)}")
+        if len(live) > SEMAPHORE_PERMITS:
+            self.fail(f"{len(live)} live permits of a semaphore of {SEMAPHORE_PERMITS}")
+
+
+def _semaphore_rule(action: str, index: int) -> Any:
+    def step(self: SemaphoreMachine) -> None:
+        getattr(self, action)(index)
+
+    step.__name__ = step.__qualname__ = f"{action}_{index + 1}"
+    step.__doc__ = f"client {index + 1}: {action}"
+    holding = action != "acquire"
+    return precondition(lambda machine: (machine.held[index] is not None) == holding)(rule()(step))
+
+
+for _index in range(SEMAPHORE_CLIENTS):
+    for _action in ("acquire", "renew", "release"):
+        setattr(SemaphoreMachine, f"{_action}_{_index + 1}", _semaphore_rule(_action, _index))
+
+
+def run_semaphore_machine(
+    make_issuer: Callable[[VirtualClock], Issuer], *, settings: Settings | None = None
+) -> None:
+    """Run ``SemaphoreMachine`` on fresh issuers from ``make_issuer(clock)`` (an issuer
+    whose time is that ``VirtualClock``, e.g. ``MemoryIssuer(clock=clock)``); raise the
+    ``SemaphoreViolation`` of the shrunk failing schedule, if any."""
+    run: Any = run_state_machine_as_test
+    run(lambda: SemaphoreMachine(make_issuer), settings=settings)

@@ -13,6 +13,7 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
+from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import AsyncZooKeeperIssuer, Starter, ZooKeeperIssuer
 from ._layout import ZooKeeperUrl
 
@@ -57,6 +58,16 @@ class ZooKeeperBackend:
     def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """The asyncio election of that name (see ``fencing.aio.Election``)."""
         return AsyncElection(self._async_issuer, name, ttl)
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        """A semaphore of ``permits`` slots, each slot a fence of this ensemble: a permit
+        lives as long as this backend's session (``ttl`` only paces ``hold()``'s checks),
+        its token is the slot's lease znode's czxid."""
+        return Semaphore(self._issuer, name, permits, ttl)
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        """The asyncio ``semaphore``: the same znodes and session."""
+        return AsyncSemaphore(self._async_issuer, name, permits, ttl)
 
     def close(self) -> None:
         """End the session: every lease of this backend's fences is released with it."""

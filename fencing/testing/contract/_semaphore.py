@@ -171,6 +171,8 @@ class SemaphoreContract(LeaseTerms):
         second = [other.acquire(timeout=0) for _ in range(self.permits)]  # left to expire
         _check_permits(second, name, self.permits)
         _assert_higher(_by_slot(first), _by_slot(second))
+        if not self.expires_while_held:  # a lease lives with its session: end the session
+            self.end_session(other.fences[0])
         third = [one.acquire(timeout=self.patience) for _ in range(self.permits)]
         _check_permits(third, name, self.permits)
         _assert_higher(_by_slot(second), _by_slot(third))
@@ -304,6 +306,8 @@ class AsyncSemaphoreContract(LeaseTerms):
         second = [await other.acquire(timeout=0) for _ in range(self.permits)]
         _check_permits(second, name, self.permits)
         _assert_higher(_by_slot(first), _by_slot(second))
+        if not self.expires_while_held:  # a lease lives with its session: end the session
+            self.end_session(other.fences[0])
         third = [await one.acquire(timeout=self.patience) for _ in range(self.permits)]
         _check_permits(third, name, self.permits)
         _assert_higher(_by_slot(second), _by_slot(third))

@@ -1,0 +1,69 @@
+"""Hypothesis generates schedules of semaphore clients on a virtual clock: the memory
+issuer keeps every promise, a semaphore that lets N+1 holders in (or reuses a slot's
+token) is caught and shrunk to the few steps that show it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+from broken import LetsOneMoreIntoSlotZero, ReusesTokens
+from hypothesis import settings
+
+from fencing import MemoryIssuer
+from fencing.testing.simulation import VirtualClock
+from fencing.testing.statemachine import (
+    REPRODUCIBLE,
+    SEMAPHORE_PERMITS,
+    SemaphoreViolation,
+    run_semaphore_machine,
+)
+
+FAST = settings(REPRODUCIBLE, max_examples=100, stateful_step_count=40)
+
+
+@pytest.fixture(autouse=True)
+def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in test_statemachine_virtual.py: no literals drawn from the project's modules,
+    so the schedules (and the shrunk one) depend on this test alone."""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    monkeypatch.setattr(providers, "_get_local_constants", Constants)
+    providers.CONSTANTS_CACHE.cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def quiet_lost_lease_warnings() -> Iterator[None]:
+    """Schedules lose permits on purpose; their warnings are noise here."""
+    logger = logging.getLogger("fencing")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    yield
+    logger.setLevel(level)
+
+
+def test_memory_semaphore_keeps_every_promise() -> None:
+    run_semaphore_machine(lambda clock: MemoryIssuer(clock=clock), settings=FAST)
+
+
+def test_one_permit_too_many_is_caught_in_n_plus_one_acquires() -> None:
+    with pytest.raises(SemaphoreViolation) as info:
+        run_semaphore_machine(lambda clock: LetsOneMoreIntoSlotZero(clock=clock), settings=FAST)
+    message = str(info.value)
+    print(message)
+    assert "two live leases of one slot" in message
+    steps = message.split("steps:\n")[1].splitlines()
+    assert len(steps) == SEMAPHORE_PERMITS + 1 and all(" got slot " in s for s in steps)
+
+
+def _reuses_tokens(clock: VirtualClock) -> MemoryIssuer:
+    issuer = ReusesTokens()
+    issuer._clock = clock  # its leases on the machine's clock
+    return issuer
+
+
+def test_a_slot_token_handed_out_again_is_caught() -> None:
+    with pytest.raises(SemaphoreViolation, match="not strictly increasing"):
+        run_semaphore_machine(_reuses_tokens, settings=FAST)
