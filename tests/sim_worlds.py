@@ -69,7 +69,7 @@ def fence_factory(request: pytest.FixtureRequest, tmp_path: Path) -> FenceFactor
         engine = sqlalchemy.create_engine(url)
         create_tables(engine)  # SQLite files get them on first use
         engine.dispose()
-    fence = fencing.SqlFence(url, "warm-up", TTL)
+    fence = fencing.SqlFence(url, "warm-up", 30)  # a lease that outlives a stalled thread
     fence.release(fence.acquire())  # the first use of a SQLite file creates its tables
     return lambda name, ttl=TTL: fencing.SqlFence(url, name, ttl)
 
