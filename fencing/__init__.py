@@ -44,7 +44,7 @@ from .issuer import AsyncIssuer, Busy, Issuer
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from ._connect import connect
     from .etcd import EtcdFence, EtcdIssuer
-    from .redis import FencedLock, RedisFence, RedisIssuer, RedisMark
+    from .redis import FencedLock, RedisFence, RedisIssuer, RedisMark, RedlockFence, RedlockIssuer
     from .sql import SqlFence, SqlIssuer
     from .zookeeper import ZooKeeperFence, ZooKeeperIssuer
 
@@ -59,6 +59,8 @@ _LAZY: dict[str, str] = {
     "FencedLock": "fencing.redis",
     "RedisFence": "fencing.redis",
     "RedisIssuer": "fencing.redis",
+    "RedlockFence": "fencing.redis",
+    "RedlockIssuer": "fencing.redis",
     "RedisMark": "fencing.redis",
     "SqlFence": "fencing.sql",
     "SqlIssuer": "fencing.sql",
@@ -105,6 +107,8 @@ __all__ = [
     "RedisFence",
     "RedisIssuer",
     "RedisMark",
+    "RedlockFence",
+    "RedlockIssuer",
     "SqlFence",
     "SqlIssuer",
     "StaleTokenError",
