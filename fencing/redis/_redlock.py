@@ -359,6 +359,8 @@ class RedlockFlows:
                 )
                 elapsed_ms = (self.clock() - start) * 1000
                 if confirmed >= self.quorum and validity_ms(ttl_ms, elapsed_ms) > 0:
+                    # a grant that comes in late never counted: given back once it is in
+                    yield self._give_back(keys.lease, who, token, first, commit, ttl_ms, late=True)
                     return token
                 outcome = Busy(None)  # lost on the way, or too slow: try again
         except GeneratorExit:
@@ -383,11 +385,12 @@ class RedlockFlows:
         first: Broadcast,
         commit: Broadcast | None,
         ttl_ms: int,
-        wait: bool,
+        wait: bool = False,
+        late: bool = False,
     ) -> Broadcast:
         """RELEASE of this acquisition's lease (bare or committed) on every node that
         granted it or may have: all but those that answered "busy" in round 1; a node
-        whose reply is late gets it once that reply is in."""
+        whose reply is late gets it once that reply is in. ``late``: on those only."""
         value = who if token is None else lease_value(token, who)
         call: NodeCall = (RELEASE, (lease, value, who))
         calls: list[NodeCall | None] = []
@@ -401,9 +404,11 @@ class RedlockFlows:
             later = (
                 commit.result[node] if commit is not None and hasattr(commit, "result") else None
             )
-            late = later if isinstance(later, Pending) else reply
-            calls.append(call)
-            after.append(late if isinstance(late, Pending) else None)
+            pending = later if isinstance(later, Pending) else reply
+            if not isinstance(pending, Pending):
+                pending = None
+            calls.append(None if late and pending is None else call)
+            after.append(pending)
         deadline = self.clock() + self.release_timeout
         return self._step(calls, deadline, ttl_ms, after=after, wait=wait)
 
