@@ -19,7 +19,7 @@ import redis.asyncio
 import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from waiting import wait_until
+from waiting import PATIENCE, wait_until
 
 import fencing
 import fencing.aio
@@ -208,7 +208,8 @@ def test_a_node_restarted_empty_cannot_make_a_token_go_back(own_nodes: list[Redi
         own_nodes[node].start()
     own_nodes[2].freeze()  # and the one that remembers does not answer in time
     try:
-        token = RedlockFence([*clients[:2], _client(own_nodes[2])], name, ttl=0.5).acquire(0)
+        control = RedlockFence([*clients[:2], _client(own_nodes[2])], name, ttl=5)
+        token = control.acquire(timeout=PATIENCE)
     finally:
         own_nodes[2].thaw()
     assert token < tokens[-1]  # the limit docs/redlock.md states: a majority lost its data

@@ -58,9 +58,11 @@ from ._scripts import Script
 #: One script call on one node: the script and its KEYS and ARGV.
 NodeCall = tuple[Script, tuple[Any, ...]]
 
-#: How long a release (and the give-back of a grant that did not count) waits for the
-#: nodes, by default: a node that has not answered by then keeps the lease until its ttl.
-DEFAULT_RELEASE_TIMEOUT = 1.0
+#: How long a release (and the give-back of a grant that did not count) waits for a
+#: majority of the nodes, by default; once a majority answered it waits ``RELEASE_GRACE``
+#: more for the others. A node that has not answered keeps the lease until its ttl.
+DEFAULT_RELEASE_TIMEOUT = 5.0
+RELEASE_GRACE = 0.05
 
 
 class _NotSent:
@@ -106,10 +108,12 @@ class Broadcast:
     ``calls[i]`` None: nothing for node i. ``after[i]`` a ``Pending``: node i's call
     is chained after that late reply (not waited for). ``deadline`` (monotonic seconds):
     stop waiting then; once ``quorum`` nodes answered, wait at most ``grace`` more.
-    ``wait`` False: send and return at once (a give-back nobody waits for).
+    ``wait`` False: send and return at once (a give-back nobody waits for). ``fresh``:
+    a call that a worker would send only after the deadline is not sent at all
+    (``NOT_SENT``: a lease taken then could not count).
     """
 
-    __slots__ = ("after", "calls", "deadline", "grace", "quorum", "result", "wait")
+    __slots__ = ("after", "calls", "deadline", "fresh", "grace", "quorum", "result", "wait")
     result: list[Reply]
 
     def __init__(
@@ -121,8 +125,10 @@ class Broadcast:
         *,
         after: list[Pending | None] | None = None,
         wait: bool = True,
+        fresh: bool = False,
     ) -> None:
         self.calls = calls
+        self.fresh = fresh
         self.deadline = deadline
         self.quorum = quorum
         self.grace = grace
@@ -191,7 +197,8 @@ class ThreadNodes:
             if earlier is not None:
                 earlier.then([call])
                 continue
-            future = self._pools[node].submit(self._send, node, [call], step.deadline)
+            late = step.deadline if step.fresh else None
+            future = self._pools[node].submit(self._send, node, [call], late)
             futures[future] = node
             result[node] = Pending(future, self._chain_on(node))
         step.result = result  # the late ones as they are if the wait is interrupted
@@ -212,6 +219,9 @@ class ThreadNodes:
             if done >= quorum:  # a majority is in: the stragglers get ``grace`` more
                 deadline = min(deadline, time.monotonic() + step.grace)
                 quorum = len(futures) + 1  # the grace starts once
+        for future in pending:  # in by now, though this thread was too slow to see it
+            if future.done():
+                result[futures[future]] = future.result()
 
 
 class AsyncNodes:
@@ -221,7 +231,9 @@ class AsyncNodes:
         self.clients = tuple(clients)
         self._background: set[asyncio.Future[Reply]] = set()
 
-    async def _send(self, node: int, calls: list[NodeCall]) -> Reply:
+    async def _send(self, node: int, calls: list[NodeCall], deadline: float | None = None) -> Reply:
+        if deadline is not None and time.monotonic() > deadline:
+            return NOT_SENT
         reply: Reply = None
         for script, args in calls:
             try:
@@ -252,7 +264,7 @@ class AsyncNodes:
             if earlier is not None:
                 earlier.then([call])
                 continue
-            task = self._spawn(self._send(node, [call]))
+            task = self._spawn(self._send(node, [call], step.deadline if step.fresh else None))
             tasks[task] = node
             result[node] = Pending(task, self._chain_on(node))
         step.result = result
@@ -273,6 +285,9 @@ class AsyncNodes:
             if done >= quorum:  # a majority is in: the stragglers get ``grace`` more
                 deadline = min(deadline, time.monotonic() + step.grace)
                 quorum = len(tasks) + 1
+        for task in pending:
+            if task.done():
+                result[tasks[task]] = task.result()
 
 
 # -- the algorithm, written once --------------------------------------------------------------
@@ -298,6 +313,15 @@ class RedlockFlows:
         self, calls: list[NodeCall | None], deadline: float, ttl_ms: int, **options: Any
     ) -> Broadcast:
         return Broadcast(calls, deadline, self.quorum, ttl_ms / 20_000, **options)
+
+    def _short(self, name: str, replies: list[Reply], what: str) -> Busy:
+        """Fewer than a majority answered in time: ``Busy`` (try again) when only
+        slowness is to blame, ``FenceUnavailable`` when too many nodes failed for a
+        majority to be possible."""
+        failed = sum(isinstance(reply, BaseException) for reply in replies)
+        if failed > self.nodes - self.quorum:
+            raise self._errors(name, replies, what)
+        return Busy(None)
 
     def _errors(self, name: str, replies: list[Reply], what: str) -> FenceUnavailable:
         """Fewer than a majority answered: ``FenceUnavailable``, caused by a node's error."""
@@ -325,33 +349,38 @@ class RedlockFlows:
     def acquire(self, name: str, holder: str, ttl_ms: int) -> Flow[Broadcast, int | Busy]:
         """Round 1 (lease and candidates), round 2 (commit the maximum and confirm): the
         token once a majority confirmed within the validity; else the grants are given
-        back and ``Busy`` returned (``FenceUnavailable`` when no majority answered)."""
+        back and ``Busy`` returned: the fence tries again (``FenceUnavailable`` when so
+        many nodes failed that no majority is possible)."""
         keys = redlock_keys(name)
         who = holder.encode()
         start = self.clock()
         deadline = start + ttl_ms / 1000
-        first = self._step([(ACQUIRE, (*keys, who, ttl_ms))] * self.nodes, deadline, ttl_ms)
+        call = (ACQUIRE, (*keys, who, ttl_ms))
+        first = self._step([call] * self.nodes, deadline, ttl_ms, fresh=True)
         commit: Broadcast | None = None
         token: int | None = None
         try:
             yield first
             self._raise_bugs(first.result)
             grants = {i: parse_grant(r) for i, r in enumerate(first.result) if answered(r)}
+            outcome: int | Busy
             if len(grants) < self.quorum:
-                raise self._errors(name, first.result, "acquire")
-            if sum(grant.granted for grant in grants.values()) < self.quorum:
-                outcome: int | Busy = busy_for(list(grants.values()), self.quorum)
+                outcome = self._short(name, first.result, "acquire")
+            elif sum(grant.granted for grant in grants.values()) < self.quorum:
+                outcome = busy_for(list(grants.values()), self.quorum)
             else:
                 token = max(grant.candidate for grant in grants.values())
-                call = (COMMIT, (*keys, who, b"%d" % token))
-                commit = self._step(
-                    [call] * self.nodes, deadline, ttl_ms, after=self._late(first.result)
+                commit_call: NodeCall = (COMMIT, (*keys, who, b"%d" % token))
+                commit = self._step(  # to every node: also repairs one that lost its counter
+                    [commit_call] * self.nodes, deadline, ttl_ms, after=self._late(first.result)
                 )
                 yield commit
                 self._raise_bugs(commit.result)
                 replies = commit.result
                 if sum(answered(reply) for reply in replies) < self.quorum:
-                    raise self._errors(name, replies, "commit")
+                    outcome = self._short(name, replies, "commit")
+                    yield self._give_back(keys.lease, who, token, first, commit, wait=True)
+                    return outcome
                 confirmed = sum(
                     grants[i].granted and parse_flag(replies[i], "COMMIT")
                     for i in grants
@@ -360,18 +389,18 @@ class RedlockFlows:
                 elapsed_ms = (self.clock() - start) * 1000
                 if confirmed >= self.quorum and validity_ms(ttl_ms, elapsed_ms) > 0:
                     # a grant that comes in late never counted: given back once it is in
-                    yield self._give_back(keys.lease, who, token, first, commit, ttl_ms, late=True)
+                    yield self._give_back(keys.lease, who, token, first, commit, late=True)
                     return token
                 outcome = Busy(None)  # lost on the way, or too slow: try again
         except GeneratorExit:
             raise
         except FenceUnavailable:  # no majority answered: give back what the rest granted
-            yield self._give_back(keys.lease, who, token, first, commit, ttl_ms, wait=True)
+            yield self._give_back(keys.lease, who, token, first, commit, wait=True)
             raise
         except BaseException:  # an interrupt or a cancellation: give back, wait for nothing
-            yield self._give_back(keys.lease, who, token, first, commit, ttl_ms, wait=False)
+            yield self._give_back(keys.lease, who, token, first, commit, wait=False)
             raise
-        yield self._give_back(keys.lease, who, token, first, commit, ttl_ms, wait=True)
+        yield self._give_back(keys.lease, who, token, first, commit, wait=True)
         return outcome
 
     def _late(self, replies: list[Reply]) -> list[Pending | None]:
@@ -384,7 +413,6 @@ class RedlockFlows:
         token: int | None,
         first: Broadcast,
         commit: Broadcast | None,
-        ttl_ms: int,
         wait: bool = False,
         late: bool = False,
     ) -> Broadcast:
@@ -410,7 +438,7 @@ class RedlockFlows:
             calls.append(None if late and pending is None else call)
             after.append(pending)
         deadline = self.clock() + self.release_timeout
-        return self._step(calls, deadline, ttl_ms, after=after, wait=wait)
+        return Broadcast(calls, deadline, self.quorum, RELEASE_GRACE, after=after, wait=wait)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[Broadcast, bool]:
         """Extend the lease on every node that still holds it: True once a majority did
@@ -441,7 +469,7 @@ class RedlockFlows:
         value = lease_value(token, holder.encode())
         call = (RELEASE, (redlock_keys(name).lease, value, value))
         deadline = self.clock() + self.release_timeout
-        step = Broadcast([call] * self.nodes, deadline, self.nodes, 0.0)
+        step = Broadcast([call] * self.nodes, deadline, self.quorum, RELEASE_GRACE)
         yield step
         self._raise_bugs(step.result)
         released = sum(answered(r) and parse_flag(r, "RELEASE") for r in step.result)
@@ -517,7 +545,8 @@ class RedlockIssuer:
     """Leases and tokens on N independent Redis masters (``redis.Redis`` clients), by
     Redlock with a quorum token (see the module docstring and docs/redlock.md).
 
-    ``release_timeout`` (seconds, default 1): how long a release waits for the nodes.
+    ``release_timeout`` (seconds, default 5): how long a release waits for a majority of
+    the nodes (then ``RELEASE_GRACE`` for the others).
     Give every client a ``socket_timeout``: a node that hangs is left behind at each
     step's deadline, but its threads stay busy until the socket times out.
     """
