@@ -11,6 +11,8 @@ is tests/test_redlock_kleppmann.py.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
@@ -28,7 +30,13 @@ from fencing.redis import RedlockFence, RedlockIssuer
 from fencing.redis._redlock_scripts import redlock_keys
 from fencing.redis.aio import RedlockFence as AsyncRedlockFence
 from fencing.redis.aio import RedlockIssuer as AsyncRedlockIssuer
-from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
+from fencing.testing.contract import (
+    AsyncFenceContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeFence,
+    OperationsContract,
+)
 from fencing.testing.servers import RedisServer, ServerError
 
 NODES = 3
@@ -314,3 +322,45 @@ def test_connect_redlock_url(nodes: list[RedisServer]) -> None:
     with pytest.raises(ValueError, match="host:port"):
         fencing.connect("redis+redlock://127.0.0.1:1,nohost")
     assert type(fencing.connect("rediss+redlock://a:1,b:2,c:3")).__name__ == "RedlockBackend"
+
+
+class TestRedlockOperations(OperationsContract):
+    """``fencing status``/``list``/``release --force`` on Redlock fences."""
+
+    make_fence = TestRedlockFence.make_fence
+
+
+def test_status_and_force_release_with_a_node_down(own_nodes: list[RedisServer]) -> None:
+    """A minority down: status and force release still see the majority's lease."""
+    clients = [_client(server) for server in own_nodes]
+    issuer = RedlockIssuer(clients)
+    fence = RedlockFence(clients, "ops", ttl=30, issuer=issuer)
+    token = fence.acquire(timeout=0)
+    own_nodes[2].stop()
+    status = issuer.status("ops")
+    assert status.held and status.token == token and status.last_token == token
+    assert list(issuer.names("op")) == ["ops"]
+    ended = issuer.force_release("ops")
+    assert ended.held and ended.token == token
+    assert fence.acquire(timeout=0) > token
+    own_nodes[1].stop()
+    with pytest.raises(FenceUnavailable):
+        issuer.status("ops")
+    with pytest.raises(FenceUnavailable):
+        list(issuer.names())
+    issuer.close()
+
+
+def test_fencing_status_on_a_redlock_url(
+    nodes: list[RedisServer], clients: list[redis.Redis]
+) -> None:
+    url = "redis+redlock://" + ",".join(f"127.0.0.1:{server.port}" for server in nodes)
+    fence = RedlockFence(clients, "cli:status", ttl=30)
+    token = fence.acquire(timeout=0)
+    done = subprocess.run(
+        [sys.executable, "-m", "fencing.cli", "status", "cli:status", "--url", url],
+        capture_output=True, text=True, timeout=PATIENCE, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"with token {token}" in done.stdout
+    fence.release(token)

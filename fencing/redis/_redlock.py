@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import suppress
 from typing import Any, ClassVar
 
@@ -37,18 +37,24 @@ from .._errors import FenceUnavailable
 from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
 from .._validate import check_ttl
-from ..issuer import Busy
+from ..issuer import Busy, FenceStatus
 from ._errors import redis_failure
 from ._issuer import arun_script, run_script
 from ._redlock_scripts import (
     ACQUIRE,
     COMMIT,
+    FORCE_RELEASE,
     RELEASE,
     RENEW,
+    STATUS,
     busy_for,
+    committed_lease,
     lease_value,
+    name_of,
+    names_pattern,
     parse_flag,
     parse_grant,
+    parse_node_lease,
     quorum_of,
     redlock_keys,
     validity_ms,
@@ -478,6 +484,45 @@ class RedlockFlows:
             raise self._errors(name, step.result, "release")
         return released >= self.quorum
 
+    def status(self, name: str) -> Flow[Broadcast, FenceStatus]:
+        """The lease a majority holds (committed), the highest counter among the nodes
+        that answered (a majority must answer: else ``FenceUnavailable``)."""
+        keys = redlock_keys(name)
+        step = self._everywhere((STATUS, keys))
+        yield step
+        leases = self._leases(name, step.result, "status")
+        counters = [lease.counter for lease in leases if lease.counter is not None]
+        last = max(counters) if counters else None
+        held = committed_lease(leases, self.quorum)
+        if held is None:
+            return FenceStatus(name, False, last_token=last)
+        token, holder, left = held
+        return FenceStatus(name, True, holder, token, left, max(last or 0, token))
+
+    def force_release(self, name: str) -> Flow[Broadcast, FenceStatus]:
+        """Delete the lease on every node whoever holds it; the nodes that had the
+        committed lease keep a counter >= its token (raised in the same script if need
+        be), so the next token is higher. The lease a majority had, or not held."""
+        keys = redlock_keys(name)
+        step = self._everywhere((FORCE_RELEASE, keys))
+        yield step
+        held = committed_lease(self._leases(name, step.result, "force release"), self.quorum)
+        if held is None:
+            return FenceStatus(name, False)
+        token, holder, left = held
+        return FenceStatus(name, True, holder, token, left, token)
+
+    def _everywhere(self, call: NodeCall) -> Broadcast:
+        """``call`` on every node, waited for as a release is."""
+        deadline = self.clock() + self.release_timeout
+        return Broadcast([call] * self.nodes, deadline, self.quorum, RELEASE_GRACE)
+
+    def _leases(self, name: str, replies: list[Reply], what: str) -> list[Any]:
+        self._raise_bugs(replies)
+        if sum(answered(reply) for reply in replies) < self.quorum:
+            raise self._errors(name, replies, what)
+        return [parse_node_lease(reply) for reply in replies if answered(reply)]
+
 
 # -- the issuers and fences --------------------------------------------------------------------
 
@@ -577,6 +622,34 @@ class RedlockIssuer:
 
     def release(self, name: str, token: int, holder: str) -> bool:
         return run_sync(self.flows.release(name, token, holder), self.nodes)
+
+    def status(self, name: str) -> FenceStatus:
+        """``fencing status`` (``Inspects``): the lease a majority holds, the last token."""
+        return run_sync(self.flows.status(name), self.nodes)
+
+    def force_release(self, name: str) -> FenceStatus:
+        """``fencing release --force`` (``ForceReleases``): see ``RedlockFlows``."""
+        return run_sync(self.flows.force_release(name), self.nodes)
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        """The fences with a lease or a counter on any node that answers, by ``SCAN``
+        (never ``KEYS``), each once; ``FenceUnavailable`` when fewer than a majority
+        of the nodes could be scanned."""
+        seen: set[str] = set()
+        scanned, failures = 0, []
+        for client in self.clients:
+            try:
+                found = [name_of(key) for key in client.scan_iter(match=names_pattern(prefix))]
+            except RedisError as exc:
+                failures.append(exc)
+                continue
+            scanned += 1
+            for name in found:
+                if name is not None and name.startswith(prefix) and name not in seen:
+                    seen.add(name)
+                    yield name
+        if scanned < self.flows.quorum:
+            raise self.flows._errors(f"{prefix}*", list(failures), "scan")
 
 
 class AsyncRedlockIssuer:

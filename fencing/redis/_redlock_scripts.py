@@ -26,6 +26,7 @@ Imports the scripts' ``Script``, the core's errors and the issuer protocols.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -126,8 +127,34 @@ STATUS = Script(
     """
 -- fencing redlock status, on one node (``fencing status``).
 -- KEYS[1] lease key, KEYS[2] counter key
--- Returns {lease or false, pttl, counter or false}.
+-- Returns {lease or false, pttl, counter or false}: the lease's value and remaining ms
+-- (-2: none, -1: no expiry), and the highest token committed on this node.
 return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
+""",
+    2,
+)
+
+
+FORCE_RELEASE = Script(
+    """
+-- fencing redlock force release, on one node (``fencing release --force``).
+-- KEYS[1] lease key, KEYS[2] counter key
+-- Deletes the lease whoever holds it; a committed lease "<T>:<holder>" also raises the
+-- counter to T if it is below (it is not, unless the node lost it since the commit).
+-- Returns {lease or false, pttl}: the lease as it was.
+local lease = redis.call('GET', KEYS[1])
+local pttl = redis.call('PTTL', KEYS[1])
+if lease then
+  redis.call('DEL', KEYS[1])
+  local digits = string.match(lease, '^(%d+):')
+  if digits then
+    local last = tonumber(redis.call('GET', KEYS[2]))
+    if not last or last < tonumber(digits) then
+      redis.call('SET', KEYS[2], digits)
+    end
+  end
+end
+return {lease, pttl}
 """,
     2,
 )
@@ -211,3 +238,64 @@ def busy_for(grants: list[Grant], quorum: int) -> Busy:
 def lease_value(token: int, holder: bytes) -> bytes:
     """The committed lease's value on every node: ``"<token>:<holder>"``."""
     return b"%d:%s" % (token, holder)
+
+
+NAME_PREFIX = b"fencing:redlock:{"
+_SUFFIXES = (b"}:lease", b"}:counter")
+
+
+def names_pattern(prefix: str) -> bytes:
+    """The ``SCAN MATCH`` pattern of the keys of fences whose names start with ``prefix``
+    (glob characters in it escaped: a prefix is literal)."""
+    escaped = bytearray()
+    for byte in prefix.encode():
+        if byte in b"*?[]\\":
+            escaped += b"\\"
+        escaped.append(byte)
+    return NAME_PREFIX + bytes(escaped) + b"*"
+
+
+def name_of(key: bytes) -> str | None:
+    """The fence name of a Redlock key, or ``None`` for another key."""
+    if not key.startswith(NAME_PREFIX):
+        return None
+    for suffix in _SUFFIXES:
+        if key.endswith(suffix) and len(key) > len(NAME_PREFIX) + len(suffix):
+            return key[len(NAME_PREFIX) : -len(suffix)].decode(errors="replace")
+    return None
+
+
+class NodeLease(NamedTuple):
+    """One node's view of a fence (``STATUS``, ``FORCE_RELEASE``)."""
+
+    value: bytes | None  # the lease's value, None when there is none
+    pttl: int  # remaining ms; -1 no expiry, -2 none
+    counter: int | None  # the highest token committed there (``STATUS`` only)
+
+
+def parse_node_lease(reply: Any) -> NodeLease:
+    try:
+        value, pttl, *rest = reply
+        counter = int(rest[0]) if rest and rest[0] is not None else None
+    except (TypeError, ValueError) as exc:
+        raise issuer_error("redis redlock", ValueError(f"unexpected reply {reply!r}")) from exc
+    if (value is not None and not isinstance(value, bytes)) or type(pttl) is not int:
+        raise issuer_error("redis redlock", ValueError(f"unexpected reply {reply!r}"))
+    return NodeLease(value, pttl, counter)
+
+
+def committed_lease(leases: list[NodeLease], quorum: int) -> tuple[int, str, float | None] | None:
+    """The lease a majority holds, committed (``"<token>:<holder>"``): its token, holder
+    id and the time (seconds) a majority still holds it (``None``: no expiry); else
+    ``None`` (free, an acquisition still in its first round, or a minority's leftover)."""
+    counts: dict[bytes, list[int]] = {}
+    for lease in leases:
+        if lease.value is not None:
+            counts.setdefault(lease.value, []).append(lease.pttl)
+    for value, pttls in counts.items():
+        digits, colon, holder = value.partition(b":")
+        if len(pttls) >= quorum and colon and digits.isdigit():
+            ends = sorted((math.inf if ms == -1 else ms for ms in pttls), reverse=True)
+            left = ends[quorum - 1]
+            return int(digits), holder.decode(), None if left == math.inf else left / 1000
+    return None
