@@ -362,5 +362,5 @@ def test_fencing_status_on_a_redlock_url(
         capture_output=True, text=True, timeout=PATIENCE, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert f"with token {token}" in done.stdout
+    assert f"with token {int(token)}" in done.stdout
     fence.release(token)
