@@ -47,6 +47,7 @@ from ._redlock_scripts import (
     RELEASE,
     RENEW,
     STATUS,
+    Grant,
     busy_for,
     committed_lease,
     lease_value,
@@ -375,7 +376,7 @@ class RedlockFlows:
             elif sum(grant.granted for grant in grants.values()) < self.quorum:
                 outcome = busy_for(list(grants.values()), self.quorum)
             else:
-                token = max(grant.candidate for grant in grants.values())
+                token = self.token_of(list(grants.values()))
                 commit_call: NodeCall = (COMMIT, (*keys, who, b"%d" % token))
                 commit = self._step(  # to every node: also repairs one that lost its counter
                     [commit_call] * self.nodes, deadline, ttl_ms, after=self._late(first.result)
@@ -408,6 +409,12 @@ class RedlockFlows:
             raise
         yield self._give_back(keys.lease, who, token, first, commit, wait=True)
         return outcome
+
+    @staticmethod
+    def token_of(grants: list[Grant]) -> int:
+        """The token of an acquisition: the maximum of every candidate that came back,
+        from a majority at least (the intersection argument of docs/redlock.md)."""
+        return max(grant.candidate for grant in grants)
 
     def _late(self, replies: list[Reply]) -> list[Pending | None]:
         return [reply if isinstance(reply, Pending) else None for reply in replies]
