@@ -21,7 +21,7 @@ import redis.asyncio
 import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from waiting import PATIENCE, wait_until
+from waiting import PATIENCE, await_until, wait_until
 
 import fencing
 import fencing.aio
@@ -364,3 +364,35 @@ def test_fencing_status_on_a_redlock_url(
     assert done.returncode == 0, done.stderr
     assert f"with token {int(token)}" in done.stdout
     fence.release(token)
+
+
+async def test_a_cancelled_asyncio_acquire_leaves_nothing_held(
+    own_nodes: list[RedisServer],
+) -> None:
+    """Cancelled while a majority is frozen: what the nodes grant, then or once thawed,
+    is given back (the give-back is chained after each late reply)."""
+    name = "cancelled"
+    clients = [redis.asyncio.Redis(port=server.port, socket_timeout=30) for server in own_nodes]
+    fence = AsyncRedlockFence(clients, name, ttl=30)
+    for server in own_nodes[1:]:
+        server.freeze()
+    try:
+        task = asyncio.ensure_future(fence.acquire(timeout=PATIENCE))
+
+        async def granted() -> bool:
+            return await asyncio.to_thread(_lease_keys, own_nodes[:1], name) == [1]
+
+        await await_until(granted, "the live node granted")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        for server in own_nodes[1:]:
+            server.thaw()
+
+    async def none_left() -> bool:
+        return await asyncio.to_thread(_lease_keys, own_nodes, name) == [0, 0, 0]
+
+    await await_until(none_left, "every grant given back")
+    for client in clients:
+        await client.aclose()
