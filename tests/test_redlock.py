@@ -396,3 +396,34 @@ async def test_a_cancelled_asyncio_acquire_leaves_nothing_held(
     await await_until(none_left, "every grant given back")
     for client in clients:
         await client.aclose()
+
+
+def test_two_addresses_of_one_server_are_refused_before_anything_is_taken(
+    nodes: list[RedisServer],
+) -> None:
+    """``localhost`` and ``127.0.0.1`` look different but are one server: its ``run_id``
+    gives it away at the first acquire, before any lease is taken."""
+    clients = [
+        redis.Redis(host="127.0.0.1", port=nodes[0].port),
+        redis.Redis(host="localhost", port=nodes[0].port),
+        redis.Redis(port=nodes[1].port),
+    ]
+    fence = RedlockFence(clients, "same-server", ttl=30)
+    with pytest.raises(fencing.FenceSetupError, match="same Redis server"):
+        fence.acquire(timeout=0)
+    assert _lease_keys(nodes, "same-server") == [0, 0, 0]
+
+    async def asyncio_side() -> None:
+        aclients = [
+            redis.asyncio.Redis(
+                host=c.get_connection_kwargs()["host"], port=c.get_connection_kwargs()["port"]
+            )
+            for c in clients
+        ]
+        afence = AsyncRedlockFence(aclients, "same-server", ttl=30)
+        with pytest.raises(fencing.FenceSetupError, match="same Redis server"):
+            await afence.acquire(timeout=0)
+        for client in aclients:
+            await client.aclose()
+
+    asyncio.run(asyncio_side())

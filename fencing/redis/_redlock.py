@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
-from .._errors import FenceUnavailable
+from .._errors import FenceSetupError, FenceUnavailable
 from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
 from .._validate import check_ttl
@@ -70,6 +70,8 @@ NodeCall = tuple[Script, tuple[Any, ...]]
 #: more for the others. A node that has not answered keeps the lease until its ttl.
 DEFAULT_RELEASE_TIMEOUT = 5.0
 RELEASE_GRACE = 0.05
+#: How long the first acquire of an issuer waits for the nodes' ``run_id``s.
+DISTINCT_WAIT = 0.5
 
 
 class _NotSent:
@@ -171,6 +173,12 @@ class ThreadNodes:
     def close(self) -> None:
         for pool in self._pools:
             pool.shutdown(wait=False)
+
+    def submit(
+        self, node: int, fn: Callable[..., Reply], *args: Any
+    ) -> concurrent.futures.Future[Any]:
+        """``fn(*args)`` on ``node``'s threads."""
+        return self._pools[node].submit(fn, *args)
 
     def _send(self, node: int, calls: list[NodeCall], deadline: float | None) -> Reply:
         """In a worker: the calls on ``node`` in order; the last one's reply (or error)."""
@@ -589,6 +597,22 @@ def check_clients(clients: object, kind: type, wanted: str, other: str) -> tuple
     return found
 
 
+def same_servers(run_ids: list[object]) -> None:
+    """``FenceSetupError`` when two nodes answered with one ``run_id`` (``INFO server``):
+    two clients of one server (behind two addresses) would fake a majority. ``None``: a
+    node that did not answer, or whose INFO is not allowed, is not compared."""
+    seen: dict[object, int] = {}
+    for index, run_id in enumerate(run_ids):
+        if run_id is None:
+            continue
+        if run_id in seen:
+            raise FenceSetupError(
+                f"redis redlock: clients[{seen[run_id]}] and clients[{index}] reach the same "
+                f"Redis server (run_id {run_id}): each node must be an independent master"
+            )
+        seen[run_id] = index
+
+
 def check_release_timeout(seconds: object) -> float:
     return check_ttl(seconds, "release_timeout")
 
@@ -621,7 +645,28 @@ class RedlockIssuer:
         """Stop the issuer's threads (the clients stay open: they are the caller's)."""
         self.nodes.close()
 
+    _distinct = False
+
+    def _check_distinct(self) -> None:
+        """Once, before the first acquire: no two clients reach one server (``run_id``),
+        asked of every node at once; a node that does not answer within
+        ``DISTINCT_WAIT`` (down, frozen) is not compared."""
+
+        def run_id(client: redis.Redis) -> object:
+            try:
+                return client.info("server").get("run_id")
+            except RedisError:
+                return None
+
+        futures = [self.nodes.submit(i, run_id, client) for i, client in enumerate(self.clients)]
+        concurrent.futures.wait(futures, DISTINCT_WAIT)
+        run_ids = [future.result() if future.done() else None for future in futures]
+        same_servers(run_ids)
+        self._distinct = True
+
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        if not self._distinct:
+            self._check_distinct()
         return run_sync(self.flows.acquire(name, holder, ttl_ms), self.nodes)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
@@ -676,7 +721,31 @@ class AsyncRedlockIssuer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.clients)} nodes)"
 
+    _distinct = False
+
+    async def _check_distinct(self) -> None:
+        """See ``RedlockIssuer._check_distinct``."""
+
+        async def run_id(client: redis.asyncio.Redis) -> object:
+            try:
+                return (await client.info("server")).get("run_id")
+            except RedisError:
+                return None
+
+        tasks = [asyncio.ensure_future(run_id(client)) for client in self.clients]
+        await asyncio.wait(tasks, timeout=DISTINCT_WAIT)
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        run_ids = [
+            task.result() if task.done() and not task.cancelled() else None for task in tasks
+        ]
+        same_servers(run_ids)
+        self._distinct = True
+
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        if not self._distinct:
+            await self._check_distinct()
         return await run_async(self.flows.acquire(name, holder, ttl_ms), self.nodes)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
