@@ -15,7 +15,7 @@ import sys
 def chaos(*args: str, workers: int = 4) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "fencing.cli", "chaos", "--issuer", "redlock",
-         "--workers", str(workers), "--duration", "5", "--ttl", "0.5", "--postgres", "none",
+         "--workers", str(workers), "--duration", "4", "--ttl", "0.5", "--postgres", "none",
          *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip

@@ -384,7 +384,7 @@ class BrokenModel(Acquisitions):
 
 MODEL = settings(
     REPRODUCIBLE,
-    max_examples=200,
+    max_examples=120,
     stateful_step_count=100,
     suppress_health_check=[HealthCheck.too_slow],
 )
