@@ -469,7 +469,10 @@ class RedlockFlows:
         start = self.clock()
         value = lease_value(token, holder.encode())
         call = (RENEW, (redlock_keys(name).lease, value, ttl_ms))
-        step = self._step([call] * self.nodes, start + ttl_ms / 1000, ttl_ms)
+        # wait past the validity if need be: a renewal too late to count still tells
+        # whether the lease is lost (False) or only slow (FenceUnavailable)
+        deadline = start + max(ttl_ms / 1000, self.release_timeout)
+        step = self._step([call] * self.nodes, deadline, ttl_ms)
         yield step
         self._raise_bugs(step.result)
         renewed = sum(answered(r) and parse_flag(r, "RENEW") for r in step.result)
