@@ -30,6 +30,7 @@ import cluster
 import etcd_family
 import guards
 import handoff
+import redlock_family
 import replicas
 import report
 import throughput
@@ -45,6 +46,7 @@ FAMILIES = {
     "throughput": throughput.run,
     "cluster": cluster.run,
     "replicas": replicas.run,
+    "redlock": redlock_family.run,
     "etcd": etcd_family.run,
     "http": web.run,
     "zookeeper": zookeeper_family.run,

@@ -47,7 +47,7 @@ from .issuer import AsyncIssuer, Busy, Issuer
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from ._connect import connect
     from .etcd import EtcdFence, EtcdIssuer
-    from .redis import FencedLock, RedisFence, RedisIssuer, RedisMark
+    from .redis import FencedLock, RedisFence, RedisIssuer, RedisMark, RedlockFence, RedlockIssuer
     from .sql import SqlFence, SqlIssuer
     from .zookeeper import ZooKeeperFence, ZooKeeperIssuer
 
@@ -62,6 +62,8 @@ _LAZY: dict[str, str] = {
     "FencedLock": "fencing.redis",
     "RedisFence": "fencing.redis",
     "RedisIssuer": "fencing.redis",
+    "RedlockFence": "fencing.redis",
+    "RedlockIssuer": "fencing.redis",
     "RedisMark": "fencing.redis",
     "SqlFence": "fencing.sql",
     "SqlIssuer": "fencing.sql",
@@ -109,6 +111,8 @@ __all__ = [
     "RedisFence",
     "RedisIssuer",
     "RedisMark",
+    "RedlockFence",
+    "RedlockIssuer",
     "Semaphore",
     "SemaphoreHold",
     "SqlFence",

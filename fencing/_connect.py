@@ -6,6 +6,7 @@ URL                                                    backend
 ``redis://``, ``rediss://``, ``unix://``                Redis (``RedisFence``)
 ``redis+sentinel://``, ``rediss+sentinel://``          Redis behind Sentinel
 ``redis+cluster://host:port[,host:port...]``            Redis Cluster (``RedisFence``)
+``redis+redlock://host:port,host:port,host:port[...]``  Redlock (``RedlockFence``)
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
 ``etcd://host:port[,host:port...]``, ``etcds://``       etcd (``EtcdFence``)
 ``zookeeper://host:port[,host:port...][/chroot]``       ZooKeeper (``ZooKeeperFence``)
@@ -91,6 +92,9 @@ _BACKENDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(
         ("redis+cluster", "rediss+cluster"), ("fencing.redis._backend", "RedisClusterBackend")
     ),
+    **dict.fromkeys(
+        ("redis+redlock", "rediss+redlock"), ("fencing.redis._backend", "RedlockBackend")
+    ),
     **dict.fromkeys(_ETCD_SCHEMES, ("fencing.etcd._backend", "EtcdBackend")),
     "zookeeper": ("fencing.zookeeper._backend", "ZooKeeperBackend"),
 }
@@ -123,6 +127,6 @@ def connect(url: str | None = None) -> Backend:
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
-        "redis+sentinel://, redis+cluster://, sqlite:///path, postgresql://, etcd:// or "
-        "zookeeper://"
+        "redis+sentinel://, redis+cluster://, redis+redlock://, sqlite:///path, postgresql://, "
+        "etcd:// or zookeeper://"
     )

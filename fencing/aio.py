@@ -23,7 +23,7 @@ from ._semaphore import AsyncSemaphoreHold as SemaphoreHold
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from .etcd.aio import EtcdFence, EtcdIssuer
-    from .redis.aio import FencedLock, RedisFence, RedisIssuer
+    from .redis.aio import FencedLock, RedisFence, RedisIssuer, RedlockFence, RedlockIssuer
     from .sql.aio import SqlFence, SqlIssuer
     from .zookeeper.aio import ZooKeeperFence, ZooKeeperIssuer
 
@@ -34,6 +34,8 @@ _LAZY: dict[str, str] = {
     "FencedLock": "fencing.redis.aio",
     "RedisFence": "fencing.redis.aio",
     "RedisIssuer": "fencing.redis.aio",
+    "RedlockFence": "fencing.redis.aio",
+    "RedlockIssuer": "fencing.redis.aio",
     "SqlFence": "fencing.sql.aio",
     "SqlIssuer": "fencing.sql.aio",
     "ZooKeeperFence": "fencing.zookeeper.aio",
@@ -54,6 +56,8 @@ __all__ = [
     "MemoryFence",
     "RedisFence",
     "RedisIssuer",
+    "RedlockFence",
+    "RedlockIssuer",
     "Semaphore",
     "SemaphoreHold",
     "SqlFence",

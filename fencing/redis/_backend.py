@@ -3,13 +3,15 @@
 ``redis://``, ``rediss://`` and ``unix://`` URLs go to redis-py's ``from_url``;
 ``redis+sentinel://`` and ``rediss+sentinel://`` to the primary Redis Sentinel names
 (``_sentinel``); ``redis+cluster://host:port[,host:port...]`` and ``rediss+cluster://``
-to a Redis Cluster (``RedisClusterBackend``). Every one of them also takes the fence's
-replication options, taken out before the rest reaches redis-py (a cluster refuses them):
+to a Redis Cluster (``RedisClusterBackend``); ``redis+redlock://host:port,host:port,...``
+and ``rediss+redlock://`` to Redlock over independent masters (``RedlockBackend``). The
+first three also take the fence's replication options, taken out before the rest reaches
+redis-py (a cluster refuses them):
 
 - ``min_replicas``: a lease counts once that many replicas acknowledged it (``WAIT``);
 - ``replica_timeout``: seconds to wait for them (default 1, or half ``socket_timeout``).
 
-Imports the Redis issuer, the Sentinel URLs and redis-py.
+Imports the Redis and Redlock issuers, the Sentinel URLs and redis-py.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ._issuer import (
     SyncClient,
     check_min_replicas,
 )
+from ._redlock import AsyncRedlockFence, RedlockFence, RedlockIssuer
 from ._sentinel import (
     SentinelURL,
     async_sentinel_client,
@@ -206,3 +209,58 @@ def _host_port(part: str, url: str) -> tuple[str, int]:
     if not colon or not host or not port.isdigit():
         raise ValueError(f"redis+cluster URL {url!r}: expected host:port, got {part!r}")
     return host.strip("[]"), int(port)
+
+
+class RedlockBackend:
+    """Redlock fences on the independent Redis masters of ``redis+redlock://[user:
+    password@]host:port,host:port,host:port[/db][?option=value...]`` (``rediss+redlock://``
+    for TLS): one client per host, each made by redis-py from the URL with that host
+    (auth, database and options shared). The blocking fences share one issuer (its
+    threads and clients); each asyncio fence has clients of its own, on its event loop.
+    No I/O happens until a fence is used.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._urls = _redlock_urls(url)
+        self._issuer: RedlockIssuer | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"
+
+    @property
+    def issuer(self) -> RedlockIssuer:
+        """The blocking issuer that the blocking fences share."""
+        if self._issuer is None:
+            self._issuer = RedlockIssuer([redis.Redis.from_url(url) for url in self._urls])
+        return self._issuer
+
+    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
+        return RedlockFence((), name, ttl, issuer=self.issuer)
+
+    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+        clients = [redis.asyncio.Redis.from_url(url) for url in self._urls]
+        return AsyncRedlockFence(clients, name, ttl)
+
+    def close(self) -> None:
+        """Close the blocking issuer's connections and threads (made again on next use)."""
+        if self._issuer is not None:
+            for client in self._issuer.clients:
+                client.close()
+            self._issuer.close()
+            self._issuer = None
+
+
+def _redlock_urls(url: str) -> list[str]:
+    """``redis[s]+redlock://[auth@]h1:p1,h2:p2[/db][?options]`` -> one ``redis[s]://`` URL
+    per host, each with the auth, path and options; ``ValueError`` for a malformed one."""
+    scheme, _, rest = url.partition("://")
+    base = scheme.lower().partition("+")[0]
+    end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
+    auth, at, netloc = rest[:end].rpartition("@")
+    urls = []
+    for part in netloc.split(","):
+        host, port = _host_port(part, url)
+        where = f"[{host}]" if ":" in host else host
+        urls.append(f"{base}://{auth}{at}{where}:{port}{rest[end:]}")
+    return urls

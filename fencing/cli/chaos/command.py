@@ -36,10 +36,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--issuer",
-        choices=["redis", "etcd"],
+        choices=["redis", "etcd", "redlock"],
         default="redis",
-        help="throwaway issuer: redis (restarted once, the default) or etcd (3 members, the "
-        "leader killed, later restarted; use --ttl 1 or more: etcd leases are whole seconds)",
+        help="throwaway issuer: redis (restarted once, the default), etcd (3 members, the "
+        "leader killed, later restarted; use --ttl 1 or more: etcd leases are whole seconds) "
+        "or redlock (3 Redis masters, each restarted empty in turn)",
     )
     parser.add_argument(
         "--url", help="run on an issuer already running (e.g. etcd://h1:2379,h2:2379) instead"

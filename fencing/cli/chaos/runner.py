@@ -13,6 +13,9 @@ logs and states to the independent ``checker``. The issuers (``ChaosConfig.issue
   must still increase, from the server clock);
 - ``etcd``: a 3-member etcd cluster whose leader is killed (SIGKILL) a third of the way
   in and restarted two thirds of the way in;
+- ``redlock``: Redlock over three independent ``redis-server`` masters (``RedlockFence``),
+  each restarted empty in turn (no persistence), a minority at a time, at a quarter, a
+  half and three quarters of the run;
 - with ``failover``: Redis behind Sentinel (a primary, a replica, three Sentinels); at a
   quarter of the run the replica misses some writes, the primary is killed and the
   replica promoted (``_fail_over``); ``failover.py`` runs that fenced and with both
@@ -55,7 +58,7 @@ class ChaosConfig:
     fenced: bool = True
     postgres_url: str | None = None
     restart_redis: bool = True
-    issuer: str = "redis"  # or "etcd" (see the module docstring)
+    issuer: str = "redis"  # or "etcd", "redlock" (see the module docstring)
     url: str | None = None  # an issuer already running, instead of a throwaway one
     seed: int | None = None
     workdir: Path | None = None
@@ -317,8 +320,10 @@ class _ChaosIssuer:
             return cls._sentinel(config, outcome)
         if config.issuer == "etcd":
             return cls._etcd()
+        if config.issuer == "redlock":
+            return cls._redlock()
         if config.issuer != "redis":
-            raise ValueError(f"unknown chaos issuer {config.issuer!r}: redis or etcd")
+            raise ValueError(f"unknown chaos issuer {config.issuer!r}: redis, etcd or redlock")
         redis = RedisServer().start()
         failures: list[tuple[float, str, Callable[[], None]]] = []
         if config.restart_redis:
@@ -342,6 +347,32 @@ class _ChaosIssuer:
             "etcd, 3 members (the leader killed, later restarted)",
             [(1 / 3, "etcd leader killed", kill), (2 / 3, "etcd member restarted", restart)],
             cluster.close,
+        )
+
+    @classmethod
+    def _redlock(cls) -> _ChaosIssuer:
+        nodes: list[RedisServer] = []
+        try:
+            for _ in range(3):
+                nodes.append(RedisServer().start())
+        except BaseException:
+            for node in nodes:
+                node.close()
+            raise
+        hosts = ",".join(f"127.0.0.1:{node.port}" for node in nodes)
+
+        def close() -> None:
+            for node in nodes:
+                node.close()
+
+        return cls(
+            f"redis+redlock://{hosts}?socket_timeout=1&socket_connect_timeout=1",
+            "Redlock on 3 Redis masters (each restarted empty in turn)",
+            [
+                (i / 4, f"redlock node {i} restarted empty", node.restart)
+                for i, node in enumerate(nodes, start=1)
+            ],
+            close,
         )
 
     @classmethod

@@ -1,0 +1,429 @@
+"""Redlock with fence tokens (``fencing.redis.RedlockFence``) on three real ``redis-server``
+processes: the issuer contract (blocking and asyncio) on module-wide nodes, and on nodes
+of their own the faults: a minority killed (acquire still works), a majority down
+(``FenceUnavailable``, nothing left held), nodes restarted empty (tokens still strictly
+increasing, by the quorum and not by the clock), bad input, and ``redis+redlock://``.
+
+Kleppmann's counterexample with real processes, and pottery's ``Redlock`` as the control,
+is tests/test_redlock_kleppmann.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
+
+import pytest
+import redis
+import redis.asyncio
+import redis.cluster
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+from waiting import PATIENCE, await_until, wait_until
+
+import fencing
+import fencing.aio
+from fencing import AcquireTimeout, FenceUnavailable, LeaseLost
+from fencing.redis import RedlockFence, RedlockIssuer
+from fencing.redis._redlock_scripts import redlock_keys
+from fencing.redis.aio import RedlockFence as AsyncRedlockFence
+from fencing.redis.aio import RedlockIssuer as AsyncRedlockIssuer
+from fencing.testing.contract import (
+    AsyncFenceContract,
+    FenceContract,
+    MakeAsyncFence,
+    MakeFence,
+    OperationsContract,
+)
+from fencing.testing.servers import RedisServer, ServerError
+
+NODES = 3
+
+
+def _client(server: RedisServer) -> redis.Redis:
+    """A client that reports a dead node at once (no retries) and a hung one in 2 s."""
+    return redis.Redis(
+        port=server.port, socket_timeout=2, socket_connect_timeout=2, retry=Retry(NoBackoff(), 0)
+    )
+
+
+@pytest.fixture(scope="module")
+def nodes() -> Iterator[list[RedisServer]]:
+    """Three independent masters for this module's contract tests (nothing kills them)."""
+    servers: list[RedisServer] = []
+    try:
+        for _ in range(NODES):
+            servers.append(RedisServer().start())
+    except ServerError as exc:
+        pytest.fail(f"cannot start a test server: {exc}")
+    yield servers
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def clients(nodes: list[RedisServer]) -> Iterator[list[redis.Redis]]:
+    made = [_client(server) for server in nodes]
+    yield made
+    for client in made:
+        client.close()
+
+
+class TestRedlockFence(FenceContract):
+    @pytest.fixture
+    def make_fence(self, clients: list[redis.Redis]) -> Iterator[MakeFence]:
+        issuer = RedlockIssuer(clients)
+
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return RedlockFence(clients, name, ttl, issuer=issuer)
+
+        yield make
+        issuer.close()
+
+
+class TestAsyncRedlockFence(AsyncFenceContract):
+    @pytest.fixture
+    async def make_fence(self, nodes: list[RedisServer]) -> AsyncIterator[MakeAsyncFence]:
+        clients = [redis.asyncio.Redis(port=server.port, socket_timeout=2) for server in nodes]
+        issuer = AsyncRedlockIssuer(clients)
+
+        def make(name: str, ttl: float) -> fencing.AsyncFence:
+            return AsyncRedlockFence(clients, name, ttl, issuer=issuer)
+
+        yield make
+        for client in clients:
+            await client.aclose()
+
+
+def test_sync_and_asyncio_fences_share_leases_and_tokens(
+    nodes: list[RedisServer], clients: list[redis.Redis]
+) -> None:
+    name = "shared"
+    fence = RedlockFence(clients, name, ttl=30)
+
+    async def other_side(after: int) -> int:
+        aclients = [redis.asyncio.Redis(port=server.port) for server in nodes]
+        afence = AsyncRedlockFence(aclients, name, ttl=30)
+        try:
+            with pytest.raises(AcquireTimeout):
+                await afence.acquire(timeout=0)  # the blocking fence holds it
+            fence.release(after)
+            token = await afence.acquire(timeout=0)
+            await afence.release(token)
+            return token
+        finally:
+            for client in aclients:
+                await client.aclose()
+
+    token = fence.acquire(timeout=0)
+    assert asyncio.run(other_side(token)) > token
+
+
+# -- faults, on nodes of their own ------------------------------------------------------------
+
+
+@pytest.fixture
+def own_nodes(redis_factory: Callable[..., RedisServer]) -> list[RedisServer]:
+    return [redis_factory() for _ in range(NODES)]
+
+
+def _lease_keys(servers: list[RedisServer], name: str) -> list[int]:
+    """How many nodes still have a lease key for ``name`` (the live ones only)."""
+    found = []
+    for server in servers:
+        if server.running:
+            with redis.Redis(port=server.port) as client:
+                found.append(client.exists(redlock_keys(name).lease))
+    return found
+
+
+def test_a_minority_down_and_a_majority_down(own_nodes: list[RedisServer]) -> None:
+    clients = [_client(server) for server in own_nodes]
+    fence = RedlockFence(clients, "faults", ttl=30)
+    before = fence.acquire(timeout=0)
+    fence.release(before)
+    own_nodes[0].stop()  # a minority: the other two still make a majority
+    token = fence.acquire(timeout=0)
+    assert token > before
+    fence.renew(token)
+    fence.release(token)
+    own_nodes[1].stop()  # a majority down: no lease, and nothing left held on the third
+    with pytest.raises(FenceUnavailable, match="1 of 3 nodes answered"):
+        fence.acquire(timeout=0)
+    wait_until(lambda: _lease_keys(own_nodes, "faults") == [0], "the third node's grant given back")
+    with pytest.raises(FenceUnavailable):
+        fence.acquire(timeout=1)  # waiting does not turn it into a timeout
+    wait_until(lambda: _lease_keys(own_nodes, "faults") == [0], "the third node's grant given back")
+
+
+def test_renew_and_release_need_a_majority(own_nodes: list[RedisServer]) -> None:
+    clients = [_client(server) for server in own_nodes]
+    fence = RedlockFence(clients, "renewals", ttl=30)
+    token = fence.acquire(timeout=0)
+    for server in own_nodes[:2]:
+        server.stop()
+    with pytest.raises(FenceUnavailable):  # cannot tell whether it is still held
+        fence.renew(token)
+    with pytest.raises(FenceUnavailable):
+        fence.release(token)
+    for server in own_nodes[:2]:
+        server.start()  # back empty: the lease is now on one node only
+    with pytest.raises(LeaseLost):  # a majority answered: not this lease
+        fence.renew(token)
+
+
+def _counters(servers: list[RedisServer], name: str) -> list[int | None]:
+    values = []
+    for server in servers:
+        with redis.Redis(port=server.port) as client:
+            raw = client.get(redlock_keys(name).counter)
+            values.append(None if raw is None else int(raw))
+    return values
+
+
+def test_a_node_restarted_empty_cannot_make_a_token_go_back(own_nodes: list[RedisServer]) -> None:
+    """Counters far above every node's clock (as after a clock that ran an hour ahead),
+    so only the quorum can keep the next token above them: each node in turn is
+    restarted empty, a minority at a time, between acquisitions; the tokens keep
+    increasing, and the restarted node is repaired by the next commit. The control:
+    with a majority restarted empty, the token goes back (only the clock floor is left)."""
+    name = "amnesia"
+    clients = [_client(server) for server in own_nodes]
+    fence = RedlockFence(clients, name, ttl=30)
+    first = fence.acquire(timeout=0)
+    fence.release(first)
+    ahead = first + 3600 * 10**6  # an hour of microseconds
+    for client in clients:
+        client.set(redlock_keys(name).counter, ahead)
+    tokens = [first]
+    for node in [0, 1, 2, 0, 1]:
+        own_nodes[node].stop()
+        own_nodes[node].start()  # empty: no persistence
+        token = fence.acquire(timeout=0)
+        fence.release(token)
+        tokens.append(token)
+        assert token > ahead
+        committed = [token] * NODES  # the commit repaired the restarted node
+        wait_until(
+            lambda c=committed: _counters(own_nodes, name) == c,  # type: ignore[misc]
+            "every counter committed",
+        )
+    assert tokens == sorted(set(tokens))
+    for node in (0, 1):  # the control: a majority forgets
+        own_nodes[node].stop()
+        own_nodes[node].start()
+    own_nodes[2].freeze()  # and the one that remembers does not answer in time
+    try:
+        control = RedlockFence([*clients[:2], _client(own_nodes[2])], name, ttl=5)
+        token = control.acquire(timeout=PATIENCE)
+    finally:
+        own_nodes[2].thaw()
+    assert token < tokens[-1]  # the limit docs/redlock.md states: a majority lost its data
+
+
+def test_a_frozen_node_delays_nothing_and_gets_its_grant_back(
+    own_nodes: list[RedisServer],
+) -> None:
+    """A frozen minority node: the acquire goes on without it (after a short grace),
+    and the lease it grants once thawed is given back (or committed, then released)."""
+    name = "frozen"
+    clients = [
+        redis.Redis(port=server.port, socket_timeout=30, retry=Retry(NoBackoff(), 0))
+        for server in own_nodes
+    ]
+    fence = RedlockFence(clients, name, ttl=10)
+    own_nodes[2].freeze()
+    try:
+        token = fence.acquire(timeout=0)
+        fence.release(token)
+    finally:
+        own_nodes[2].thaw()
+    wait_until(lambda: _lease_keys(own_nodes, name) == [0, 0, 0], "no lease left on any node")
+    again = fence.acquire(timeout=0)
+    assert again > token
+    fence.release(again)
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def test_bad_clients_are_refused_before_any_io(nodes: list[RedisServer]) -> None:
+    one, two = (redis.Redis(port=server.port) for server in nodes[:2])
+    same_server = redis.Redis(port=nodes[0].port)
+    aclient = redis.asyncio.Redis(port=nodes[0].port)
+    cluster = redis.cluster.RedisCluster.__new__(redis.cluster.RedisCluster)
+    cases: list[tuple[object, type[Exception], str]] = [
+        ([], ValueError, "at least one"),
+        ((), ValueError, "at least one"),
+        (one, TypeError, "sequence"),
+        ("localhost:6379", TypeError, "sequence"),
+        ({one, two}, TypeError, "sequence"),
+        ([one, one], ValueError, "twice"),
+        ([one, same_server], ValueError, "same server"),
+        ([one, aclient], TypeError, r"fencing\.redis\.aio\.RedlockFence"),
+        ([one, "redis://x"], TypeError, "must be a redis.Redis"),
+        ([one, cluster], TypeError, "Redis Cluster"),
+    ]
+    for clients, error, message in cases:
+        with pytest.raises(error, match=message):
+            RedlockFence(clients, "bad")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"fencing\.redis\.RedlockFence"):
+        AsyncRedlockFence([one], "bad")  # type: ignore[list-item]
+    with pytest.raises(ValueError):
+        RedlockFence([one, two], "bad", release_timeout=0)
+    with pytest.raises(TypeError):
+        RedlockFence([one, two], "bad", release_timeout=True)
+    for bad_name, error in ((b"bytes", TypeError), ("", ValueError)):
+        with pytest.raises(error):
+            RedlockFence([one, two], bad_name)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        RedlockFence([one, two], "bad", ttl=float("nan"))
+    assert two.keys("fencing:redlock:{bad}*") == []
+
+
+def test_even_counts_take_a_strict_majority(own_nodes: list[RedisServer]) -> None:
+    """Two nodes: both must grant (a majority of 2 is 2); one alone is a majority of 1."""
+    clients = [_client(server) for server in own_nodes[:2]]
+    fence = RedlockFence(clients, "even", ttl=30)
+    token = fence.acquire(timeout=0)
+    fence.release(token)
+    own_nodes[1].stop()
+    with pytest.raises(FenceUnavailable, match="1 of 2 nodes answered"):
+        fence.acquire(timeout=0)
+    alone = RedlockFence(clients[:1], "even", ttl=30)
+    assert alone.acquire(timeout=0) > token
+
+
+# -- fencing.connect ----------------------------------------------------------------------------
+
+
+def test_connect_redlock_url(nodes: list[RedisServer]) -> None:
+    hosts = ",".join(f"127.0.0.1:{server.port}" for server in nodes)
+    backend = fencing.connect(f"redis+redlock://{hosts}/0?socket_timeout=2")
+    fence = backend.fence("connected", ttl=30)
+    assert isinstance(fence, RedlockFence)
+    token = fence.acquire(timeout=0)
+    fence.release(token)
+
+    async def asyncio_side() -> int:
+        afence = backend.aio_fence("connected", ttl=30)
+        assert isinstance(afence, fencing.aio.RedlockFence)
+        newer = await afence.acquire(timeout=0)
+        await afence.release(newer)
+        for client in afence.issuer.clients:  # type: ignore[attr-defined]
+            await client.aclose()
+        return newer
+
+    assert asyncio.run(asyncio_side()) > token
+    backend.close()  # type: ignore[attr-defined]
+    assert repr(backend).startswith("RedlockBackend(")
+    with pytest.raises(ValueError, match="host:port"):
+        fencing.connect("redis+redlock://127.0.0.1:1,nohost")
+    assert type(fencing.connect("rediss+redlock://a:1,b:2,c:3")).__name__ == "RedlockBackend"
+
+
+class TestRedlockOperations(OperationsContract):
+    """``fencing status``/``list``/``release --force`` on Redlock fences."""
+
+    make_fence = TestRedlockFence.make_fence
+
+
+def test_status_and_force_release_with_a_node_down(own_nodes: list[RedisServer]) -> None:
+    """A minority down: status and force release still see the majority's lease."""
+    clients = [_client(server) for server in own_nodes]
+    issuer = RedlockIssuer(clients)
+    fence = RedlockFence(clients, "ops", ttl=30, issuer=issuer)
+    token = fence.acquire(timeout=0)
+    own_nodes[2].stop()
+    status = issuer.status("ops")
+    assert status.held and status.token == token and status.last_token == token
+    assert list(issuer.names("op")) == ["ops"]
+    ended = issuer.force_release("ops")
+    assert ended.held and ended.token == token
+    assert fence.acquire(timeout=0) > token
+    own_nodes[1].stop()
+    with pytest.raises(FenceUnavailable):
+        issuer.status("ops")
+    with pytest.raises(FenceUnavailable):
+        list(issuer.names())
+    issuer.close()
+
+
+def test_fencing_status_on_a_redlock_url(
+    nodes: list[RedisServer], clients: list[redis.Redis]
+) -> None:
+    url = "redis+redlock://" + ",".join(f"127.0.0.1:{server.port}" for server in nodes)
+    fence = RedlockFence(clients, "cli:status", ttl=30)
+    token = fence.acquire(timeout=0)
+    done = subprocess.run(
+        [sys.executable, "-m", "fencing.cli", "status", "cli:status", "--url", url],
+        capture_output=True, text=True, timeout=PATIENCE, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"with token {int(token)}" in done.stdout
+    fence.release(token)
+
+
+async def test_a_cancelled_asyncio_acquire_leaves_nothing_held(
+    own_nodes: list[RedisServer],
+) -> None:
+    """Cancelled while a majority is frozen: what the nodes grant, then or once thawed,
+    is given back (the give-back is chained after each late reply)."""
+    name = "cancelled"
+    clients = [redis.asyncio.Redis(port=server.port, socket_timeout=30) for server in own_nodes]
+    fence = AsyncRedlockFence(clients, name, ttl=30)
+    for server in own_nodes[1:]:
+        server.freeze()
+    try:
+        task = asyncio.ensure_future(fence.acquire(timeout=PATIENCE))
+
+        async def granted() -> bool:
+            return await asyncio.to_thread(_lease_keys, own_nodes[:1], name) == [1]
+
+        await await_until(granted, "the live node granted")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        for server in own_nodes[1:]:
+            server.thaw()
+
+    async def none_left() -> bool:
+        return await asyncio.to_thread(_lease_keys, own_nodes, name) == [0, 0, 0]
+
+    await await_until(none_left, "every grant given back")
+    for client in clients:
+        await client.aclose()
+
+
+def test_two_addresses_of_one_server_are_refused_before_anything_is_taken(
+    nodes: list[RedisServer],
+) -> None:
+    """``localhost`` and ``127.0.0.1`` look different but are one server: its ``run_id``
+    gives it away at the first acquire, before any lease is taken."""
+    clients = [
+        redis.Redis(host="127.0.0.1", port=nodes[0].port),
+        redis.Redis(host="localhost", port=nodes[0].port),
+        redis.Redis(port=nodes[1].port),
+    ]
+    fence = RedlockFence(clients, "same-server", ttl=30)
+    with pytest.raises(fencing.FenceSetupError, match="same Redis server"):
+        fence.acquire(timeout=0)
+    assert _lease_keys(nodes, "same-server") == [0, 0, 0]
+
+    async def asyncio_side() -> None:
+        aclients = [
+            redis.asyncio.Redis(
+                host=c.get_connection_kwargs()["host"], port=c.get_connection_kwargs()["port"]
+            )
+            for c in clients
+        ]
+        afence = AsyncRedlockFence(aclients, "same-server", ttl=30)
+        with pytest.raises(fencing.FenceSetupError, match="same Redis server"):
+            await afence.acquire(timeout=0)
+        for client in aclients:
+            await client.aclose()
+
+    asyncio.run(asyncio_side())
