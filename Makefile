@@ -11,14 +11,14 @@ demo:
 
 # What CI runs (.ci/run): the checks of `lint`, the docs site, the whole suite, then
 # redis-py's own lock tests against FencedLock and fencing.aio.FencedLock (`peer`).
-# The suite runs on 4 pytest-xdist workers: its tests mostly wait (for leases to expire,
-# servers to fail over, processes to pause), so 4 fit on 2 CPUs; the budget is 5 minutes
+# The suite runs on 6 pytest-xdist workers: its tests mostly wait (for leases to expire,
+# servers to fail over, processes to pause), so 6 fit on 2 CPUs; the budget is 5 minutes
 # wall for all of `make test` on a 2-vCPU machine (docs/testing.md).
 test:
 	bash scripts/setup-test-env.sh
 	$(MAKE) lint
 	$(MAKE) docs
-	$(PY) -m pytest -q -n 4 --dist loadgroup
+	$(PY) -m pytest -q -n 6 --dist loadgroup
 	$(MAKE) peer
 
 # redis-py's lock tests, from its release's sdist on PyPI (network), on a throwaway server.
