@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from types import TracebackType
+from typing import Generic, TypeVar
 
 from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost, new_holder_id
 from ._errors import LeaseLost
@@ -100,20 +101,27 @@ class AsyncFence(FenceCore):
         return AsyncHold(self, timeout, auto_renew, on_lost, cancel_on_loss)
 
 
-class AsyncHold(HoldBase):
-    """One ``async with fence.hold()``: gives the token, with its own ``lost`` flag,
-    ``on_lost`` callbacks, ``wait_lost`` and, if asked, the body's cancellation on loss."""
+#: What entering a hold gives: a token (``AsyncHold``), or a semaphore's permit.
+E = TypeVar("E")
+
+
+class AsyncHolding(HoldBase, Generic[E]):
+    """An asyncio hold: on entry it takes a lease (``_take``, which says on which fence
+    and what the ``async with`` gives), renews it every ttl/3 in a task, and releases it
+    on exit; with its own ``lost`` flag, ``on_lost`` callbacks, ``wait_lost`` and, if
+    asked, the body's cancellation on loss. ``AsyncHold`` takes a fence's lease, a
+    semaphore's hold a permit's."""
+
+    _fence: AsyncFence  # the fence of the lease held, once entered
 
     def __init__(
         self,
-        fence: AsyncFence,
         timeout: float | None,
         auto_renew: bool,
         on_lost: OnLost | None = None,
         cancel_on_loss: bool = False,
     ) -> None:
         super().__init__(timeout, auto_renew, None)
-        self._fence = fence
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._settled = asyncio.Event()  # lost or over, for wait_lost (set on the loop)
@@ -125,15 +133,20 @@ class AsyncHold(HoldBase):
         if on_lost is not None:
             self.on_lost(on_lost)
 
-    async def __aenter__(self) -> FenceToken:
+    async def _take(self) -> tuple[AsyncFence, FenceToken, E]:
+        """Acquire the lease: its fence, its token, and what the ``async with`` gives."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> E:
         self._entering()
-        token = await self._fence.acquire(self._timeout)
-        state = self._state = self._fence._hold_started(token, self._signal)
+        fence, token, given = await self._take()
+        self._fence = fence
+        state = self._state = fence._hold_started(token, self._signal)
         if self._cancel_on_loss:
             self._body = asyncio.current_task()
         if self._auto_renew:
             self._task = asyncio.create_task(self._renew(state))
-        return token
+        return given
 
     def _lost(self, error: LeaseLost) -> None:
         """The signal's first callback: wake ``wait_lost``, cancel the body if asked.
@@ -210,3 +223,23 @@ class AsyncHold(HoldBase):
             return True
         left: int = uncancel()
         return left == 0
+
+
+class AsyncHold(AsyncHolding[FenceToken]):
+    """One ``async with fence.hold()``: gives the token, with its own ``lost`` flag,
+    ``on_lost`` callbacks, ``wait_lost`` and, if asked, the body's cancellation on loss."""
+
+    def __init__(
+        self,
+        fence: AsyncFence,
+        timeout: float | None,
+        auto_renew: bool,
+        on_lost: OnLost | None = None,
+        cancel_on_loss: bool = False,
+    ) -> None:
+        super().__init__(timeout, auto_renew, on_lost, cancel_on_loss)
+        self._fence = fence
+
+    async def _take(self) -> tuple[AsyncFence, FenceToken, FenceToken]:
+        token = await self._fence.acquire(self._timeout)
+        return self._fence, token, token

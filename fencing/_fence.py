@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
+from typing import Generic, TypeVar
 
 from ._core import (
     DEFAULT_TTL,
@@ -115,29 +116,38 @@ class Fence(FenceCore):
         return Hold(self, timeout, auto_renew, on_lost)
 
 
-class Hold(HoldBase):
-    """One ``fence.hold()``: a context manager giving the token, with its own ``lost``
-    flag, ``on_lost`` callbacks and ``wait_lost``."""
+#: What entering a hold gives: a token (``Hold``), or a semaphore's permit.
+E = TypeVar("E")
 
-    def __init__(
-        self, fence: Fence, timeout: float | None, auto_renew: bool, on_lost: OnLost | None
-    ) -> None:
+
+class Holding(HoldBase, Generic[E]):
+    """A blocking hold: on entry it takes a lease (``_take``, which says on which fence
+    and what the ``with`` gives), renews it every ttl/3 in a background thread, and
+    releases it on exit; with its own ``lost`` flag, ``on_lost`` callbacks and
+    ``wait_lost``. ``Hold`` takes a fence's lease, a semaphore's hold a permit's."""
+
+    _fence: Fence  # the fence of the lease held, once entered
+
+    def __init__(self, timeout: float | None, auto_renew: bool, on_lost: OnLost | None) -> None:
         super().__init__(timeout, auto_renew, on_lost)
-        self._fence = fence
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> FenceToken:
+    def _take(self) -> tuple[Fence, FenceToken, E]:
+        """Acquire the lease: its fence, its token, and what the ``with`` gives."""
+        raise NotImplementedError
+
+    def __enter__(self) -> E:
         self._entering()
-        fence = self._fence
-        token = fence.acquire(self._timeout)
+        fence, token, given = self._take()
+        self._fence = fence
         state = self._state = fence._hold_started(token, self._signal)
         if self._auto_renew:
             self._thread = threading.Thread(
                 target=self._renew, args=(state,), name=f"fencing-renew:{fence.name}", daemon=True
             )
             self._thread.start()
-        return token
+        return given
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until this hold's lease is found lost, and return True; or return False
@@ -169,3 +179,18 @@ class Hold(HoldBase):
                 self._fence.release(state.token)
         finally:
             state.signal.end()
+
+
+class Hold(Holding[FenceToken]):
+    """One ``fence.hold()``: a context manager giving the token, with its own ``lost``
+    flag, ``on_lost`` callbacks and ``wait_lost``."""
+
+    def __init__(
+        self, fence: Fence, timeout: float | None, auto_renew: bool, on_lost: OnLost | None
+    ) -> None:
+        super().__init__(timeout, auto_renew, on_lost)
+        self._fence = fence
+
+    def _take(self) -> tuple[Fence, FenceToken, FenceToken]:
+        token = self._fence.acquire(self._timeout)
+        return self._fence, token, token

@@ -19,17 +19,14 @@ Imports the fences, the protocol's steps and the validation helpers.
 
 from __future__ import annotations
 
-import asyncio
 import random
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Generic, TypeVar
 
-from ._async_fence import AsyncFence
-from ._core import DEFAULT_TTL, Clock, HoldBase, HoldState, new_holder_id
-from ._fence import Fence
+from ._async_fence import AsyncFence, AsyncHolding
+from ._core import DEFAULT_TTL, Clock, new_holder_id
+from ._fence import Fence, Holding
 from ._flow import Flow, run_async, run_sync
 from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, TryAcquire, WaitSchedule
 from ._token import FenceToken
@@ -233,104 +230,38 @@ class AsyncSemaphore(SemaphoreCore[AsyncFence]):
         return AsyncSemaphoreHold(self, timeout)
 
 
-class _PermitHold(HoldBase):
-    _permit: Permit | None = None
+class SemaphoreHold(Holding[Permit]):
+    """One ``semaphore.hold()``: gives the permit, renews it, with its own ``lost``,
+    ``on_lost`` callbacks and ``wait_lost`` (a ``Hold`` on the permit's slot)."""
+
+    def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
+        super().__init__(timeout, True, None)
+        self._semaphore = semaphore
+        self._permit: Permit | None = None
 
     @property
     def permit(self) -> Permit | None:
         """The permit of this hold once entered, else ``None``."""
         return self._permit
 
-
-class SemaphoreHold(_PermitHold):
-    """One ``semaphore.hold()``: gives the permit, renews it, with its own ``lost``."""
-
-    def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
-        super().__init__(timeout, True, None)
-        self._semaphore = semaphore
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def __enter__(self) -> Permit:
-        self._entering()
+    def _take(self) -> tuple[Fence, FenceToken, Permit]:
         permit = self._permit = self._semaphore.acquire(self._timeout)
-        fence = self._semaphore.fences[permit.slot]
-        state = self._state = fence._hold_started(permit.token, self._signal)
-        self._thread = threading.Thread(
-            target=self._renew, args=(fence, state), name=f"fencing-renew:{fence.name}", daemon=True
-        )
-        self._thread.start()
-        return permit
-
-    def _renew(self, fence: Fence, state: HoldState) -> None:
-        try:
-            run_sync(fence._renewal_flow(state), fence._calls.with_sleep(self._stop.wait))
-        except Exception:
-            state.renewal_crashed()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        state, permit = self._state, self._permit
-        if state is None or permit is None:
-            return
-        try:
-            if self._thread is not None:
-                self._stop.set()
-                self._thread.join()
-            with state.finishing():
-                self._semaphore.release(permit)
-        finally:
-            state.signal.end()
+        return self._semaphore.fences[permit.slot], permit.token, permit
 
 
-class AsyncSemaphoreHold(_PermitHold):
-    """One ``async with semaphore.hold()``: gives the permit, with its own ``lost``."""
+class AsyncSemaphoreHold(AsyncHolding[Permit]):
+    """One ``async with semaphore.hold()``: gives the permit (see ``SemaphoreHold``)."""
 
     def __init__(self, semaphore: AsyncSemaphore, timeout: float | None) -> None:
-        super().__init__(timeout, True, None)
+        super().__init__(timeout, True)
         self._semaphore = semaphore
-        self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._permit: Permit | None = None
 
-    async def __aenter__(self) -> Permit:
-        self._entering()
+    @property
+    def permit(self) -> Permit | None:
+        """The permit of this hold once entered, else ``None``."""
+        return self._permit
+
+    async def _take(self) -> tuple[AsyncFence, FenceToken, Permit]:
         permit = self._permit = await self._semaphore.acquire(self._timeout)
-        fence = self._semaphore.fences[permit.slot]
-        state = self._state = fence._hold_started(permit.token, self._signal)
-        self._task = asyncio.create_task(self._renew(fence, state))
-        return permit
-
-    async def _wait_stop(self, seconds: float) -> bool:
-        try:
-            await asyncio.wait_for(self._stop.wait(), seconds)
-        except asyncio.TimeoutError:
-            return False
-        return True
-
-    async def _renew(self, fence: AsyncFence, state: HoldState) -> None:
-        try:
-            await run_async(fence._renewal_flow(state), fence._calls.with_sleep(self._wait_stop))
-        except Exception:
-            state.renewal_crashed()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        state, permit = self._state, self._permit
-        if state is None or permit is None:
-            return
-        try:
-            if self._task is not None:
-                self._stop.set()
-                await self._task
-            with state.finishing():
-                await self._semaphore.release(permit)
-        finally:
-            state.signal.end()
+        return self._semaphore.fences[permit.slot], permit.token, permit
