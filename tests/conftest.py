@@ -14,6 +14,7 @@ shared one stays up for everyone else.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -176,6 +177,31 @@ def async_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     create_tables(engine)
     engine.dispose()
     return server.url(driver.partition("+")[2])
+
+
+@pytest.fixture
+def quiet_lost_leases() -> Iterator[None]:
+    """Schedules lose leases on purpose; their warnings are noise in the machine tests
+    (``pytestmark = pytest.mark.usefixtures("quiet_lost_leases")``)."""
+    logger = logging.getLogger("fencing")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@pytest.fixture
+def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hypothesis (6.131+) also draws literals it finds in the project's own loaded
+    modules; the shrunk schedule would then change with any constant added anywhere in
+    the code base. Without them the search depends on the test alone."""
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+
+    monkeypatch.setattr(providers, "_get_local_constants", Constants)
+    providers.CONSTANTS_CACHE.cache.clear()
 
 
 #: The session fixtures whose tests share one pytest-xdist worker, and their group.

@@ -12,11 +12,9 @@ of ``fence_factory``) and resources on SQL rows (a
 
 from __future__ import annotations
 
-import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,18 +34,6 @@ TTL = 0.06
 FenceFactory = Callable[..., fencing.Fence]  # (name, ttl=TTL)
 
 T = TypeVar("T")
-
-
-@contextmanager
-def quiet_lost_leases() -> Iterator[None]:
-    """Schedules lose leases on purpose; their warnings are noise in the machine tests."""
-    logger = logging.getLogger("fencing")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 #: The real issuers, for ``pytest.fixture(params=ISSUERS)``.

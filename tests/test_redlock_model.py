@@ -55,6 +55,8 @@ from fencing.redis._redlock_scripts import (
 )
 from fencing.testing.statemachine import REPRODUCIBLE
 
+pytestmark = pytest.mark.usefixtures("no_local_constants")
+
 NODES = 3
 QUORUM = quorum_of(NODES)
 TTL_MS = 5000
@@ -388,18 +390,6 @@ MODEL = settings(
     stateful_step_count=100,
     suppress_health_check=[HealthCheck.too_slow],
 )
-
-
-@pytest.fixture(autouse=True)
-def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As in test_statemachine_virtual.py: Hypothesis (6.131+) also draws literals from
-    the project's loaded modules, so the search would change with any constant added
-    anywhere; without them it depends on this module alone."""
-    from hypothesis.internal.conjecture import providers
-    from hypothesis.internal.constants_ast import Constants
-
-    monkeypatch.setattr(providers, "_get_local_constants", Constants)
-    providers.CONSTANTS_CACHE.cache.clear()
 
 
 def test_tokens_of_completed_acquisitions_are_unique_and_ordered() -> None:

@@ -24,7 +24,6 @@ from sim_worlds import (
     OrmRow,
     SqlRow,
     fence_factory,
-    quiet_lost_leases,
     side_by_side,
     world_factory,
 )
@@ -41,6 +40,8 @@ from fencing.testing.simulation import (
 )
 from fencing.testing.statemachine import REPRODUCIBLE, run_machine
 
+pytestmark = pytest.mark.usefixtures("quiet_lost_leases")
+
 #: Finding the lost update: it is found within the first few dozen schedules. Shrinking
 #: it takes hundreds more, so it is shrunk once, on the in-memory register.
 FIND = settings(REPRODUCIBLE, max_examples=300, stateful_step_count=50, phases=[Phase.generate])
@@ -51,12 +52,6 @@ NEVER = settings(REPRODUCIBLE, max_examples=60, stateful_step_count=20)
 REAL = settings(REPRODUCIBLE, max_examples=8, stateful_step_count=12)
 
 MakeResource = Callable[[], Resource]
-
-
-@pytest.fixture(autouse=True)
-def quiet() -> Iterator[None]:
-    with quiet_lost_leases():
-        yield
 
 
 @pytest.fixture

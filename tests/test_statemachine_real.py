@@ -8,7 +8,7 @@ memory mark). Few, short examples: each ``expire`` step really sleeps past the T
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,6 @@ from sim_worlds import (
     FenceFactory,
     SqlRow,
     fence_factory,
-    quiet_lost_leases,
     side_by_side,
     world_factory,
 )
@@ -36,13 +35,9 @@ from fencing.testing.simulation import (
 )
 from fencing.testing.statemachine import REPRODUCIBLE, run_machine
 
+pytestmark = pytest.mark.usefixtures("quiet_lost_leases")
+
 REAL = settings(REPRODUCIBLE, max_examples=8, stateful_step_count=12)
-
-
-@pytest.fixture(autouse=True)
-def quiet() -> Iterator[None]:
-    with quiet_lost_leases():
-        yield
 
 
 @pytest.fixture(params=ISSUERS)

@@ -4,9 +4,6 @@ token) is caught and shrunk to the few steps that show it."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 from broken import LetsOneMoreIntoSlotZero, ReusesTokens
 from hypothesis import settings
@@ -20,28 +17,9 @@ from fencing.testing.statemachine import (
     run_semaphore_machine,
 )
 
+pytestmark = pytest.mark.usefixtures("no_local_constants", "quiet_lost_leases")
+
 FAST = settings(REPRODUCIBLE, max_examples=100, stateful_step_count=40)
-
-
-@pytest.fixture(autouse=True)
-def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As in test_statemachine_virtual.py: no literals drawn from the project's modules,
-    so the schedules (and the shrunk one) depend on this test alone."""
-    from hypothesis.internal.conjecture import providers
-    from hypothesis.internal.constants_ast import Constants
-
-    monkeypatch.setattr(providers, "_get_local_constants", Constants)
-    providers.CONSTANTS_CACHE.cache.clear()
-
-
-@pytest.fixture(autouse=True)
-def quiet_lost_lease_warnings() -> Iterator[None]:
-    """Schedules lose permits on purpose; their warnings are noise here."""
-    logger = logging.getLogger("fencing")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    yield
-    logger.setLevel(level)
 
 
 def test_memory_semaphore_keeps_every_promise() -> None:

@@ -2,41 +2,18 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import settings
 
 from fencing.testing.simulation import InvariantViolation, virtual_world
 from fencing.testing.statemachine import REPRODUCIBLE, FencingMachine, run_machine
 
+pytestmark = pytest.mark.usefixtures("no_local_constants", "quiet_lost_leases")
+
 FAST = settings(REPRODUCIBLE, max_examples=300, stateful_step_count=50)
 
 #: Enough to find the lost update many times over (it is usually found within 100).
 SEARCH = settings(FAST, max_examples=2000)
-
-
-@pytest.fixture(autouse=True)
-def no_local_constants(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Hypothesis (6.131+) also draws literals it finds in the project's own loaded
-    modules; the shrunk schedule would then change with any constant added anywhere in
-    the code base. Without them the search depends on this test alone."""
-    from hypothesis.internal.conjecture import providers
-    from hypothesis.internal.constants_ast import Constants
-
-    monkeypatch.setattr(providers, "_get_local_constants", Constants)
-    providers.CONSTANTS_CACHE.cache.clear()
-
-
-@pytest.fixture(autouse=True)
-def quiet_lost_lease_warnings() -> Iterator[None]:
-    """Thousands of schedules lose leases on purpose; their warnings are noise here."""
-    logger = logging.getLogger("fencing")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    yield
-    logger.setLevel(level)
 
 
 def test_fenced_resource_keeps_every_guarantee() -> None:
