@@ -458,3 +458,31 @@ def test_unguarded_deletes_are_refused_unless_opted_out(Account: Any, db: str) -
     assert asyncio.run(fd.afenced_delete(rows[2], 1)) == (1, {"django_app.Account": 1})
     assert asyncio.run(rows[3].adelete(fence_token=1)) == (1, {"django_app.Account": 1})
     assert mine.count() == 0
+
+
+def test_manage_py_fencing_status_list_and_release(
+    django_dbs: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``manage.py fencing`` runs the CLI's status, list and release --force, with the
+    issuer's URL from the ``FENCING_URL`` setting when ``--url`` is not given."""
+    from django.core.management import CommandError, call_command
+    from django.test import override_settings
+
+    url = f"sqlite:///{tmp_path / 'fences.db'}"
+    backend = fencing.connect(url)
+    token = backend.fence("nightly", ttl=60).acquire()
+    with override_settings(FENCING_URL=url):
+        call_command("fencing", "status", "nightly")
+        shown = capsys.readouterr().out
+        assert shown.startswith("nightly: held by ") and f"with token {token:d}," in shown
+        call_command("fencing", "list")
+        assert "nightly" in capsys.readouterr().out.split()
+        with pytest.raises(CommandError) as refused:
+            call_command("fencing", "release", "nightly")  # no --force: nothing changed
+        assert refused.value.returncode == 2
+        assert "without --force" in capsys.readouterr().err
+        call_command("fencing", "release", "--force", "nightly")
+        capsys.readouterr()
+        call_command("fencing", "status", "nightly", "--json")
+        assert '"held": false' in capsys.readouterr().out
+    assert backend.fence("nightly", ttl=60).acquire() > token
