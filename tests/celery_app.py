@@ -5,7 +5,10 @@ issuer and its work directory from the environment the test gives it:
 
 - ``FENCING_TEST_BROKER``: the Redis broker's URL (also the result backend, another db);
 - ``FENCING_URL``: the issuer (the same Redis server, db 0);
-- ``FENCING_TEST_WORK``: where the tasks keep their accounts and logs.
+- ``FENCING_TEST_WORK``: where the tasks keep their accounts and logs;
+- ``DJANGO_SETTINGS_MODULE`` (``django_app.settings``) and ``FENCING_TEST_DJANGO_DB``:
+  the Django of the ``django_deposit`` tasks, set up in the worker at their first run
+  (never at import: the test process imports this module too).
 
 The tasks move money the way the pause scenario needs: a deposit claims the account (the
 fenced one, with its token), then does its slow step, then reads the balance and
@@ -125,3 +128,60 @@ def once_report(self: FencedTask, name: str) -> dict[str, Any]:
 
 
 app.conf.fencing_once_dir = str(WORK / "once-reports")
+
+
+def django_account() -> Any:
+    """The test app's ``Account`` model, Django set up on first use (in the worker)."""
+    import django
+    from django.apps import apps
+
+    if not apps.ready:
+        django.setup()
+    from django_app.models import Account
+
+    return Account
+
+
+@app.task(
+    bind=True,
+    base=FencedTask,
+    fence_key="django-account:{pk}",
+    fence_ttl=1,
+    fence_on_busy="retry",
+    fence_retry_countdown=0.5,
+    max_retries=None,
+)
+def fenced_django_deposit(self: FencedTask, pk: int, amount: int) -> dict[str, Any]:
+    """Reads a ``FencedModel`` row (claim before read), works, writes the deposit back with
+    its token: ``balance = balance + amount`` in the guarded ``UPDATE``."""
+    from django.db.models import F
+
+    from fencing.django import fenced_get
+
+    assert self.fence_token is not None
+    token = int(self.fence_token)
+    account = f"row{pk}"
+    row = fenced_get(django_account(), token, pk=pk)  # claim, then read: one transaction
+    slow_step(account, token)
+    row.balance = F("balance") + amount
+    try:
+        row.save(fence_token=token, update_fields=["balance"])
+    except StaleTokenError:
+        log(account, f"refused {token}")
+        raise
+    log(account, f"applied {token}")
+    return {"token": token, "pid": os.getpid()}
+
+
+@app.task(bind=True)
+def plain_django_deposit(self: Any, pk: int, amount: int) -> dict[str, Any]:
+    """The same task, unfenced (the control)."""
+    from django.db.models import F
+
+    account = f"row{pk}"
+    row = django_account().objects.get(pk=pk)
+    slow_step(account, None)
+    row.balance = F("balance") + amount
+    row.save(unfenced=True, update_fields=["balance"])
+    log(account, "applied")
+    return {"pid": os.getpid()}

@@ -8,6 +8,11 @@ timeout; the broker gives the message to the other worker, which runs it to the 
 then the frozen worker is resumed and finishes its run too. Fenced, its write is
 refused (its token is older): the deposit is applied once. Plain, it is applied twice.
 A run whose process is SIGKILLed is delivered again and applied once.
+
+The same redelivery with a Django ``FencedModel`` row (the workers set Django up on a
+SQLite file shared with the test, which reads it with ``sqlite3``): the task claims and
+reads the row (``fenced_get``), works, and writes the deposit back with its token; the
+frozen run's write is refused, and the plain task's control deposits twice.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import importlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -86,9 +92,12 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
         **os.environ,
         **settings,
         "FENCING_URL": server.url,
+        "DJANGO_SETTINGS_MODULE": "django_app.settings",
+        "FENCING_TEST_DJANGO_DB": str(work / "django.db"),
         "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
     }
     procs: list[subprocess.Popen[bytes]] = []
+    make_django_tables(work, env)
     try:
         for name in ("a", "b"):
             with open(work / f"{name}.out", "wb") as out:  # the worker keeps its own copy
@@ -108,6 +117,41 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(PATIENCE)
         server.close()
+
+
+def make_django_tables(work: Path, env: dict[str, str]) -> None:
+    """The test app's table in the workers' SQLite file, made by Django's schema editor in
+    a process of its own (this one may have Django configured otherwise, by
+    tests/test_django.py)."""
+    script = (
+        "import django; django.setup()\n"
+        "from django.db import connection\n"
+        "from django_app.models import Account\n"
+        "with connection.schema_editor() as editor: editor.create_model(Account)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], cwd=work, env=env, check=True, timeout=PATIENCE)
+
+
+def django_row(workers: Workers) -> int:
+    """A new ``Account`` row, balance 0, fence token 0, whose first deposit pauses at its
+    slow step; its pk."""
+    with sqlite3.connect(workers.work / "django.db") as db:
+        pk = db.execute(
+            "INSERT INTO django_app_account (fence_token, name, balance, note) "
+            "VALUES (0, 'e2e', 0, '')"
+        ).lastrowid
+    assert pk is not None
+    (workers.work / f"row{pk}.pause").touch()
+    return pk
+
+
+def django_stored(workers: Workers, pk: int) -> tuple[int, int]:
+    """(balance, fence_token) of the row, as the database has it."""
+    with sqlite3.connect(workers.work / "django.db") as db:
+        balance, token = db.execute(
+            "SELECT balance, fence_token FROM django_app_account WHERE id = ?", (pk,)
+        ).fetchone()
+    return int(balance), int(token)
 
 
 def open_account(workers: Workers, account: str, *, fenced: bool) -> None:
@@ -209,3 +253,43 @@ def test_fence_once_returns_the_recorded_result(workers: Workers) -> None:
     assert workers.lines("report-q3") == [f"ran {first['token']}"]
     assert workers.lines("report-q4") == [f"ran {other['token']}"]
     assert (workers.work / "once-reports" / "report%3Aq3.json").exists()
+
+
+def test_frozen_django_write_is_refused_after_redelivery(workers: Workers) -> None:
+    """A Django ``FencedModel`` row: the frozen run claimed and read it, the redelivered
+    run claims it with a larger token and deposits; the resumed run's write is refused
+    and the deposit is applied once."""
+    import celery_app
+
+    pk = django_row(workers)
+    account = f"row{pk}"
+    task = celery_app.fenced_django_deposit.delay(pk, 10)
+    frozen = freeze_first_attempt(workers, account, task)
+    _, first = workers.paused(account) or (0, "")
+    try:
+        done = workers.result(task.id)
+        assert done["pid"] != frozen
+        assert done["token"] > int(first)
+        assert django_stored(workers, pk) == (10, done["token"])
+    finally:
+        os.kill(frozen, signal.SIGCONT)
+    wait_until(lambda: len(workers.lines(account)) == 2, "the frozen attempt finished")
+    assert workers.lines(account) == [f"applied {done['token']}", f"refused {first}"]
+    assert django_stored(workers, pk) == (10, done["token"])  # applied once
+
+
+def test_plain_django_task_applies_twice_after_redelivery(workers: Workers) -> None:
+    """The control: the same run with a plain task and a plain ``save()``."""
+    import celery_app
+
+    pk = django_row(workers)
+    account = f"row{pk}"
+    task = celery_app.plain_django_deposit.delay(pk, 10)
+    frozen = freeze_first_attempt(workers, account, task)
+    try:
+        assert workers.result(task.id)["pid"] != frozen
+    finally:
+        os.kill(frozen, signal.SIGCONT)
+    wait_until(lambda: len(workers.lines(account)) >= 2, "the frozen attempt finished")
+    balance, _ = django_stored(workers, pk)
+    assert balance >= 20  # the deposit was applied twice (or more, on a stalled machine)

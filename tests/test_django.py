@@ -131,7 +131,8 @@ def test_update_fields_write_only_those_fields_and_the_token(Account: Any, db: s
 
 def test_a_missing_row_is_told_apart_from_a_stale_token(Account: Any, db: str) -> None:
     row = new_row(Account, db)
-    Account.objects.using(db).filter(pk=row.pk).delete()
+    with fd.unfenced():  # another holder's delete, outside the guard
+        Account.objects.using(db).filter(pk=row.pk).delete()
     with pytest.raises(fd.StaleRowError, match="does not exist") as refused:
         fd.fenced_save(row, 1)
     assert refused.value.current is None
@@ -220,7 +221,8 @@ def test_fenced_update_is_all_or_nothing(Account: Any, db: str) -> None:
 
 def test_claims_raise_the_token_without_changing_data(Account: Any, db: str) -> None:
     row = new_row(Account, db, balance=4)
-    Account.objects.using(db).filter(pk=row.pk).delete()
+    with fd.unfenced():  # another holder's delete, outside the guard
+        Account.objects.using(db).filter(pk=row.pk).delete()
     with pytest.raises(fd.StaleRowError):
         fd.claim(row, 1)
     row = new_row(Account, db, balance=4)
@@ -383,3 +385,104 @@ def test_asyncio_saves_updates_and_claims(Account: Any, db: str) -> None:
         assert (got.balance, got.fence_token) == (6, 6)
 
     asyncio.run(main())
+
+
+def test_fenced_delete_deletes_with_a_fresh_token_and_refuses_a_stale_one(
+    Account: Any, db: str
+) -> None:
+    from django.db.models.signals import post_delete
+
+    row = new_row(Account, db, balance=3)
+    old = Account.objects.using(db).get(pk=row.pk)  # the stale holder's copy
+    fd.fenced_save(row, 5)
+    with pytest.raises(fd.StaleRowError) as refused:
+        fd.fenced_delete(old, 4)
+    assert (refused.value.token, refused.value.current) == (4, 5)
+    with pytest.raises(fencing.StaleTokenError):
+        old.delete(fence_token=4)
+    assert stored(Account, db, row.pk) == (3, 5)  # nothing deleted, nothing claimed
+    seen: list[int] = []
+
+    def deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
+        seen.append(instance.pk)
+
+    post_delete.connect(deleted, sender=Account)
+    try:
+        pk = row.pk
+        assert row.delete(fence_token=5) == (1, {"django_app.Account": 1})
+    finally:
+        post_delete.disconnect(deleted, sender=Account)
+    assert seen == [pk] and row.pk is None
+    assert not Account.objects.using(db).filter(pk=pk).exists()
+    # the row is gone: told apart from a stale token
+    with pytest.raises(fd.StaleRowError, match="does not exist") as missing:
+        fd.fenced_delete(old, 6)
+    assert missing.value.current is None
+    with pytest.raises(ValueError, match="a saved row"):
+        fd.fenced_delete(Account(name="new"), 1)
+    with pytest.raises(TypeError):
+        fd.fenced_delete(old, True)
+
+
+def test_fenced_delete_of_a_queryset_is_all_or_nothing(Account: Any, db: str) -> None:
+    a, b, c = (new_row(Account, db) for _ in range(3))
+    both = Account.objects.using(db).filter(pk__in=[a.pk, b.pk])
+    fd.fenced_save(b, 6)
+    with pytest.raises(fd.StaleRowError) as refused:
+        fd.fenced_delete(both, 5)
+    assert refused.value.current == 6
+    assert [stored(Account, db, pk) for pk in (a.pk, b.pk)] == [(0, 0), (0, 6)]  # rolled back
+    assert fd.fenced_delete(both, 6) == (2, {"django_app.Account": 2})
+    assert list(Account.objects.using(db).filter(pk__in=[a.pk, b.pk, c.pk])) == [c]
+    assert fd.fenced_delete(both, 7) == (0, {})  # nothing left to delete: no error
+
+
+def test_unguarded_deletes_are_refused_unless_opted_out(Account: Any, db: str) -> None:
+    import asyncio
+
+    rows = [new_row(Account, db) for _ in range(4)]
+    mine = Account.objects.using(db).filter(pk__in=[row.pk for row in rows])
+    with pytest.raises(fencing.UnfencedWriteError, match=r"delete\(\) without a fence token"):
+        rows[0].delete()
+    with pytest.raises(fencing.UnfencedWriteError, match=r"QuerySet.delete\(\)"):
+        mine.delete()
+    with pytest.raises(fencing.UnfencedWriteError):
+        asyncio.run(rows[0].adelete())
+    with pytest.raises(fencing.UnfencedWriteError):
+        asyncio.run(mine.adelete())
+    assert not hasattr(Account.objects, "delete")  # as Django's: the queryset's only
+    assert mine.count() == 4
+    rows[0].delete(unfenced=True)
+    with fd.unfenced():
+        mine.filter(pk=rows[1].pk).delete()
+    assert asyncio.run(fd.afenced_delete(rows[2], 1)) == (1, {"django_app.Account": 1})
+    assert asyncio.run(rows[3].adelete(fence_token=1)) == (1, {"django_app.Account": 1})
+    assert mine.count() == 0
+
+
+def test_manage_py_fencing_status_list_and_release(
+    django_dbs: Any, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``manage.py fencing`` runs the CLI's status, list and release --force, with the
+    issuer's URL from the ``FENCING_URL`` setting when ``--url`` is not given."""
+    from django.core.management import CommandError, call_command
+    from django.test import override_settings
+
+    url = f"sqlite:///{tmp_path / 'fences.db'}"
+    backend = fencing.connect(url)
+    token = backend.fence("nightly", ttl=60).acquire()
+    with override_settings(FENCING_URL=url):
+        call_command("fencing", "status", "nightly")
+        shown = capsys.readouterr().out
+        assert shown.startswith("nightly: held by ") and f"with token {token:d}," in shown
+        call_command("fencing", "list")
+        assert "nightly" in capsys.readouterr().out.split()
+        with pytest.raises(CommandError) as refused:
+            call_command("fencing", "release", "nightly")  # no --force: nothing changed
+        assert refused.value.returncode == 2
+        assert "without --force" in capsys.readouterr().err
+        call_command("fencing", "release", "--force", "nightly")
+        capsys.readouterr()
+        call_command("fencing", "status", "nightly", "--json")
+        assert '"held": false' in capsys.readouterr().out
+    assert backend.fence("nightly", ttl=60).acquire() > token

@@ -71,6 +71,14 @@ EXPECTED: dict[str, list[str]] = {
         "posted 'fees' with token 1",
         "the next lease gets token 2",
     ],
+    "django_models.py": [
+        "holder 1 read balance=100 with token 1",
+        "holder 2 wrote balance=110 with token 2",
+        "holder 1 refused: stale fence token 1",
+        "a plain save() of an existing row is refused",
+        "the row: balance=110",
+        "deleted with token 2; rows left: 0",
+    ],
     "cache_fill.py": [  # SQL tokens are clock-floored: no fixed numbers
         "but the write was refused as stale",
         "and filled the cache",

@@ -4,9 +4,10 @@
 ``FencedModel`` is an abstract model with a ``fence_token`` column; a row is written
 only by a token at least as new as the one it holds, checked in the very ``UPDATE``
 that writes it (``fenced_save``, ``save(fence_token=...)``, ``fenced_update``).
-``claim`` and ``fenced_get`` raise a row's token before you read it. Plain ``save()`` of
-an existing row, ``QuerySet.update()`` and ``bulk_update()`` are refused unless inside
-``unfenced()``. docs/django.md has the quick start.
+``claim`` and ``fenced_get`` raise a row's token before you read it; ``fenced_delete``
+deletes with the same check. Plain ``save()`` of an existing row, ``delete()``,
+``QuerySet.update()``, ``QuerySet.delete()`` and ``bulk_update()`` are refused unless
+inside ``unfenced()``. docs/django.md has the quick start.
 
 A backend-level package: it imports the core and Django, never another backend.
 ``FencedModel``, ``FencedManager`` and ``FencedQuerySet`` come from
@@ -21,10 +22,12 @@ from .._lazy import lazy_names
 from ._errors import StaleRowError
 from ._guard import (
     aclaim,
+    afenced_delete,
     afenced_get,
     afenced_save,
     afenced_update,
     claim,
+    fenced_delete,
     fenced_get,
     fenced_save,
     fenced_update,
@@ -48,10 +51,12 @@ __all__ = [
     "FencedQuerySet",
     "StaleRowError",
     "aclaim",
+    "afenced_delete",
     "afenced_get",
     "afenced_save",
     "afenced_update",
     "claim",
+    "fenced_delete",
     "fenced_get",
     "fenced_save",
     "fenced_update",

@@ -30,8 +30,9 @@ _UNFENCED: ContextVar[bool] = ContextVar("fencing_django_unfenced", default=Fals
 
 @contextmanager
 def unfenced() -> Iterator[None]:
-    """Allow plain ``save()``, ``QuerySet.update()`` and ``bulk_update()`` of fenced models
-    inside the block (this thread or task only): for data migrations, fixtures, admin."""
+    """Allow plain ``save()``, ``delete()``, ``QuerySet.update()``, ``QuerySet.delete()``
+    and ``bulk_update()`` of fenced models inside the block (this thread or task only):
+    for data migrations, fixtures, admin."""
     reset = _UNFENCED.set(True)
     try:
         yield
@@ -192,6 +193,43 @@ def fenced_get(source: Any, token: int, **lookup: Any) -> Any:
         return rows.get()
 
 
+def fenced_delete(
+    target: Any, token: int, *, using: str | None = None
+) -> tuple[int, dict[str, int]]:
+    """Delete a row (a ``FencedModel`` instance) or every row of a queryset, guarded by
+    ``token``, all or nothing. In one transaction: the rows are claimed (``UPDATE ... SET
+    fence_token = :token WHERE <rows> AND fence_token <= :token``, which also locks them
+    against every other writer until the end), a row holding a newer token raises
+    ``StaleRowError`` (``current``: the newest such token; nothing deleted), and then the
+    claimed rows are deleted as ``delete()`` deletes them (``pre_delete``/``post_delete``,
+    ``on_delete`` cascades, an instance's ``pk`` set to ``None``). An instance whose row
+    no longer exists raises ``StaleRowError`` with ``current=None``; an empty queryset
+    deletes nothing. Returns what ``delete()`` returns: ``(total, {label: count})``."""
+    if isinstance(target, models.QuerySet):
+        model = _fenced(target.model)
+        value = check_mark_token(token)
+        rows = target if using is None else target.using(using)
+        with transaction.atomic(using=rows.db):
+            fenced_update(rows, value)  # claims (locks) them all, or raises
+            deleted: tuple[int, dict[str, int]] = models.QuerySet.delete(
+                rows.filter(fence_token=value)
+            )
+        return deleted
+    model = _fenced(type(target))
+    value = check_mark_token(token)
+    if target._state.adding or target.pk is None:
+        raise ValueError(f"{_resource(model)}: delete a saved row, not a new instance")
+    db = using or target._state.db or router.db_for_write(model, instance=target)
+    rows = model._base_manager.db_manager(db).filter(pk=target.pk)
+    with transaction.atomic(using=db):
+        if not _write(rows.filter(fence_token__lte=value), fence_token=value):
+            current = rows.values_list(FENCE_FIELD, flat=True).first()
+            raise StaleRowError(value, current, _resource(model, target.pk))
+        setattr(target, FENCE_FIELD, value)
+        result: tuple[int, dict[str, int]] = models.Model.delete(target, using=db)
+    return result
+
+
 async def afenced_save(
     instance: Any,
     token: int,
@@ -218,3 +256,13 @@ async def aclaim(target: Any, token: int, *, using: str | None = None) -> int:
 async def afenced_get(source: Any, token: int, **lookup: Any) -> Any:
     """``fenced_get`` for asyncio."""
     return await sync_to_async(fenced_get)(source, token, **lookup)
+
+
+async def afenced_delete(
+    target: Any, token: int, *, using: str | None = None
+) -> tuple[int, dict[str, int]]:
+    """``fenced_delete`` for asyncio."""
+    deleted: tuple[int, dict[str, int]] = await sync_to_async(fenced_delete)(
+        target, token, using=using
+    )
+    return deleted

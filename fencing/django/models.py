@@ -13,18 +13,30 @@ from asgiref.sync import sync_to_async
 from django.db import models
 
 from .._errors import UnfencedWriteError
-from ._guard import fenced_save, unfenced_allowed
+from ._guard import fenced_delete, fenced_save, unfenced_allowed
 
 _OPT_OUT = (
-    "pass the lease's token (save(fence_token=token), fencing.django.fenced_update), "
+    "pass the lease's token (save(fence_token=token), fencing.django.fenced_update, "
+    "fencing.django.fenced_delete), "
     "or opt out explicitly for migrations and admin "
-    "(save(unfenced=True), `with fencing.django.unfenced():`)"
+    "(save(unfenced=True), delete(unfenced=True), `with fencing.django.unfenced():`)"
 )
 
 
 class FencedQuerySet(models.QuerySet):
-    """Refuses ``update()`` and ``bulk_update()`` (and their ``a...`` forms) outside
-    ``unfenced()``: they would write fenced rows without a token."""
+    """Refuses ``update()``, ``bulk_update()`` and ``delete()`` (and their ``a...`` forms)
+    outside ``unfenced()``: they would write or delete fenced rows without a token."""
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        if not unfenced_allowed():
+            raise UnfencedWriteError(
+                f"{self.model._meta.label}: QuerySet.delete() without a fence token; {_OPT_OUT}"
+            )
+        deleted: tuple[int, dict[str, int]] = super().delete()
+        return deleted
+
+    delete.alters_data = True  # type: ignore[attr-defined]
+    delete.queryset_only = True  # type: ignore[attr-defined]
 
     def update(self, **kwargs: Any) -> int:
         if not unfenced_allowed():
@@ -56,8 +68,12 @@ class FencedModel(models.Model):
       existing row with the same key) and refuses to update one
       (``fencing.UnfencedWriteError``), unless ``save(unfenced=True)`` or inside
       ``fencing.django.unfenced()``;
-    * ``objects`` is a ``FencedManager``: ``update()`` and ``bulk_update()`` are refused
-      the same way (``fencing.django.fenced_update`` is the guarded one).
+    * ``delete(fence_token=token)`` is ``fencing.django.fenced_delete(self, token)``; a
+      plain ``delete()`` is refused unless ``delete(unfenced=True)`` or inside
+      ``unfenced()``;
+    * ``objects`` is a ``FencedManager``: ``update()``, ``bulk_update()`` and
+      ``delete()`` are refused the same way (``fencing.django.fenced_update`` and
+      ``fenced_delete`` are the guarded ones).
     """
 
     fence_token = models.BigIntegerField(default=0, editable=False)
@@ -92,3 +108,37 @@ class FencedModel(models.Model):
         self, *args: Any, fence_token: int | None = None, unfenced: bool = False, **kwargs: Any
     ) -> None:
         await sync_to_async(self.save)(*args, fence_token=fence_token, unfenced=unfenced, **kwargs)
+
+    def delete(
+        self,
+        using: str | None = None,
+        keep_parents: bool = False,
+        *,
+        fence_token: int | None = None,
+        unfenced: bool = False,
+    ) -> tuple[int, dict[str, int]]:
+        deleted: tuple[int, dict[str, int]]
+        if fence_token is not None:
+            if keep_parents:
+                raise TypeError("delete(fence_token=...) takes only using=")
+            deleted = fenced_delete(self, fence_token, using=using)
+        elif unfenced or unfenced_allowed():
+            deleted = super().delete(using=using, keep_parents=keep_parents)
+        else:
+            raise UnfencedWriteError(
+                f"{self._meta.label} pk={self.pk!r}: delete() without a fence token; {_OPT_OUT}"
+            )
+        return deleted
+
+    async def adelete(
+        self,
+        using: str | None = None,
+        keep_parents: bool = False,
+        *,
+        fence_token: int | None = None,
+        unfenced: bool = False,
+    ) -> tuple[int, dict[str, int]]:
+        deleted: tuple[int, dict[str, int]] = await sync_to_async(self.delete)(
+            using, keep_parents, fence_token=fence_token, unfenced=unfenced
+        )
+        return deleted

@@ -1,0 +1,72 @@
+"""A Django model whose rows refuse writes with stale fence tokens (fencing.django).
+
+A holder paused past its lease wakes up and saves the row it read: the database refuses
+the write, because a newer holder claimed the row (``fenced_get``) and wrote it first.
+Plain ``save()`` and ``delete()`` of an existing row are refused too. One file, an
+in-memory SQLite database, tokens from an in-memory issuer.
+
+Run: python examples/django_models.py  (needs ``fencing[django]``)
+"""
+
+import time
+
+import django
+from django.conf import settings
+
+settings.configure(
+    INSTALLED_APPS=["fencing.django", "__main__"],  # this file is the app
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+    DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
+)
+django.setup()
+
+from django.db import connection, models  # noqa: E402
+
+import fencing  # noqa: E402
+from fencing.django import fenced_delete, fenced_get  # noqa: E402
+from fencing.django.models import FencedModel  # noqa: E402
+
+
+class Account(FencedModel):  # adds fence_token, guards every save of an existing row
+    owner = models.CharField(max_length=100)
+    balance = models.IntegerField(default=0)
+
+    class Meta:
+        app_label = "__main__"
+
+
+with connection.schema_editor() as editor:  # in a project: makemigrations + migrate
+    editor.create_model(Account)
+
+Account(owner="alice", balance=100).save()  # a plain save() of a new row is an INSERT
+fence = fencing.MemoryFence("account:1", ttl=0.2)
+
+# holder 1 takes the lease, claims and reads the row... and is paused past its lease
+first = fence.acquire()
+mine = fenced_get(Account, first, pk=1)
+print(f"holder 1 read balance={mine.balance} with token {first:d}")
+time.sleep(0.3)  # holder 1 "pauses" past the TTL: the lease expires behind its back
+
+# holder 2 takes the lease with a newer token, claims, reads and writes
+second = fence.acquire()
+theirs = fenced_get(Account, second, pk=1)
+theirs.balance += 10
+theirs.save(fence_token=second)
+print(f"holder 2 wrote balance={theirs.balance} with token {second:d}")
+
+# holder 1 wakes up and writes what it computed from its old read
+mine.balance += 50
+try:
+    mine.save(fence_token=first)
+except fencing.StaleTokenError as exc:
+    print(f"holder 1 refused: {exc}")
+
+try:
+    theirs.save()  # no token: refused, never silently unguarded
+except fencing.UnfencedWriteError:
+    print("a plain save() of an existing row is refused")
+
+print(f"the row: balance={Account.objects.get(pk=1).balance}")
+fenced_delete(theirs, second)  # deleted with the current token
+print(f"deleted with token {second:d}; rows left: {Account.objects.count()}")
+fence.release(second)

@@ -1,0 +1,1 @@
+"""``manage.py fencing``: the operator's commands of the ``fencing`` CLI."""
