@@ -31,6 +31,7 @@ from typing import Protocol, runtime_checkable
 
 from ._errors import AcquireTimeout
 from ._flow import Flow, run_async, run_sync
+from ._metrics import admission_refused, waiting
 from ._validate import check_count, check_name, check_period, check_timeout
 
 #: The windows a limiter may have.
@@ -207,7 +208,10 @@ class Limiter(LimiterCore):
 
     def attempt(self) -> Admission:
         """One request, decided by the store: the whole ``Admission``."""
-        return self.store.admit(*self._args)
+        reply = self.store.admit(*self._args)
+        if not reply.admitted:
+            admission_refused(self.store, self.name, self.window)
+        return reply
 
     def try_acquire(self) -> bool:
         """Admit one request now if the window allows it; never waits."""
@@ -227,7 +231,9 @@ class Limiter(LimiterCore):
         ``timeout``: ``None`` waits for ever, a number at most that long; ``0`` tries once.
         ``AcquireTimeout`` once no admission came (or can come) in time.
         """
-        return run_sync(self._acquire_flow(check_timeout(timeout)), self._port)
+        wait = check_timeout(timeout)
+        with waiting("limiter", self.store, self.name, self.window):
+            return run_sync(self._acquire_flow(wait), self._port)
 
 
 class AsyncLimiter(LimiterCore):
@@ -243,7 +249,10 @@ class AsyncLimiter(LimiterCore):
 
     async def attempt(self) -> Admission:
         """See ``Limiter.attempt``."""
-        return await self.store.admit(*self._args)
+        reply = await self.store.admit(*self._args)
+        if not reply.admitted:
+            admission_refused(self.store, self.name, self.window)
+        return reply
 
     async def try_acquire(self) -> bool:
         """See ``Limiter.try_acquire``."""
@@ -251,7 +260,9 @@ class AsyncLimiter(LimiterCore):
 
     async def acquire(self, timeout: float | None = None) -> Admission:
         """See ``Limiter.acquire``."""
-        return await run_async(self._acquire_flow(check_timeout(timeout)), self._port)
+        wait = check_timeout(timeout)
+        with waiting("limiter", self.store, self.name, self.window):
+            return await run_async(self._acquire_flow(wait), self._port)
 
 
 class MemoryWindows:

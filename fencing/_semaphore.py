@@ -29,8 +29,10 @@ from typing import Generic, TypeVar
 
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL, Clock, HoldBase, HoldState, new_holder_id
+from ._errors import LeaseLost
 from ._fence import Fence
 from ._flow import Flow, run_async, run_sync
+from ._metrics import permits_changed, waiting
 from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, TryAcquire, WaitSchedule
 from ._token import FenceToken
 from ._validate import check_count, check_name, check_timeout, check_ttl
@@ -96,6 +98,9 @@ class SemaphoreCore(Generic[F]):
         self.ttl = check_ttl(ttl)
         self.fences: list[F] = [make_fence(slot_name(self.name, k)) for k in range(self.permits)]
         first = self.fences[0]
+        self._issuer: object = first.issuer
+        #: (slot, token) of the permits counted in ``fencing.permits.used``
+        self._counted: set[tuple[int, int]] = set()
         self.clock: Clock = first.clock
         self._wakes = first._waiting.wakes
         self._ttl_ms = first._ttl_ms
@@ -127,7 +132,16 @@ class SemaphoreCore(Generic[F]):
             yield OnSlot(slot, AwaitRelease(wait) if self._wakes else Sleep(wait))
 
     def _permit(self, slot: int, token: int, holder: str) -> Permit:
+        if permits_changed(self._issuer, self.name, 1):
+            self._counted.add((slot, token))
         return Permit(self.name, slot, self.fences[slot]._granted(token, holder))
+
+    def _ended(self, permit: Permit) -> None:
+        """``permit`` was released or found lost: no longer counted as held."""
+        key = (permit.slot, int(permit.token))
+        if key in self._counted:
+            self._counted.discard(key)
+            permits_changed(self._issuer, self.name, -1)
 
     def _fence_of(self, permit: object) -> F:
         """The slot fence of ``permit``; ``TypeError``/``ValueError`` for anything that is not
@@ -176,16 +190,28 @@ class Semaphore(SemaphoreCore[Fence]):
         number waits at most that long, then ``AcquireTimeout``.
         """
         holder, wait = new_holder_id(), check_timeout(timeout)
-        slot, token = run_sync(self._acquire_flow(holder, wait), self._ports)
+        with waiting("semaphore", self._issuer, self.name):
+            slot, token = run_sync(self._acquire_flow(holder, wait), self._ports)
         return self._permit(slot, token, holder)
 
     def renew(self, permit: Permit, ttl: float | None = None) -> None:
         """Extend ``permit``'s lease; ``LeaseLost`` if it is no longer held."""
-        self._fence_of(permit).renew(permit.token, ttl)
+        fence = self._fence_of(permit)
+        try:
+            fence.renew(permit.token, ttl)
+        except LeaseLost:
+            self._ended(permit)
+            raise
 
     def release(self, permit: Permit) -> None:
         """Give ``permit`` back; ``LeaseLost`` if it had already expired or moved on."""
-        self._fence_of(permit).release(permit.token)
+        fence = self._fence_of(permit)
+        try:
+            fence.release(permit.token)
+        except LeaseLost:
+            self._ended(permit)
+            raise
+        self._ended(permit)
 
     def hold(self, timeout: float | None = None) -> SemaphoreHold:
         """Acquire a permit, renew it every ttl/3 in a background thread, release on exit.
@@ -217,16 +243,28 @@ class AsyncSemaphore(SemaphoreCore[AsyncFence]):
     async def acquire(self, timeout: float | None = None) -> Permit:
         """Take a free slot and return its permit (see ``Semaphore.acquire``)."""
         holder, wait = new_holder_id(), check_timeout(timeout)
-        slot, token = await run_async(self._acquire_flow(holder, wait), self._ports)
+        with waiting("semaphore", self._issuer, self.name):
+            slot, token = await run_async(self._acquire_flow(holder, wait), self._ports)
         return self._permit(slot, token, holder)
 
     async def renew(self, permit: Permit, ttl: float | None = None) -> None:
         """Extend ``permit``'s lease; ``LeaseLost`` if it is no longer held."""
-        await self._fence_of(permit).renew(permit.token, ttl)
+        fence = self._fence_of(permit)
+        try:
+            await fence.renew(permit.token, ttl)
+        except LeaseLost:
+            self._ended(permit)
+            raise
 
     async def release(self, permit: Permit) -> None:
         """Give ``permit`` back; ``LeaseLost`` if it had already expired or moved on."""
-        await self._fence_of(permit).release(permit.token)
+        fence = self._fence_of(permit)
+        try:
+            await fence.release(permit.token)
+        except LeaseLost:
+            self._ended(permit)
+            raise
+        self._ended(permit)
 
     def hold(self, timeout: float | None = None) -> AsyncSemaphoreHold:
         """``async with semaphore.hold() as permit:`` (see ``Semaphore.hold``)."""
