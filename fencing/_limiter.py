@@ -29,14 +29,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ._errors import AcquireTimeout
+from ._errors import AcquireTimeout, FenceUnavailable
 from ._flow import Flow, run_async, run_sync
+from ._metrics import admission_refused, waiting
 from ._validate import check_count, check_name, check_period, check_timeout
 
 #: The windows a limiter may have.
 WINDOWS = ("sliding", "fixed")
 #: The most admissions per window: a sliding window keeps one time per admission.
 MAX_LIMIT = 100_000
+#: How ``acquire`` waits for a store that cannot be reached (not up yet, restarting):
+#: the first wait, doubling up to the last, within the caller's ``timeout``.
+UNAVAILABLE_FIRST_WAIT = 0.05
+UNAVAILABLE_MAX_WAIT = 1.0
 
 
 @dataclass(frozen=True)
@@ -171,11 +176,24 @@ class LimiterCore:
 
     def _acquire_flow(self, timeout: float | None) -> Flow[Admit | Pause, Admission]:
         """Ask; when refused, sleep as long as the reply says and ask again; at the
-        deadline (or once the reply says nothing frees before it) ``AcquireTimeout``."""
+        deadline (or once the reply says nothing frees before it) ``AcquireTimeout``.
+
+        A store that cannot be reached (``FenceUnavailable``: not up yet, restarting) is
+        asked again after 0.05 s, doubling to 1 s, until the deadline, where the last try's
+        ``FenceUnavailable`` is raised (``timeout=0``: at once)."""
         deadline = None if timeout is None else self._monotonic() + timeout
+        unavailable_wait = UNAVAILABLE_FIRST_WAIT
         while True:
             admit = Admit(self._args)
-            yield admit
+            try:
+                yield admit
+            except FenceUnavailable:
+                left = None if deadline is None else deadline - self._monotonic()
+                if left is not None and left <= 0:
+                    raise
+                yield Pause(unavailable_wait if left is None else min(unavailable_wait, left))
+                unavailable_wait = min(2 * unavailable_wait, UNAVAILABLE_MAX_WAIT)
+                continue
             reply = admit.result
             if reply.admitted:
                 return reply
@@ -207,7 +225,10 @@ class Limiter(LimiterCore):
 
     def attempt(self) -> Admission:
         """One request, decided by the store: the whole ``Admission``."""
-        return self.store.admit(*self._args)
+        reply = self.store.admit(*self._args)
+        if not reply.admitted:
+            admission_refused(self.store, self.name, self.window)
+        return reply
 
     def try_acquire(self) -> bool:
         """Admit one request now if the window allows it; never waits."""
@@ -225,9 +246,13 @@ class Limiter(LimiterCore):
         """Wait for an admission: sleeps until the moment the store says one frees.
 
         ``timeout``: ``None`` waits for ever, a number at most that long; ``0`` tries once.
-        ``AcquireTimeout`` once no admission came (or can come) in time.
+        ``AcquireTimeout`` once no admission came (or can come) in time. A store that
+        cannot be reached is asked again (0.05 s, doubling to 1 s) until the deadline,
+        then ``FenceUnavailable``: a client started before its store waits for it.
         """
-        return run_sync(self._acquire_flow(check_timeout(timeout)), self._port)
+        wait = check_timeout(timeout)
+        with waiting("limiter", self.store, self.name, self.window):
+            return run_sync(self._acquire_flow(wait), self._port)
 
 
 class AsyncLimiter(LimiterCore):
@@ -243,7 +268,10 @@ class AsyncLimiter(LimiterCore):
 
     async def attempt(self) -> Admission:
         """See ``Limiter.attempt``."""
-        return await self.store.admit(*self._args)
+        reply = await self.store.admit(*self._args)
+        if not reply.admitted:
+            admission_refused(self.store, self.name, self.window)
+        return reply
 
     async def try_acquire(self) -> bool:
         """See ``Limiter.try_acquire``."""
@@ -251,7 +279,9 @@ class AsyncLimiter(LimiterCore):
 
     async def acquire(self, timeout: float | None = None) -> Admission:
         """See ``Limiter.acquire``."""
-        return await run_async(self._acquire_flow(check_timeout(timeout)), self._port)
+        wait = check_timeout(timeout)
+        with waiting("limiter", self.store, self.name, self.window):
+            return await run_async(self._acquire_flow(wait), self._port)
 
 
 class MemoryWindows:

@@ -24,6 +24,15 @@ name), and ``fencing.name`` (the fence name) only after ``configure(names=True)`
 - ``fencing.writes.rejected`` (counter, no backend): ``fencing.guard`` = ``sql`` |
   ``file`` (``FileStore``) | ``callable`` (``guard``, with ``fencing.mark`` = ``memory``
   | ``file`` | ``redis``), and ``fencing.resource`` after ``configure(names=True)``.
+- ``fencing.permits.used`` (up-down counter): semaphore permits this process holds
+  (acquired, not yet released nor found lost by its renew or release);
+- ``fencing.wait.duration`` (histogram, s): how long a semaphore's or a limiter's
+  ``acquire`` took, ``fencing.kind`` = ``semaphore`` | ``limiter`` and ``fencing.outcome``
+  as for ``fencing.acquire.duration``;
+- ``fencing.admissions.refused`` (counter): a limiter's ``try_acquire``/``attempt``
+  refused, or its ``acquire`` gave up (``AcquireTimeout``); ``fencing.window``.
+  These three name the semaphore or limiter in ``fencing.name`` after
+  ``configure(names=True)``.
 
 Spans (tracer ``fencing``, once a tracer provider is set, unless ``configure(spans=False)``):
 ``fencing.acquire`` (current while it runs, so the issuer's own client spans nest in it),
@@ -75,6 +84,9 @@ HELD_DURATION = "fencing.lease.held.duration"
 RENEWALS = "fencing.renewals"
 LEASES_LOST = "fencing.leases.lost"
 WRITES_REJECTED = "fencing.writes.rejected"
+PERMITS_USED = "fencing.permits.used"
+WAIT_DURATION = "fencing.wait.duration"
+ADMISSIONS_REFUSED = "fencing.admissions.refused"
 
 #: Histogram buckets in seconds, given to the SDK as advice (its defaults are for ms).
 ACQUIRE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -249,6 +261,18 @@ class Telemetry:
         )
         self.writes_rejected = meter.create_counter(
             WRITES_REJECTED, "{write}", "Writes refused by a guard: a stale token was stopped"
+        )
+        self.permits_used = meter.create_up_down_counter(
+            PERMITS_USED, "{permit}", "Semaphore permits held by this process"
+        )
+        self.wait_duration = meter.create_histogram(
+            WAIT_DURATION,
+            "s",
+            "Time a semaphore's or a limiter's acquire took, by kind and outcome",
+            explicit_bucket_boundaries_advisory=ACQUIRE_BUCKETS,
+        )
+        self.admissions_refused = meter.create_counter(
+            ADMISSIONS_REFUSED, "{request}", "Limiter requests refused, or acquires given up"
         )
         self.names = settings.names
         self._attributes: dict[tuple[type, str | None], Mapping[str, str]] = {}
@@ -442,3 +466,58 @@ def write_rejected(guard: str, resource: str, mark: str | None = None) -> None:
     if telemetry.names:
         attributes["fencing.resource"] = resource
     telemetry.writes_rejected.add(1, attributes)
+
+
+# -- semaphores and limiters ----------------------------------------------------------------
+
+
+def _named(telemetry: Telemetry, source: object, name: str, **extra: str) -> dict[str, str]:
+    """A semaphore's or limiter's attributes: its backend (the issuer's or store's), its
+    name after ``configure(names=True)``, and ``fencing.<key>`` for each of ``extra``."""
+    attributes = {"fencing.backend": backend_of(source)}
+    if telemetry.names:
+        attributes["fencing.name"] = name
+    attributes.update({f"fencing.{key}": value for key, value in extra.items()})
+    return attributes
+
+
+@contextmanager
+def waiting(kind: str, source: object, name: str, window: str | None = None) -> Iterator[None]:
+    """Around a semaphore's or limiter's ``acquire``: its duration by outcome
+    (``fencing.wait.duration``); a limiter's (``window``) that gave up is a refused
+    admission."""
+    telemetry = live()
+    if telemetry is None:
+        yield
+        return
+    start = perf_counter()
+    outcome = "timeout"  # also when the caller stopped waiting: a cancelled task
+    try:
+        yield
+        outcome = "acquired"
+    except AcquireTimeout:
+        if window is not None:
+            admission_refused(source, name, window)
+        raise
+    except Exception:
+        outcome = "error"
+        raise
+    finally:
+        attributes = _named(telemetry, source, name, kind=kind, outcome=outcome)
+        telemetry.wait_duration.record(perf_counter() - start, attributes)
+
+
+def permits_changed(source: object, name: str, delta: int) -> bool:
+    """Count ``delta`` permits held (``fencing.permits.used``); whether telemetry is live."""
+    telemetry = live()
+    if telemetry is None:
+        return False
+    telemetry.permits_used.add(delta, _named(telemetry, source, name))
+    return True
+
+
+def admission_refused(source: object, name: str, window: str) -> None:
+    """A limiter refused one request (``fencing.admissions.refused``)."""
+    telemetry = live()
+    if telemetry is not None:
+        telemetry.admissions_refused.add(1, _named(telemetry, source, name, window=window))

@@ -22,12 +22,15 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Generic, TypeVar
 
 from ._async_fence import AsyncFence, AsyncHolding
 from ._core import DEFAULT_TTL, Clock, new_holder_id
+from ._errors import LeaseLost
 from ._fence import Fence, Holding
 from ._flow import Flow, run_async, run_sync
+from ._metrics import permits_changed, waiting
 from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, TryAcquire, WaitSchedule
 from ._token import FenceToken
 from ._validate import check_count, check_name, check_timeout, check_ttl
@@ -93,6 +96,9 @@ class SemaphoreCore(Generic[F]):
         self.ttl = check_ttl(ttl)
         self.fences: list[F] = [make_fence(slot_name(self.name, k)) for k in range(self.permits)]
         first = self.fences[0]
+        self._issuer: object = first.issuer
+        #: (slot, token) of the permits counted in ``fencing.permits.used``
+        self._counted: set[tuple[int, int]] = set()
         self.clock: Clock = first.clock
         self._wakes = first._waiting.wakes
         self._ttl_ms = first._ttl_ms
@@ -124,7 +130,16 @@ class SemaphoreCore(Generic[F]):
             yield OnSlot(slot, AwaitRelease(wait) if self._wakes else Sleep(wait))
 
     def _permit(self, slot: int, token: int, holder: str) -> Permit:
+        if permits_changed(self._issuer, self.name, 1):
+            self._counted.add((slot, token))
         return Permit(self.name, slot, self.fences[slot]._granted(token, holder))
+
+    def _ended(self, permit: Permit) -> None:
+        """``permit`` was released or found lost: no longer counted as held."""
+        key = (permit.slot, int(permit.token))
+        if key in self._counted:
+            self._counted.discard(key)
+            permits_changed(self._issuer, self.name, -1)
 
     def _fence_of(self, permit: object) -> F:
         """The slot fence of ``permit``; ``TypeError``/``ValueError`` for anything that is not
@@ -173,16 +188,28 @@ class Semaphore(SemaphoreCore[Fence]):
         number waits at most that long, then ``AcquireTimeout``.
         """
         holder, wait = new_holder_id(), check_timeout(timeout)
-        slot, token = run_sync(self._acquire_flow(holder, wait), self._ports)
+        with waiting("semaphore", self._issuer, self.name):
+            slot, token = run_sync(self._acquire_flow(holder, wait), self._ports)
         return self._permit(slot, token, holder)
 
     def renew(self, permit: Permit, ttl: float | None = None) -> None:
         """Extend ``permit``'s lease; ``LeaseLost`` if it is no longer held."""
-        self._fence_of(permit).renew(permit.token, ttl)
+        fence = self._fence_of(permit)
+        try:
+            fence.renew(permit.token, ttl)
+        except LeaseLost:
+            self._ended(permit)
+            raise
 
     def release(self, permit: Permit) -> None:
         """Give ``permit`` back; ``LeaseLost`` if it had already expired or moved on."""
-        self._fence_of(permit).release(permit.token)
+        fence = self._fence_of(permit)
+        try:
+            fence.release(permit.token)
+        except LeaseLost:
+            self._ended(permit)
+            raise
+        self._ended(permit)
 
     def hold(self, timeout: float | None = None) -> SemaphoreHold:
         """Acquire a permit, renew it every ttl/3 in a background thread, release on exit.
@@ -214,16 +241,28 @@ class AsyncSemaphore(SemaphoreCore[AsyncFence]):
     async def acquire(self, timeout: float | None = None) -> Permit:
         """Take a free slot and return its permit (see ``Semaphore.acquire``)."""
         holder, wait = new_holder_id(), check_timeout(timeout)
-        slot, token = await run_async(self._acquire_flow(holder, wait), self._ports)
+        with waiting("semaphore", self._issuer, self.name):
+            slot, token = await run_async(self._acquire_flow(holder, wait), self._ports)
         return self._permit(slot, token, holder)
 
     async def renew(self, permit: Permit, ttl: float | None = None) -> None:
         """Extend ``permit``'s lease; ``LeaseLost`` if it is no longer held."""
-        await self._fence_of(permit).renew(permit.token, ttl)
+        fence = self._fence_of(permit)
+        try:
+            await fence.renew(permit.token, ttl)
+        except LeaseLost:
+            self._ended(permit)
+            raise
 
     async def release(self, permit: Permit) -> None:
         """Give ``permit`` back; ``LeaseLost`` if it had already expired or moved on."""
-        await self._fence_of(permit).release(permit.token)
+        fence = self._fence_of(permit)
+        try:
+            await fence.release(permit.token)
+        except LeaseLost:
+            self._ended(permit)
+            raise
+        self._ended(permit)
 
     def hold(self, timeout: float | None = None) -> AsyncSemaphoreHold:
         """``async with semaphore.hold() as permit:`` (see ``Semaphore.hold``)."""
@@ -248,6 +287,18 @@ class SemaphoreHold(Holding[Permit]):
         permit = self._permit = self._semaphore.acquire(self._timeout)
         return self._semaphore.fences[permit.slot], permit.token, permit
 
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            if self._permit is not None:  # released, or found lost: no longer held
+                self._semaphore._ended(self._permit)
+
 
 class AsyncSemaphoreHold(AsyncHolding[Permit]):
     """One ``async with semaphore.hold()``: gives the permit (see ``SemaphoreHold``)."""
@@ -265,3 +316,15 @@ class AsyncSemaphoreHold(AsyncHolding[Permit]):
     async def _take(self) -> tuple[AsyncFence, FenceToken, Permit]:
         permit = self._permit = await self._semaphore.acquire(self._timeout)
         return self._semaphore.fences[permit.slot], permit.token, permit
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+        finally:
+            if self._permit is not None:  # released, or found lost: no longer held
+                self._semaphore._ended(self._permit)

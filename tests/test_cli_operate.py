@@ -254,6 +254,48 @@ def test_force_release_json_and_not_held(url: str, run: Run) -> None:
     assert code == NOT_HELD and check_json(out)["held"] is False
 
 
+def test_force_release_of_a_semaphore_slot_ends_that_permit_only(
+    url: str, run: Run, tmp_path: Path
+) -> None:
+    """``--slot K``: the permit of slot K is ended, its slot's next token is above the
+    evicted holder's (refused at the slot's resource), and the other slot keeps its
+    holder."""
+    name = unique("render")
+    semaphore = connect(url).semaphore(name, permits=2, ttl=60)  # type: ignore[attr-defined]
+    evicted, kept = semaphore.acquire(timeout=0), semaphore.acquire(timeout=0)
+    lane = fencing.FileStore(tmp_path / "lane")
+    lane.write(b"by the evicted holder", evicted.token)
+
+    code, out, err = run("release", name, "--slot", "0", "--lock", "--force", "--url", url)
+    assert code == USAGE and not out and "--lock" in err
+    for bad in (["--slot", "-1", "--force"], ["--slot", "1024", "--force"], ["--slot", "0"]):
+        code, out, err = run("release", name, *bad, "--url", url)
+        assert code == USAGE and not out and "nothing changed" in err, bad
+    semaphore.renew(evicted)  # the refusals changed nothing
+
+    code, out, err = run("release", name, "--slot", str(evicted.slot), "--force", "--url", url)
+    assert code == OK and not err
+    assert f"slot {evicted.slot} of semaphore {name!r}" in out
+    assert f"token {int(evicted.token)}" in out
+    newer = semaphore.acquire(timeout=0)  # free at once: no waiting for the ttl
+    assert newer.slot == evicted.slot and newer.token > evicted.token
+    lane.write(b"by the next holder", newer.token)
+    with pytest.raises(fencing.StaleTokenError):
+        lane.write(b"late write of the evicted holder", evicted.token)
+    with pytest.raises(fencing.LeaseLost):
+        semaphore.release(evicted)
+    semaphore.renew(kept)  # the other slot's holder was not touched
+
+    code, out, _ = run("release", name, "--slot", str(kept.slot), "--force", "--json", "--url", url)
+    ended = json.loads(out)
+    assert code == OK and ended["semaphore"] == name and ended["slot"] == kept.slot
+    assert ended["held"] is True and ended["token"] == kept.token
+    check_json(json.dumps({k: v for k, v in ended.items() if k not in ("semaphore", "slot")}))
+    code, out, err = run("release", name, "--slot", str(kept.slot), "--force", "--url", url)
+    assert code == NOT_HELD and not out and "is not held" in err
+    semaphore.release(newer)
+
+
 def test_release_without_force_changes_nothing(url: str, run: Run) -> None:
     name = unique("kept")
     fence = connect(url).fence(name, ttl=60)

@@ -32,6 +32,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from sql_models import make_models
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
+from waiting import PATIENCE
 
 import fencing
 import fencing.aio
@@ -54,6 +55,7 @@ from fencing.redis import FencedLock, RedisIssuer
 from fencing.sql import SqlIssuer, guarded_update
 from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
 from fencing.testing.servers import RedisServer
+from fencing.testing.simulation import VirtualClock
 
 ACQUIRE = "fencing.acquire.duration"
 HELD = "fencing.lease.held.duration"
@@ -586,3 +588,86 @@ async def test_asyncio_hold_lost(otel: Telemetry) -> None:
                 await asyncio.sleep(0.01)
     assert otel.value(RENEWALS, backend="memory", outcome="lost") == 1
     assert otel.value(LOST, backend="memory") == 1
+
+
+# -- semaphores and limiters (issue 21) --------------------------------------------------------
+
+PERMITS_USED = "fencing.permits.used"
+WAITED = "fencing.wait.duration"
+REFUSED = "fencing.admissions.refused"
+
+
+def test_semaphore_permits_used_and_time_waited(otel: Telemetry) -> None:
+    clock = VirtualClock()
+    jobs = MemoryIssuer(clock=clock).semaphore("jobs", permits=2, ttl=10)
+    first, second = jobs.acquire(), jobs.acquire()
+    assert otel.value(PERMITS_USED, backend="memory") == 2
+    with pytest.raises(AcquireTimeout):
+        jobs.acquire(timeout=0)
+    assert otel.value(WAITED, backend="memory", kind="semaphore", outcome="acquired") == 2
+    assert otel.value(WAITED, kind="semaphore", outcome="timeout") == 1
+    jobs.release(first)
+    assert otel.value(PERMITS_USED) == 1
+    clock.advance(11)  # the second permit expires: found lost at its renew, counted once
+    with pytest.raises(LeaseLost):
+        jobs.renew(second)
+    with pytest.raises(LeaseLost):
+        jobs.release(second)
+    assert otel.value(PERMITS_USED) == 0
+    with jobs.hold(timeout=0):
+        assert otel.value(PERMITS_USED) == 1
+    assert otel.value(PERMITS_USED) == 0
+    assert otel.value(REFUSED) == 0  # a semaphore admits nothing
+
+
+async def test_asyncio_semaphore_counts_the_same(otel: Telemetry) -> None:
+    jobs = MemoryIssuer().aio_semaphore("jobs", permits=1, ttl=10)
+    permit = await jobs.acquire()
+    with pytest.raises(asyncio.TimeoutError):  # the caller stops waiting: a timeout too
+        await asyncio.wait_for(jobs.acquire(), 0.05)
+    assert otel.value(PERMITS_USED) == 1
+    await jobs.release(permit)
+    assert otel.value(PERMITS_USED) == 0
+    assert otel.value(WAITED, kind="semaphore", outcome="acquired") == 1
+    assert otel.value(WAITED, kind="semaphore", outcome="timeout") == 1
+
+
+def test_limiter_admissions_refused_and_time_waited(otel: Telemetry) -> None:
+    api = MemoryIssuer().limiter("api", limit=1, per=0.05, window="fixed")
+    assert api.try_acquire()
+    assert not api.try_acquire()
+    assert otel.value(REFUSED, backend="memory", window="fixed") == 1
+    with pytest.raises(AcquireTimeout):
+        api.acquire(timeout=0)  # gives up: one more refused
+    assert otel.value(REFUSED, window="fixed") == 2
+    api.acquire(timeout=PATIENCE)  # waits for the next window, admitted
+    assert otel.value(REFUSED) == 2  # a wait that ends admitted refuses nothing
+    assert otel.value(WAITED, backend="memory", kind="limiter", outcome="acquired") == 1
+    assert otel.value(WAITED, kind="limiter", outcome="timeout") == 1
+    assert otel.value(PERMITS_USED) == 0
+
+
+async def test_asyncio_limiter_counts_the_same(otel: Telemetry) -> None:
+    api = MemoryIssuer().aio_limiter("api", limit=1, per=30)
+    assert await api.try_acquire()
+    assert not await api.try_acquire()
+    with pytest.raises(AcquireTimeout):
+        await api.acquire(timeout=0.01)  # the reply says nothing frees in time
+    assert otel.value(REFUSED, window="sliding") == 2
+    assert otel.value(WAITED, kind="limiter", outcome="timeout") == 1
+
+
+def test_semaphore_and_limiter_names_only_when_asked(otel: Telemetry) -> None:
+    issuer = MemoryIssuer()
+    jobs, api = issuer.semaphore("jobs", permits=1), issuer.limiter("api", limit=1, per=30)
+    jobs.release(jobs.acquire())
+    api.try_acquire()
+    api.try_acquire()
+    for name in (PERMITS_USED, WAITED, REFUSED):
+        assert all("fencing.name" not in point.attributes for point in otel.points(name))
+    fencing.metrics.configure(names=True, meter_provider=otel.meter_provider)
+    jobs.acquire()
+    api.try_acquire()
+    assert otel.value(PERMITS_USED, name="jobs") == 1
+    assert otel.value(WAITED, name="jobs", kind="semaphore") == 1
+    assert otel.value(REFUSED, name="api", window="sliding") == 1

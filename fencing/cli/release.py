@@ -1,5 +1,6 @@
-"""``fencing release [--lock] NAME --force [--json] [--url URL]``: end a stuck lease (or,
-with ``--lock``, a lock kept as redis-py's ``Lock`` keeps it), whoever holds it.
+"""``fencing release [--lock] NAME [--slot K] --force [--json] [--url URL]``: end a stuck
+lease (or, with ``--lock``, a lock kept as redis-py's ``Lock`` keeps it; with ``--slot``,
+one permit of the semaphore ``NAME``), whoever holds it.
 
 The issuer ends the lease and makes sure the next token is above the ended lease's in
 one atomic step (``fencing.issuer.ForceReleases``; for a lock ``OperatesLocks``), so
@@ -11,10 +12,12 @@ Imports the shared operators' helpers (``_operate``) and the logs.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
 from .._log import release_log
+from .._semaphore import MAX_PERMITS, slot_name
 from ._operate import (
     NOT_HELD,
     OK,
@@ -37,6 +40,7 @@ examples:
   fencing release invoice:42 --force --url postgresql://app@db/app
   fencing status invoice:42 && fencing release invoice:42 --force --json
   fencing release --lock invoice:42 --force --url redis://localhost:6379/0
+  fencing status --semaphore render && fencing release render --slot 1 --force
 
 It ends the live lease whoever holds it, and the next token is above the ended one, so
 the evicted holder's writes are refused at every guard once the next holder has written;
@@ -50,7 +54,12 @@ fence token is not stored with it, but the next token is above the fence's count
 which every grant of the lock raised to its token, so above the evicted holder's; the
 holder's release and extend raise LockNotOwnedError. A key that is no lock (not a
 string) is refused. Queued FencedLock waiters take the lock within their `sleep`.
-exit codes: 0 released, 1 backend failed or not set up, 2 usage (no --force),
+
+--slot K: NAME is a semaphore; it ends the permit of slot K (the slot's fence,
+{NAME}#slot<K>), as for a fence: that slot's next token is above the evicted holder's,
+the other slots are untouched. With --json, the ended lease plus semaphore and slot, as
+`fencing status --semaphore --json` prints them.
+exit codes: 0 released, 1 backend failed or not set up, 2 usage (no --force, a bad --slot),
 3 not held (nothing changed), 4 the backend cannot force-release (with --lock: it keeps
 no locks); with --lock, 2 also when the key is not a lock (nothing changed)."""
 
@@ -74,12 +83,27 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="NAME is a lock kept as redis-py's Lock keeps it (FencedLock, redis.lock.Lock)",
     )
+    parser.add_argument(
+        "--slot",
+        type=int,
+        metavar="K",
+        help="NAME is a semaphore: end the permit of its slot K",
+    )
     add_url(parser)
     parser.set_defaults(func=lambda args: run_command("release", release, args))
 
 
 def release(args: argparse.Namespace) -> int:
     name = checked_name(args.name)
+    slot: int | None = args.slot
+    if slot is not None:
+        if args.lock:
+            raise CommandError(USAGE, "--slot and --lock exclude each other; nothing changed")
+        if not 0 <= slot < MAX_PERMITS:
+            raise CommandError(
+                USAGE, f"--slot must be from 0 to {MAX_PERMITS - 1}, not {slot}; nothing changed"
+            )
+        semaphore, name = name, slot_name(name, slot)
     if not args.force:
         raise CommandError(
             USAGE,
@@ -92,10 +116,13 @@ def release(args: argparse.Namespace) -> int:
         else:
             ended = releaser(backend).force_release(name)
     url = backend.url
-    if args.json:
+    if args.json and slot is not None:
+        print(json.dumps({"semaphore": semaphore, "slot": slot, **json.loads(as_json(ended))}))
+    elif args.json:
         print(as_json(ended))
+    what = f"slot {slot} of semaphore {semaphore!r} ({name!r})" if slot is not None else repr(name)
     if not ended.held:
-        raise CommandError(NOT_HELD, f"{name!r} is not held on {shown(url)}; nothing changed")
+        raise CommandError(NOT_HELD, f"{what} is not held on {shown(url)}; nothing changed")
     if args.lock:
         release_log.warning(
             "lock %r: held by lock token %s, force-released; next token above %s",
@@ -116,7 +143,7 @@ def release(args: argparse.Namespace) -> int:
         above = ended.token
     if not args.json:
         print(
-            f"released {'lock ' if args.lock else ''}{name!r} on {shown(url)}: {evicted}; "
+            f"released {'lock ' if args.lock else ''}{what} on {shown(url)}: {evicted}; "
             f"the next token will be above {above}, so that holder is refused at every "
             "guard once the next holder writes"
         )
