@@ -21,11 +21,12 @@ from typing import Any
 import psycopg
 import pytest
 from pg_advisory import advisory_url, terminate_holder
+from sqlalchemy import create_engine
 from waiting import PATIENCE, wait_until
 
 import fencing
 from fencing import cli
-from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys
+from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
 from fencing.sql._advisory import _LOCK_ROWS, lock_params
 from fencing.sql._backend import SqlBackend
 from fencing.sql._keys import KEYS_SQL
@@ -370,3 +371,49 @@ def test_frozen_holder_whose_backend_was_terminated_is_refused_on_resume(
         finally:
             child.kill()  # SIGKILL ends a stopped process too
             child.wait(PATIENCE)
+
+
+async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
+    """A private PostgreSQL (the session's is shared) is stopped and started again.
+
+    - A lease held across the restart: its lock lived in the server session that the
+      shutdown ended, and a session lock never comes back on a new connection, so the
+      lease is gone for certain, not merely unknown: renew raises ``LeaseLost`` (not
+      ``FenceUnavailable``, which would say "retry, it may still be yours"), during the
+      outage and after it alike, and so does release.
+    - An acquire while the server is down: ``FenceUnavailable``, nothing half-done.
+    - Once it is back, the next acquire works, with a token above the lost lease's: the
+      counter is the ``fencing_leases`` row, which the restart kept.
+
+    Blocking and asyncio side by side, on one restart."""
+    with PostgresServer() as server:
+        engine = create_engine(server.url("psycopg"))
+        create_tables(engine)
+        engine.dispose()
+        backend = fencing.connect(server.url("psycopg") + "?lease=advisory")
+        assert isinstance(backend, SqlBackend)
+        name = unique("restart")
+        fence, afence = backend.fence(name, ttl=30), backend.aio_fence(name + ":aio", ttl=30)
+        try:
+            token, atoken = fence.acquire(timeout=0), await afence.acquire(timeout=0)
+            server.stop()
+            with pytest.raises(fencing.LeaseLost):
+                fence.renew(token)
+            with pytest.raises(fencing.LeaseLost):
+                await afence.renew(atoken)
+            with pytest.raises(fencing.FenceUnavailable):
+                backend.fence(name, ttl=30).acquire(timeout=0)
+            with pytest.raises(fencing.FenceUnavailable):
+                await backend.aio_fence(name + ":aio", ttl=30).acquire(timeout=0)
+            server.start()
+            with pytest.raises(fencing.LeaseLost):
+                fence.release(token)
+            with pytest.raises(fencing.LeaseLost):
+                await afence.release(atoken)
+            newer, anewer = fence.acquire(timeout=0), await afence.acquire(timeout=0)
+            assert newer > token and anewer > atoken
+            fence.release(newer)
+            await afence.release(anewer)
+        finally:
+            await afence.issuer.close()  # type: ignore[attr-defined]
+            fence.issuer.close()  # type: ignore[attr-defined]
