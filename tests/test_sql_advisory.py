@@ -384,6 +384,8 @@ async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
     - An acquire while the server is down: ``FenceUnavailable``, nothing half-done.
     - Once it is back, the next acquire works, with a token above the lost lease's: the
       counter is the ``fencing_leases`` row, which the restart kept.
+    - Restarted again with nothing tried meanwhile, the pooled connections are dead: an
+      acquire and a status read go on, on new connections (the issuer's ``once_more``).
 
     Blocking and asyncio side by side, on one restart."""
     with PostgresServer() as server:
@@ -414,6 +416,17 @@ async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
             assert newer > token and anewer > atoken
             fence.release(newer)
             await afence.release(anewer)
+            server.restart()  # nothing tried in between: the pool holds dead connections
+            assert issuer_status(backend, name).last_token == newer  # read once more, on a new one
+            last = fence.acquire(timeout=0)  # and the acquire too
+            assert last > newer
+            fence.release(last)
         finally:
             await afence.issuer.close()  # type: ignore[attr-defined]
             fence.issuer.close()  # type: ignore[attr-defined]
+
+
+def issuer_status(backend: SqlBackend, name: str) -> fencing.FenceStatus:
+    issuer = backend.issuer
+    assert isinstance(issuer, AdvisoryIssuer)
+    return issuer.status(name)
