@@ -256,7 +256,9 @@ def advisory_engine(source: Engine | str | URL) -> Engine:
         url = url.set(drivername="postgresql+psycopg")
     # No pool_pre_ping: it costs a round trip on every checkout, a third of an acquire;
     # the issuer instead tries once more when a pooled connection turns out dead (``once_more``).
-    return create_engine(url, pool_size=5, max_overflow=-1)
+    # In autocommit, as every lease statement runs: no isolation level switched at each
+    # checkout and back at each return (the waiter, which needs a transaction, switches).
+    return create_engine(url, pool_size=5, max_overflow=-1, isolation_level="AUTOCOMMIT")
 
 
 def once_more(exc: BaseException, attempt: int) -> bool:
@@ -289,6 +291,8 @@ class AdvisoryIssuer:
 
     def __init__(self, engine: Engine | str) -> None:
         self.engine = advisory_engine(engine)
+        #: Its own engine is in autocommit (``advisory_engine``); a user's is switched.
+        self._autocommit = not isinstance(engine, Engine)
         self._leases: dict[tuple[str, int, str], Lease] = {}
         self._lock = threading.Lock()
 
@@ -318,7 +322,8 @@ class AdvisoryIssuer:
         for attempt in (1, 2):
             conn = self.engine.connect()
             try:
-                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                if not self._autocommit:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
                 return conn, conn.execute(ACQUIRE, {"name": name, **lock_params(name)}).first()
             except BaseException as exc:
                 _discard(conn)  # a failed statement may still have taken the lock
@@ -417,6 +422,8 @@ class AdvisoryIssuer:
             for attempt in (1, 2):
                 conn = self.engine.connect()
                 try:
+                    if self._autocommit:  # SET LOCAL needs a transaction
+                        conn = conn.execution_options(isolation_level="READ COMMITTED")
                     with conn.begin():
                         conn.execute(timeout_sql(seconds))
                         conn.execute(WAIT, lock_params(name))
