@@ -418,9 +418,10 @@ async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
             await afence.release(anewer)
             server.restart()  # nothing tried in between: the pool holds dead connections
             assert issuer_status(backend, name).last_token == newer  # read once more, on a new one
-            last = fence.acquire(timeout=0)  # and the acquire too
-            assert last > newer
+            last, alast = fence.acquire(timeout=0), await afence.acquire(timeout=0)  # and acquires
+            assert last > newer and alast > anewer
             fence.release(last)
+            await afence.release(alast)
         finally:
             await afence.issuer.close()  # type: ignore[attr-defined]
             fence.issuer.close()  # type: ignore[attr-defined]
