@@ -8,7 +8,9 @@
   ``INSERT ... ON CONFLICT``) and its unlock, sent the same way: what the token costs in
   SQL, with none of fencing's Python;
 - ``fencing lease=advisory``: ``AdvisoryFence.acquire(timeout=0)`` + ``release``;
-- ``fencing lease=row``: ``SqlFence.acquire(timeout=0)`` + ``release`` on the same server.
+- ``fencing lease=row``: ``SqlFence.acquire(timeout=0)`` + ``release`` on the same server;
+- ``pals``: a peer (advisory locks through SQLAlchemy, no token): ``Locker.lock(name,
+  blocking=False)``, ``acquire()``, ``release()`` (a pals ``Lock`` serves one acquire).
 
 Every variant has a fence name of its own, so nothing waits. PostgreSQL is the run's
 (``ctx.pg_url()``), pinned with the client.
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pals
 import psycopg
 from sqlalchemy import create_engine
 
@@ -33,6 +36,7 @@ AA = "A/A: advisory floor, 2nd copy"
 STATEMENTS = "the issuer's two statements, bare psycopg"
 ADVISORY = "fencing lease=advisory (AdvisoryFence)"
 ROW = "fencing lease=row (SqlFence)"
+PALS = "pals 0.4 Lock (no token)"
 
 
 def run(ctx: Context) -> list[Table]:
@@ -47,12 +51,14 @@ def run(ctx: Context) -> list[Table]:
     issuer = AdvisoryIssuer(url)
     advisory = AdvisoryFence(url, "bench:advisory:fence", ttl=30, issuer=issuer)
     row = SqlFence(url, "bench:advisory:row", ttl=30)
+    locker = pals.Locker("bench", create_engine_callable=lambda: create_engine(url))
     variants = [
         Variant(FLOOR, timed(_bare(floor, "bench:advisory:floor")), is_floor=True),
         Variant(AA, timed(_bare(aa, "bench:advisory:aa"))),
         Variant(STATEMENTS, timed(_statements(bare, "bench:advisory:statements"))),
         Variant(ADVISORY, timed(_cycle(advisory))),
         Variant(ROW, timed(_cycle(row))),
+        Variant(PALS, timed(_pals(locker, "bench:advisory:pals"))),
     ]
     try:
         stats = run_rounds(
@@ -62,6 +68,7 @@ def run(ctx: Context) -> list[Table]:
         for conn in (floor, aa, bare):
             conn.close()
         issuer.close()
+        locker.engine.dispose()
     table = Table(
         "advisory",
         "uncontended acquire + release, PostgreSQL advisory lock (own name, one CPU)",
@@ -104,5 +111,14 @@ def _psycopg_sql(sql: str) -> Any:
 def _cycle(fence: AdvisoryFence | SqlFence) -> Callable[[], None]:
     def cycle() -> None:
         fence.release(fence.acquire(timeout=0))
+
+    return cycle
+
+
+def _pals(locker: Any, name: str) -> Callable[[], None]:
+    def cycle() -> None:
+        lock = locker.lock(name, blocking=False)
+        assert lock.acquire()
+        lock.release()
 
     return cycle
