@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import advisory_family
 import replicas
 from harness import Stats, Table
 
@@ -108,6 +109,7 @@ def targets(tables: list[Table]) -> list[dict[str, Any]]:
         out.append(
             _verdict("FileStore.write / plain write+fsync+rename (medians)", r50, 1.2, False)
         )
+    out.extend(_advisory_verdicts(tables))
     out.extend(_etcd_verdicts(tables))
     out.extend(_zookeeper_verdicts(tables))
     return out
@@ -249,3 +251,31 @@ def plot_handoff(tables: list[Table], path: Path, pinning: str) -> Path | None:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _advisory_verdicts(tables: list[Table]) -> list[dict[str, Any]]:
+    """Issue 23: lease=advisory within 1.3x of the bare advisory lock, and faster than
+    lease=row (medians)."""
+    out = []
+    row = _row(tables, "advisory", advisory_family.ADVISORY)
+    if row is not None:
+        table, stats = row
+        out.append(
+            _verdict(
+                "advisory acquire+release: lease=advisory / bare floor (medians)",
+                table.ratios(stats)[0],
+                1.3,
+                False,
+            )
+        )
+        peer = _row(tables, "advisory", advisory_family.ROW)
+        if peer is not None:
+            out.append(
+                _verdict(
+                    "advisory acquire+release: lease=advisory / lease=row (medians)",
+                    stats.median / peer[1].median,
+                    1.0,
+                    False,
+                )
+            )
+    return out

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import acquire
+import advisory_family
 import cluster
 import etcd_family
 import guards
@@ -50,6 +51,7 @@ FAMILIES = {
     "etcd": etcd_family.run,
     "http": web.run,
     "zookeeper": zookeeper_family.run,
+    "advisory": advisory_family.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     with ExitStack() as stack:
         redis_server = stack.enter_context(RedisServer())
-        postgres = _Postgres(cpu, stack) if "guards" in families else None
+        postgres = _Postgres(cpu, stack) if {"guards", "advisory"} & set(families) else None
         workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="fencing-bench-")))
         ctx = Context(
             args.quick, redis_server.url, postgres.url if postgres else _none, workdir, cpu

@@ -9,6 +9,8 @@ session's PostgreSQL to show it gives the same keys.
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -19,11 +21,12 @@ from typing import Any
 import psycopg
 import pytest
 from pg_advisory import advisory_url, terminate_holder
+from sqlalchemy import create_engine
 from waiting import PATIENCE, wait_until
 
 import fencing
 from fencing import cli
-from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys
+from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
 from fencing.sql._advisory import _LOCK_ROWS, lock_params
 from fencing.sql._backend import SqlBackend
 from fencing.sql._keys import KEYS_SQL
@@ -310,3 +313,121 @@ def test_cli_status_and_force_release(
     newer = fence.acquire(timeout=0)
     assert newer > token
     fence.release(newer)
+
+
+_FROZEN_WRITER = """
+import sys, fencing
+fence = fencing.connect(sys.argv[1]).fence(sys.argv[2], ttl=30)
+store = fencing.FileStore(sys.argv[3])
+token = fence.acquire(timeout=60)
+print(int(token), flush=True)
+sys.stdin.readline()  # frozen here (SIGSTOP) while its backend is terminated
+try:
+    store.write(b"stale", token)
+except fencing.StaleTokenError as exc:
+    print("refused", exc.current, flush=True)
+else:
+    print("written", flush=True)
+try:
+    fence.renew(token)
+except fencing.LeaseLost:
+    print("lost", flush=True)
+else:
+    print("renewed", flush=True)
+"""
+
+
+def test_frozen_holder_whose_backend_was_terminated_is_refused_on_resume(
+    backend: SqlBackend, postgres_server: PostgresServer, tmp_path: Any
+) -> None:
+    """The holder is frozen (SIGSTOP) with its lease; its backend is terminated (an
+    operator, ``idle_session_timeout``), so the lock goes; a newer holder takes it and
+    writes. Only then is the frozen one resumed: it still believes it holds the lease,
+    and its write is refused by the guard. Nothing waits on the clock."""
+    name = unique("sigstop")
+    path = tmp_path / "guarded.bin"
+    command = [sys.executable, "-c", _FROZEN_WRITER, backend.url, name, str(path)]
+    with subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            token = int(child.stdout.readline())
+            os.kill(child.pid, signal.SIGSTOP)
+            assert terminate_holder(postgres_server, name) == 1  # returns once it is gone
+            successor = backend.fence(name, ttl=30)
+            newer = successor.acquire(timeout=0)  # the lock went with the backend
+            assert newer > token
+            store = fencing.FileStore(path)
+            store.write(b"newer", newer)  # the newer holder's write lands first
+            os.kill(child.pid, signal.SIGCONT)
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            assert child.stdout.readline().split() == ["refused", str(int(newer))]
+            assert child.stdout.readline().strip() == "lost"
+            assert child.wait(PATIENCE) == 0
+            assert store.read_with_token() == (int(newer), b"newer")
+            successor.release(newer)
+        finally:
+            child.kill()  # SIGKILL ends a stopped process too
+            child.wait(PATIENCE)
+
+
+async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
+    """A private PostgreSQL (the session's is shared) is stopped and started again.
+
+    - A lease held across the restart: its lock lived in the server session that the
+      shutdown ended, and a session lock never comes back on a new connection, so the
+      lease is gone for certain, not merely unknown: renew raises ``LeaseLost`` (not
+      ``FenceUnavailable``, which would say "retry, it may still be yours"), during the
+      outage and after it alike, and so does release.
+    - An acquire while the server is down: ``FenceUnavailable``, nothing half-done.
+    - Once it is back, the next acquire works, with a token above the lost lease's: the
+      counter is the ``fencing_leases`` row, which the restart kept.
+    - Restarted again with nothing tried meanwhile, the pooled connections are dead: an
+      acquire and a status read go on, on new connections (the issuer's ``once_more``).
+
+    Blocking and asyncio side by side, on one restart."""
+    with PostgresServer() as server:
+        engine = create_engine(server.url("psycopg"))
+        create_tables(engine)
+        engine.dispose()
+        backend = fencing.connect(server.url("psycopg") + "?lease=advisory")
+        assert isinstance(backend, SqlBackend)
+        name = unique("restart")
+        fence, afence = backend.fence(name, ttl=30), backend.aio_fence(name + ":aio", ttl=30)
+        try:
+            token, atoken = fence.acquire(timeout=0), await afence.acquire(timeout=0)
+            server.stop()
+            with pytest.raises(fencing.LeaseLost):
+                fence.renew(token)
+            with pytest.raises(fencing.LeaseLost):
+                await afence.renew(atoken)
+            with pytest.raises(fencing.FenceUnavailable):
+                backend.fence(name, ttl=30).acquire(timeout=0)
+            with pytest.raises(fencing.FenceUnavailable):
+                await backend.aio_fence(name + ":aio", ttl=30).acquire(timeout=0)
+            server.start()
+            with pytest.raises(fencing.LeaseLost):
+                fence.release(token)
+            with pytest.raises(fencing.LeaseLost):
+                await afence.release(atoken)
+            newer, anewer = fence.acquire(timeout=0), await afence.acquire(timeout=0)
+            assert newer > token and anewer > atoken
+            fence.release(newer)
+            await afence.release(anewer)
+            server.restart()  # nothing tried in between: the pool holds dead connections
+            assert issuer_status(backend, name).last_token == newer  # read once more, on a new one
+            last, alast = fence.acquire(timeout=0), await afence.acquire(timeout=0)  # and acquires
+            assert last > newer and alast > anewer
+            fence.release(last)
+            await afence.release(alast)
+        finally:
+            await afence.issuer.close()  # type: ignore[attr-defined]
+            fence.issuer.close()  # type: ignore[attr-defined]
+
+
+def issuer_status(backend: SqlBackend, name: str) -> fencing.FenceStatus:
+    issuer = backend.issuer
+    assert isinstance(issuer, AdvisoryIssuer)
+    return issuer.status(name)

@@ -25,6 +25,10 @@ Every operation on a lease connection runs in autocommit mode, one statement eac
 - release: ``pg_advisory_unlock(k1, k2)``; the connection goes back to the pool only if
   that returned true, and is closed otherwise.
 
+The issuer's own engine does not ping connections at checkout (``pool_pre_ping``: a
+round trip on every acquire); an acquire, a wait or a read that finds its pooled
+connection dead runs once more on a new connection (``once_more``).
+
 Poolers: a session lock is only a lease if the connection keeps one server session for
 the lease's life. The first time a connection takes a lease (the verdict is kept in the
 pooled connection's ``info``), ``check_session`` proves it, or refuses the lease with
@@ -72,9 +76,9 @@ import ipaddress
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, TextClause, create_engine, text
 from sqlalchemy.engine import URL
@@ -86,6 +90,8 @@ from .._fence import Fence
 from ..issuer import Busy, FenceStatus
 from ._engines import parse_sql_url, sql_errors
 from ._keys import advisory_keys
+
+T = TypeVar("T")
 
 #: The database clock in whole microseconds: the token floor (as ``_schema.db_micros``).
 _CLOCK = "floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
@@ -248,7 +254,20 @@ def advisory_engine(source: Engine | str | URL) -> Engine:
     url = advisory_url(source)
     if url.get_driver_name() == "asyncpg":
         url = url.set(drivername="postgresql+psycopg")
-    return create_engine(url, pool_size=5, max_overflow=-1, pool_pre_ping=True)
+    # No pool_pre_ping: it costs a round trip on every checkout, a third of an acquire;
+    # the issuer instead tries once more when a pooled connection turns out dead (``once_more``).
+    # In autocommit, as every lease statement runs: no isolation level switched at each
+    # checkout and back at each return (the waiter, which needs a transaction, switches).
+    return create_engine(url, pool_size=5, max_overflow=-1, isolation_level="AUTOCOMMIT")
+
+
+def once_more(exc: BaseException, attempt: int) -> bool:
+    """Whether to run again, on a new connection, what failed with ``exc`` on attempt 1:
+    only when the failure was a pooled connection found dead (a server restart, an idle
+    connection cut), which SQLAlchemy has invalidated with the rest of the pool. What
+    ``pool_pre_ping`` does, paid only when it happens. Safe for an acquire: a session lock
+    taken on a dead connection ends with its session, and a token it bumped is skipped."""
+    return attempt == 1 and isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
 
 
 @dataclass
@@ -272,6 +291,8 @@ class AdvisoryIssuer:
 
     def __init__(self, engine: Engine | str) -> None:
         self.engine = advisory_engine(engine)
+        #: Its own engine is in autocommit (``advisory_engine``); a user's is switched.
+        self._autocommit = not isinstance(engine, Engine)
         self._leases: dict[tuple[str, int, str], Lease] = {}
         self._lock = threading.Lock()
 
@@ -280,13 +301,7 @@ class AdvisoryIssuer:
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         with sql_errors("advisory lease", self.engine.url):
-            conn = self.engine.connect()
-            try:
-                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-                row = conn.execute(ACQUIRE, {"name": name, **lock_params(name)}).first()
-            except BaseException:
-                _discard(conn)  # a failed statement may still have taken the lock
-                raise
+            conn, row = self._lock_and_count(name)
         if row is None:
             conn.close()
             return Busy(None)
@@ -301,6 +316,20 @@ class AdvisoryIssuer:
         with self._lock:
             self._leases[(name, token, holder)] = Lease(conn, pid)
         return token
+
+    def _lock_and_count(self, name: str) -> tuple[Connection, Any]:
+        """``ACQUIRE`` on a pooled connection in autocommit: (that connection, its row)."""
+        for attempt in (1, 2):
+            conn = self.engine.connect()
+            try:
+                if not self._autocommit:
+                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+                return conn, conn.execute(ACQUIRE, {"name": name, **lock_params(name)}).first()
+            except BaseException as exc:
+                _discard(conn)  # a failed statement may still have taken the lock
+                if not once_more(exc, attempt):
+                    raise
+        raise AssertionError("unreachable")
 
     def _check_session(self, conn: Connection, name: str, pid: int) -> None:
         """Prove that ``conn``, whose backend ``pid`` has just taken the lock of ``name``,
@@ -390,31 +419,53 @@ class AdvisoryIssuer:
         if seconds <= 0:
             return
         with sql_errors("advisory wait", self.engine.url):
-            conn = self.engine.connect()
-            try:
-                with conn.begin():
-                    conn.execute(timeout_sql(seconds))
-                    conn.execute(WAIT, lock_params(name))
-            except DBAPIError as exc:
-                if not is_lock_timeout(exc):
+            for attempt in (1, 2):
+                conn = self.engine.connect()
+                try:
+                    if self._autocommit:  # SET LOCAL needs a transaction
+                        conn = conn.execution_options(isolation_level="READ COMMITTED")
+                    with conn.begin():
+                        conn.execute(timeout_sql(seconds))
+                        conn.execute(WAIT, lock_params(name))
+                except DBAPIError as exc:
+                    if not is_lock_timeout(exc):
+                        _discard(conn)
+                        if once_more(exc, attempt):
+                            continue
+                        raise
+                    conn.close()  # the lock was never granted
+                except BaseException:
                     _discard(conn)
                     raise
-                conn.close()  # the lock was never granted
-            except BaseException:
-                _discard(conn)
-                raise
-            else:
-                conn.close()
+                else:
+                    conn.close()
+                return
+
+    def _read(self, read: Callable[[Connection], T]) -> T:
+        """``read`` in a transaction; once more if its pooled connection was dead."""
+        with sql_errors(url=self.engine.url):
+            for attempt in (1, 2):
+                try:
+                    with self.engine.begin() as conn:
+                        return read(conn)
+                except BaseException as exc:
+                    if not once_more(exc, attempt):
+                        raise
+        raise AssertionError("unreachable")
 
     def status(self, name: str) -> FenceStatus:
-        with sql_errors(url=self.engine.url), self.engine.begin() as conn:
+        def read(conn: Connection) -> FenceStatus:
             rows = list(conn.execute(STATUS, {"name": name, **lock_params(name)}))
             last = None if rows else conn.execute(LAST_TOKEN, {"name": name}).scalar()
-        return holder_status(name, rows, None if last is None else int(last))
+            return holder_status(name, rows, None if last is None else int(last))
+
+        return self._read(read)
 
     def names(self, prefix: str = "") -> Iterator[str]:
-        with sql_errors(url=self.engine.url), self.engine.begin() as conn:
-            return iter([str(row[0]) for row in conn.execute(NAMES, {"prefix": prefix})])
+        found = self._read(
+            lambda conn: [str(r[0]) for r in conn.execute(NAMES, {"prefix": prefix})]
+        )
+        return iter(found)
 
     def force_release(self, name: str) -> FenceStatus:
         with sql_errors(url=self.engine.url), self.engine.begin() as conn:

@@ -38,6 +38,7 @@ from ._advisory import (
     is_direct,
     is_lock_timeout,
     lock_params,
+    once_more,
     socket_address,
     timeout_sql,
 )
@@ -52,7 +53,7 @@ def async_advisory_engine(source: AsyncEngine | Engine | str) -> AsyncEngine:
     url = advisory_url(source.url if isinstance(source, Engine) else source)
     if url.get_driver_name() not in ("psycopg", "asyncpg"):
         url = url.set(drivername="postgresql+psycopg")
-    return create_async_engine(url, pool_size=5, max_overflow=-1, pool_pre_ping=True)
+    return create_async_engine(url, pool_size=5, max_overflow=-1, isolation_level="AUTOCOMMIT")
 
 
 class AsyncAdvisoryIssuer:
@@ -60,6 +61,7 @@ class AsyncAdvisoryIssuer:
 
     def __init__(self, engine: AsyncEngine | Engine | str) -> None:
         self.engine = async_advisory_engine(engine)
+        self._autocommit = not isinstance(engine, AsyncEngine)  # see AdvisoryIssuer
         self._leases: dict[tuple[str, int, str], Lease] = {}
 
     def __repr__(self) -> str:
@@ -67,14 +69,7 @@ class AsyncAdvisoryIssuer:
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         with sql_errors("advisory lease", self.engine.url):
-            conn = await self.engine.connect()
-            try:
-                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                result = await conn.execute(ACQUIRE, {"name": name, **lock_params(name)})
-                row = result.first()
-            except BaseException:
-                await _discard(conn)  # a failed statement may still have taken the lock
-                raise
+            conn, row = await self._lock_and_count(name)
         if row is None:
             await conn.close()
             return Busy(None)
@@ -88,6 +83,21 @@ class AsyncAdvisoryIssuer:
             raise
         self._leases[(name, token, holder)] = Lease(conn, pid, asyncio.Lock())
         return token
+
+    async def _lock_and_count(self, name: str) -> tuple[AsyncConnection, Any]:
+        """See ``AdvisoryIssuer._lock_and_count``."""
+        for attempt in (1, 2):
+            conn = await self.engine.connect()
+            try:
+                if not self._autocommit:
+                    conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
+                result = await conn.execute(ACQUIRE, {"name": name, **lock_params(name)})
+                return conn, result.first()
+            except BaseException as exc:
+                await _discard(conn)  # a failed statement may still have taken the lock
+                if not once_more(exc, attempt):
+                    raise
+        raise AssertionError("unreachable")
 
     async def _check_session(self, conn: AsyncConnection, name: str, pid: int) -> None:
         """See ``AdvisoryIssuer._check_session``."""
@@ -167,21 +177,27 @@ class AsyncAdvisoryIssuer:
         if seconds <= 0:
             return
         with sql_errors("advisory wait", self.engine.url):
-            conn = await self.engine.connect()
-            try:
-                async with conn.begin():
-                    await conn.execute(timeout_sql(seconds))
-                    await conn.execute(WAIT, lock_params(name))
-            except DBAPIError as exc:
-                if not is_lock_timeout(exc):
+            for attempt in (1, 2):
+                conn = await self.engine.connect()
+                try:
+                    if self._autocommit:  # SET LOCAL needs a transaction
+                        conn = await conn.execution_options(isolation_level="READ COMMITTED")
+                    async with conn.begin():
+                        await conn.execute(timeout_sql(seconds))
+                        await conn.execute(WAIT, lock_params(name))
+                except DBAPIError as exc:
+                    if not is_lock_timeout(exc):
+                        await _discard(conn)
+                        if once_more(exc, attempt):
+                            continue
+                        raise
+                    await conn.close()
+                except BaseException:
                     await _discard(conn)
                     raise
-                await conn.close()
-            except BaseException:
-                await _discard(conn)
-                raise
-            else:
-                await conn.close()
+                else:
+                    await conn.close()
+                return
 
 
 async def _discard(conn: Any) -> None:

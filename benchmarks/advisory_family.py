@@ -1,0 +1,124 @@
+"""Family ``advisory``: one uncontended acquire + release of a PostgreSQL advisory lease
+(``lease=advisory``, issue 23), against the bare lock it is made of.
+
+- floor: ``SELECT pg_try_advisory_lock(k1, k2)`` then ``SELECT pg_advisory_unlock(k1, k2)``
+  on one psycopg connection in autocommit, kept open (what a hand-written advisory lock
+  costs); ``A/A`` is the same on a second connection (noise);
+- ``statements``: the issuer's own acquire statement (lock and token in one
+  ``INSERT ... ON CONFLICT``) and its unlock, sent the same way: what the token costs in
+  SQL, with none of fencing's Python;
+- ``fencing lease=advisory``: ``AdvisoryFence.acquire(timeout=0)`` + ``release``;
+- ``fencing lease=row``: ``SqlFence.acquire(timeout=0)`` + ``release`` on the same server;
+- ``pals``: a peer (advisory locks through SQLAlchemy, no token): ``Locker.lock(name,
+  blocking=False)``, ``acquire()``, ``release()`` (a pals ``Lock`` serves one acquire).
+
+Every variant has a fence name of its own, so nothing waits. PostgreSQL is the run's
+(``ctx.pg_url()``), pinned with the client.
+
+Imports psycopg, SQLAlchemy, fencing.sql and the harness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pals
+import psycopg
+from sqlalchemy import create_engine
+
+from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
+from fencing.sql._advisory import ACQUIRE, RELEASE
+from harness import Context, Table, Variant, run_rounds, timed
+
+FLOOR = "floor: pg_try_advisory_lock + pg_advisory_unlock"
+AA = "A/A: advisory floor, 2nd copy"
+STATEMENTS = "the issuer's two statements, bare psycopg"
+ADVISORY = "fencing lease=advisory (AdvisoryFence)"
+ROW = "fencing lease=row (SqlFence)"
+PALS = "pals 0.4 Lock (no token)"
+
+
+def run(ctx: Context) -> list[Table]:
+    url = ctx.pg_url()
+    if url is None:
+        raise RuntimeError("the advisory family needs PostgreSQL")
+    engine = create_engine(url)
+    create_tables(engine)
+    engine.dispose()
+    dsn = url.replace("postgresql+psycopg://", "postgresql://")
+    floor, aa, bare = (psycopg.connect(dsn, autocommit=True) for _ in range(3))
+    issuer = AdvisoryIssuer(url)
+    advisory = AdvisoryFence(url, "bench:advisory:fence", ttl=30, issuer=issuer)
+    row = SqlFence(url, "bench:advisory:row", ttl=30)
+    locker = pals.Locker("bench", create_engine_callable=lambda: create_engine(url))
+    variants = [
+        Variant(FLOOR, timed(_bare(floor, "bench:advisory:floor")), is_floor=True),
+        Variant(AA, timed(_bare(aa, "bench:advisory:aa"))),
+        Variant(STATEMENTS, timed(_statements(bare, "bench:advisory:statements"))),
+        Variant(ADVISORY, timed(_cycle(advisory))),
+        Variant(ROW, timed(_cycle(row))),
+        Variant(PALS, timed(_pals(locker, "bench:advisory:pals"))),
+    ]
+    try:
+        stats = run_rounds(
+            variants, rounds=ctx.scale(10, 40), per_round=ctx.scale(50, 100), warmup=50
+        )
+    finally:
+        for conn in (floor, aa, bare):
+            conn.close()
+        issuer.close()
+        locker.engine.dispose()
+    table = Table(
+        "advisory",
+        "uncontended acquire + release, PostgreSQL advisory lock (own name, one CPU)",
+        [stats[v.name] for v in variants],
+        floor=FLOOR,
+    )
+    return [table]
+
+
+def _bare(conn: psycopg.Connection[Any], name: str) -> Callable[[], None]:
+    k1, k2 = advisory_keys(name)
+
+    def cycle() -> None:
+        got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (k1, k2)).fetchone()
+        assert got is not None and got[0]
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (k1, k2)).fetchone()
+
+    return cycle
+
+
+def _statements(conn: psycopg.Connection[Any], name: str) -> Callable[[], None]:
+    k1, k2 = advisory_keys(name)
+    params = {"name": name, "k1": k1, "k2": k2}
+    acquire, release = (_psycopg_sql(str(s)) for s in (ACQUIRE, RELEASE))
+
+    def cycle() -> None:
+        got = conn.execute(acquire, params).fetchone()
+        assert got is not None
+        conn.execute(release, params).fetchone()
+
+    return cycle
+
+
+def _psycopg_sql(sql: str) -> Any:
+    for param in ("name", "k1", "k2"):
+        sql = sql.replace(f":{param}", f"%({param})s")
+    return sql
+
+
+def _cycle(fence: AdvisoryFence | SqlFence) -> Callable[[], None]:
+    def cycle() -> None:
+        fence.release(fence.acquire(timeout=0))
+
+    return cycle
+
+
+def _pals(locker: Any, name: str) -> Callable[[], None]:
+    def cycle() -> None:
+        lock = locker.lock(name, blocking=False)
+        assert lock.acquire()
+        lock.release()
+
+    return cycle
