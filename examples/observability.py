@@ -4,13 +4,13 @@ Needs: pip install 'fencing[otel]' opentelemetry-sdk opentelemetry-exporter-prom
 Run: python examples/observability.py
 
 The application sets the OpenTelemetry SDK once at start-up; fencing finds it by itself
-(docs/observability.md). Then a stale holder is stopped at the store and a waiter gives
-up, and the script scrapes its own endpoint as Prometheus would.
+(docs/observability.md). Then a waiter gives up, a stale holder (its lease ended by an
+operator) is stopped at the store, and the script scrapes its own endpoint as
+Prometheus would.
 """
 
 import re
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
@@ -26,7 +26,7 @@ server, _ = start_http_server(port=0, addr="127.0.0.1")  # in production: a fixe
 metrics.set_meter_provider(MeterProvider(metric_readers=[PrometheusMetricReader()]))
 
 # -- the application: nothing about metrics below this line --
-fence = fencing.MemoryFence("report", ttl=0.2)
+fence = fencing.MemoryFence("report", ttl=30)
 store = fencing.FileStore(Path(tempfile.mkdtemp()) / "report.txt")
 
 token = fence.acquire()
@@ -36,7 +36,9 @@ try:
 except fencing.AcquireTimeout:
     print("a second worker gave up waiting for the lease")
 
-time.sleep(0.3)  # we pause past the ttl: the lease expires behind our back
+# we hang; an operator ends our lease (`fencing release report --force`) and the next
+# holder writes
+fence.issuer.force_release("report")
 newer = fence.acquire()
 store.write(b"their version", newer)
 fence.release(newer)
