@@ -31,7 +31,7 @@ def test_reentrant_acquire_keeps_the_token_counts_and_ends_at_zero(
 ) -> None:
     # redis-py's lock() passes no extra keyword: a partial carries reentrant=True
     lock_class = functools.partial(fencing.FencedLock, reentrant=True)
-    lock = redis_client.lock(NAME, timeout=30, lock_class=lock_class)  # type: ignore[arg-type]
+    lock = redis_client.lock(NAME, timeout=30, lock_class=lock_class)
     assert isinstance(lock, fencing.FencedLock) and lock.reentrant
     assert lock.acquire(blocking=False)
     token, held = lock.fence_token, redis_client.get(NAME)
@@ -78,12 +78,12 @@ def test_other_owners_wait_as_usual(redis_client: redis.Redis) -> None:
 
 
 def test_not_reentrant_by_default_and_a_bool_only(redis_client: redis.Redis) -> None:
-    lock = redis_client.lock(NAME, timeout=30, lock_class=fencing.FencedLock)  # type: ignore[arg-type]
+    lock = redis_client.lock(NAME, timeout=30, lock_class=fencing.FencedLock)
     assert not lock.reentrant
     assert lock.acquire(blocking=False) and lock.acquire(blocking=False) is False
     lock.release()
     with pytest.raises(TypeError, match="reentrant must be a bool"):
-        fencing.FencedLock(redis_client, NAME, reentrant=1)  # type: ignore[arg-type]
+        fencing.FencedLock(redis_client, NAME, reentrant=1)
 
 
 def test_a_lock_found_lost_forgets_its_count(redis_client: redis.Redis) -> None:
@@ -120,7 +120,7 @@ async def test_async_reentrant_owner_is_the_task(aclient: redis.asyncio.Redis) -
         assert await lock.owned() and lock.local.depth == 1
     assert lock.fence_token is None and not await lock.locked()
     with pytest.raises(TypeError, match="reentrant must be a bool"):
-        fencing.aio.FencedLock(aclient, NAME, reentrant="yes")  # type: ignore[arg-type]
+        fencing.aio.FencedLock(aclient, NAME, reentrant="yes")
 
 
 async def test_async_lock_found_lost_forgets_its_count(aclient: redis.asyncio.Redis) -> None:
