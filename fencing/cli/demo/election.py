@@ -247,12 +247,27 @@ def _freeze(control: _Controller, pid: int, sqlite_file: str | None) -> None:
     """SIGSTOP ``pid`` at a moment it holds no lock on the issuer's SQLite file."""
     for attempt in range(1000):
         os.kill(pid, signal.SIGSTOP)
-        time.sleep(0.01)  # SIGSTOP is delivered asynchronously
+        _until_stopped(pid)  # SIGSTOP is delivered asynchronously
         if not _holds_a_lock(sqlite_file):
             break
         os.kill(pid, signal.SIGCONT)  # frozen mid-transaction: let it finish, try again
-        time.sleep(0.01 * (attempt + 1))
+        time.sleep(min(0.1, 0.01 * (attempt + 1)))
     control.note("pause", f"SIGSTOP {OLD} (pid {pid}) past its term: a long GC pause")
+
+
+def _until_stopped(pid: int, timeout: float = 30.0) -> None:
+    """Return once ``pid`` is stopped (its state in ``/proc`` is ``T``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                    return
+        except OSError:  # no /proc: give the signal a moment instead
+            time.sleep(0.05)
+            return
+        time.sleep(0.001)
+    raise TimeoutError(f"process {pid} did not stop")
 
 
 def format_election(result: ElectionResult) -> str:
