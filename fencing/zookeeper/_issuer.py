@@ -96,6 +96,23 @@ class _Base:
     def lease_path(self, name: str) -> str:
         return FencePaths.of(name).lease
 
+    @contextmanager
+    def _on_any_change(self, name: str, wake: Callable[[], None]) -> Iterator[None]:
+        """Call ``wake`` when the lease znode's watch fires, and also on any change of
+        the session's state: a watch set in a session that expires is gone with it, so
+        the waiter reads again (and watches again) instead of sleeping its whole wait."""
+
+        def listener(state: Any) -> bool:  # in kazoo's connection thread: must not block
+            wake()
+            return False  # stay registered until removed below
+
+        self.client.add_listener(listener)
+        try:
+            with self.releases.waiting(self.lease_path(name), wake):
+                yield
+        finally:
+            self.client.remove_listener(listener)
+
 
 class ZooKeeperIssuer(_Base):
     """Leases and tokens in ZooKeeper, on a ``kazoo.client.KazooClient`` (see the module
@@ -146,7 +163,7 @@ class ZooKeeperIssuer(_Base):
         """``fencing.issuer.WatchesLease``: up to ``seconds``, until the lease znode is
         created or deleted, or is already not the one of ``token``."""
         changed = threading.Event()
-        with self.releases.waiting(self.lease_path(name), changed.set):
+        with self._on_any_change(name, changed.set):
             if self._run(_one(self.flows.lease_token(name, self.releases.fire))) == token:
                 changed.wait(seconds)
 
@@ -199,7 +216,7 @@ class AsyncZooKeeperIssuer(_Base):
             with suppress(RuntimeError):  # the loop is closed: nobody waits any more
                 loop.call_soon_threadsafe(changed.set)
 
-        with self.releases.waiting(self.lease_path(name), wake):
+        with self._on_any_change(name, wake):
             if await self._run(_one(self.flows.lease_token(name, self.releases.fire))) == token:
                 with suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(changed.wait(), seconds)
