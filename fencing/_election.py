@@ -38,7 +38,7 @@ from ._errors import LeaseLost
 from ._fence import Fence, Hold
 from ._token import FenceToken
 from ._validate import check_name, check_timeout, check_ttl
-from .issuer import AsyncIssuer, FenceStatus, Issuer
+from .issuer import AsyncIssuer, AsyncWatchesLease, FenceStatus, Issuer, WatchesLease
 
 T = TypeVar("T")
 
@@ -245,13 +245,16 @@ class Election(_ElectionBase):
 
     def observe(self, poll: float = DEFAULT_POLL) -> Iterator[Leader | None]:
         """The leader now, then each change (a new term, or ``None`` once nobody leads),
-        read every ``poll`` seconds; an endless iterator (stop with ``break``). A term
-        shorter than ``poll`` may be missed; changes are never reported out of order."""
+        read every ``poll`` seconds; an endless iterator (stop with ``break``). On an
+        issuer with a watch (``fencing.issuer.WatchesLease``: etcd, ZooKeeper) it reads
+        again as soon as the engine reports a change, and ``poll`` only bounds the wait.
+        A term shorter than that may be missed; changes are never reported out of order."""
         seconds = _check_poll(poll)
         return self._observe(seconds)
 
     def _observe(self, poll: float) -> Iterator[Leader | None]:
         sleep = self.clock.sleep if self.clock is not None else _sleep
+        watch = self.clock is None and isinstance(self.issuer, WatchesLease)
         seen: object = object()
         while True:
             now = self.leader()
@@ -259,7 +262,10 @@ class Election(_ElectionBase):
             if key != seen:
                 seen = key
                 yield now
-            sleep(poll)
+            if watch:  # the engine's watch wakes us on a change; poll bounds the wait
+                self.issuer.await_change(self.name, key, poll)  # type: ignore[attr-defined]
+            else:
+                sleep(poll)
 
     def run(self, fn: Callable[[Term], T], value: str) -> T:
         """Campaign, run ``fn(term)`` while leading, and return what it returns (the
@@ -388,6 +394,7 @@ class AsyncElection(_ElectionBase):
         return self._observe(seconds)
 
     async def _observe(self, poll: float) -> AsyncGenerator[Leader | None, None]:
+        watch = isinstance(self.issuer, AsyncWatchesLease)
         seen: object = object()
         while True:
             now = await self.leader()
@@ -395,7 +402,10 @@ class AsyncElection(_ElectionBase):
             if key != seen:
                 seen = key
                 yield now
-            await asyncio.sleep(poll)
+            if watch:  # the engine's watch wakes us on a change; poll bounds the wait
+                await self.issuer.await_change(self.name, key, poll)  # type: ignore[attr-defined]
+            else:
+                await asyncio.sleep(poll)
 
     async def run(self, fn: Callable[[AsyncTerm], Awaitable[T]], value: str) -> T:
         """Campaign, run ``await fn(term)`` in a task of its own while leading, and return

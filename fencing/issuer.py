@@ -20,6 +20,9 @@ Optional capabilities, each its own protocol; a fence checks for them once:
 - ``WakesOnRelease``: ``await_release(name, seconds)`` blocks until a release may have
   happened (or ``seconds`` pass), so waiters need not poll. Without it, waiters back
   off with jitter.
+- ``WatchesLease``: ``await_change(name, token, seconds)`` blocks on the engine's watch
+  until the lease of ``name`` may no longer be the one of ``token`` (or ``seconds``
+  pass), so ``Election.observe`` need not poll (etcd, ZooKeeper).
 - ``HandOff``: a release hands the lease straight to the first queued waiter (Redis).
   ``try_acquire_queued`` also queues a waiter that finds the lease busy, and
   ``await_handoff`` waits for the token a release hands over.
@@ -111,6 +114,26 @@ class AsyncWakesOnRelease(Protocol):
 
     async def await_release(self, name: str, seconds: float) -> None:
         """See ``WakesOnRelease.await_release``."""
+        ...
+
+
+@runtime_checkable
+class WatchesLease(Protocol):
+    """Capability: wait on the engine's watch for the lease of a name to change
+    (``Election.observe`` wakes on it instead of polling)."""
+
+    def await_change(self, name: str, token: int | None, seconds: float) -> None:
+        """Block up to ``seconds``, returning early when the lease of ``name`` may no
+        longer be the one of ``token`` (``None``: when a lease may exist)."""
+        ...
+
+
+@runtime_checkable
+class AsyncWatchesLease(Protocol):
+    """The asyncio ``WatchesLease``."""
+
+    async def await_change(self, name: str, token: int | None, seconds: float) -> None:
+        """See ``WatchesLease.await_change``."""
         ...
 
 
@@ -245,6 +268,7 @@ __all__ = [
     "AsyncInspects",
     "AsyncIssuer",
     "AsyncWakesOnRelease",
+    "AsyncWatchesLease",
     "Busy",
     "FenceStatus",
     "ForceReleases",
@@ -253,4 +277,5 @@ __all__ = [
     "Issuer",
     "OperatesLocks",
     "WakesOnRelease",
+    "WatchesLease",
 ]

@@ -138,3 +138,35 @@ def test_demo_over_http_unfenced_shows_the_lost_update(tmp_path: Path) -> None:
         f"the service holds: 'created; client 1 wrote with token {first}' (fence_token {first})"
         in output
     )
+
+
+def test_demo_election_refuses_the_frozen_leaders_write(tmp_path: Path) -> None:
+    """Three candidates on the embedded default; the leader frozen past its term."""
+    code, output = demo("--election", *SHORT, state=tmp_path)
+    assert code == 0, output
+    assert f"issued by sqlite:///{tmp_path}/fencing/fencing.db" in output
+    old = int(re.search(r"candidate 1  is elected leader: term (\d+)", output).group(1))  # type: ignore[union-attr]
+    found = re.search(r"(candidate [23])  is elected leader: term (\d+)", output)
+    assert found is not None, output
+    new_leader, new = found.group(1), int(found.group(2))
+    assert new > old
+    lines = output.splitlines()
+    order = [
+        f"candidate 1  is elected leader: term {old}",
+        "demo         SIGSTOP candidate 1",
+        f"{new_leader}  is elected leader: term {new}",
+        f"election.leader() from another process: {new_leader.replace(' ', '-')}, term {new}",
+        f"{new_leader}  writes its last run with term {new}: accepted",
+        "demo         SIGCONT candidate 1",
+        f"candidate 1  writes its last run with term {old}: REJECTED, term {new} was already",
+    ]
+    positions = [next(i for i, line in enumerate(lines) if step in line) for step in order]
+    assert positions == sorted(positions)
+    assert f"candidate 1  on_lost: its term {old} is over" in output
+    assert f"the row holds: 'last run by {new_leader} in term {new}' (fence_token {new})" in output
+    assert "fencing worked" in output
+
+
+def test_demo_election_takes_only_url_and_ttl(tmp_path: Path) -> None:
+    code, output = demo("--election", "--unfenced", state=tmp_path)
+    assert code == 2 and "--election takes only --url and --ttl" in output

@@ -65,6 +65,17 @@ EXPECTED: dict[str, list[str]] = {
         "host-a's term found lost: True",
         "the state: b'ran at 09:01 by host-b'; leader now: None",
     ],
+    "scheduler.py": [
+        "host-a leads with term 1",
+        "host-a ran nightly-report #1 (term 1)",
+        "host-a is stuck in run #2, past its term",
+        "host-b leads with term 2",
+        "host-b ran nightly-report #2 (term 2)",
+        "host-a's run #2 refused: stale fence token 1",
+        "host-a stops leading: term 1 found lost: True",
+        "the last run: nightly-report #",
+        "by host-b in term 2",
+    ],
     "reentrant.py": [
         "closing the day with token 1",
         "posted 'interest' with token 1",

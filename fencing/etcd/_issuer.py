@@ -180,6 +180,55 @@ class WatchRelease:
         await port.call(self._aattempt, timeout=self.seconds)
 
 
+class WatchChange(WatchRelease):
+    """Block up to ``seconds`` until the key may no longer hold the lease of ``token``
+    (``None``: until a lease may exist): a put or a delete of the key (``observe``).
+
+    The watch starts now; once it is created, one local read of the key catches a
+    change that came before it (the key's create revision is the token), so none is
+    missed between the caller's read and the watch.
+    """
+
+    __slots__ = ("token",)
+
+    def __init__(self, key: bytes, token: int | None, seconds: float) -> None:
+        super().__init__(key, 0, seconds)
+        self.request = msg.watch_key(key)
+        self.token = token
+
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
+        call = self._open(member, seconds, metadata)
+        try:
+            for reply in call:
+                if reply.events or reply.canceled:
+                    return
+                if reply.created:
+                    peek = member.kv.Range(self.check, timeout=seconds, metadata=metadata)
+                    if msg.created_revision(peek) != self.token:
+                        return
+        except grpc.RpcError as exc:
+            if not _ran_out(exc):
+                raise
+        finally:
+            call.cancel()
+
+    async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> None:
+        call = self._open(member, seconds, metadata)
+        try:
+            async for reply in call:
+                if reply.events or reply.canceled:
+                    return
+                if reply.created:
+                    peek = await member.kv.Range(self.check, timeout=seconds, metadata=metadata)
+                    if msg.created_revision(peek) != self.token:
+                        return
+        except grpc.RpcError as exc:
+            if not _ran_out(exc):
+                raise
+        finally:
+            call.cancel()
+
+
 def _ran_out(exc: grpc.RpcError) -> bool:
     """The call's deadline passed: said by the client, or by the member (etcd's gRPC
     server may end the stream first, with ``UNKNOWN: context deadline exceeded``)."""
@@ -189,7 +238,7 @@ def _ran_out(exc: grpc.RpcError) -> bool:
     )
 
 
-Step = Unary[Any] | KeepAlive | WatchRelease
+Step = Unary[Any] | KeepAlive | WatchRelease | WatchChange
 
 # -- flows: each operation once, for both ports ------------------------------------------------
 
@@ -308,6 +357,9 @@ class EtcdFlows:
     def await_release(self, name: str, seconds: float) -> Flow[Step, None]:
         yield WatchRelease(self.keys.of(name), self.seen.get(name, 0), seconds)
 
+    def await_change(self, name: str, token: int | None, seconds: float) -> Flow[Step, None]:
+        yield WatchChange(self.keys.of(name), token, seconds)
+
     # -- operations (``Inspects``, ``ForceReleases``) ------------------------------------
 
     def status(self, name: str) -> Flow[Step, FenceStatus]:
@@ -400,6 +452,10 @@ class EtcdIssuer:
     def await_release(self, name: str, seconds: float) -> None:
         run_sync(self.flows.await_release(name, seconds), self.cluster)
 
+    def await_change(self, name: str, token: int | None, seconds: float) -> None:
+        """``fencing.issuer.WatchesLease``: up to ``seconds``, until the key changes."""
+        run_sync(self.flows.await_change(name, token, seconds), self.cluster)
+
     def status(self, name: str) -> FenceStatus:
         """``Inspects``: the lease of ``name`` as etcd has it now (see ``EtcdFlows.status``)."""
         return run_sync(self.flows.status(name), self.cluster)
@@ -448,6 +504,10 @@ class AsyncEtcdIssuer:
 
     async def await_release(self, name: str, seconds: float) -> None:
         await run_async(self.flows.await_release(name, seconds), self.cluster)
+
+    async def await_change(self, name: str, token: int | None, seconds: float) -> None:
+        """``fencing.issuer.AsyncWatchesLease``: see ``EtcdIssuer.await_change``."""
+        await run_async(self.flows.await_change(name, token, seconds), self.cluster)
 
     async def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.AsyncInspects``: see ``EtcdIssuer.status``."""

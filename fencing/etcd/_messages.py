@@ -206,6 +206,16 @@ def changed_since(reply: rpc.RangeResponse, revision: int) -> bool:
     return not reply.kvs or int(reply.kvs[0].mod_revision) > revision
 
 
+def watch_key(key: bytes) -> rpc.WatchRequest:
+    """Watch every change of ``key`` (put or delete) from now on (``observe``)."""
+    return rpc.WatchRequest(create_request=rpc.WatchCreateRequest(key=key))
+
+
+def created_revision(reply: rpc.RangeResponse) -> int | None:
+    """The key's create revision (the token of its lease), or ``None`` if it is gone."""
+    return int(reply.kvs[0].create_revision) if reply.kvs else None
+
+
 def watch_release(key: bytes, after: int) -> rpc.WatchRequest:
     """Watch ``key`` for its deletion (release, revoke or expiry) after revision ``after``
     (events since then are replayed, so a release that came first is not missed)."""

@@ -61,6 +61,7 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
     _clients = ASYNC_CLIENTS
     _client_kind = "redis.asyncio.Redis"
     _clock = staticmethod(_redis_py_clock)
+    _owner = staticmethod(asyncio.current_task)
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
@@ -74,6 +75,8 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
     ) -> bool:
         """Take the lock; True once held. See ``redis.asyncio.lock.Lock.acquire``."""
         holder, timeout, waiting = self._plan(None, blocking, blocking_timeout, token)
+        if self._reenter(token):
+            return True
         try:
             granted = await acquire_async(holder, self._ttl_ms, timeout, waiting, self._calls)
         except AcquireTimeout:
@@ -95,7 +98,10 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
         A cancellation while it runs is raised only once the lock is released (see the
         module docstring); the token is kept only when nothing ran (cancelled before it
         started) or Redis could not be reached: then ``release`` can be called again.
+        On a reentrant lock acquired more than once, it only counts down (no I/O).
         """
+        if self._count_down():
+            return
         expected = self.local.token
         if expected is None:
             raise LockError(
@@ -117,9 +123,9 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
         try:
             await self.do_release(expected)
         except LockNotOwnedError:
-            self.local.token = self.local.fence = None  # not ours any more
+            self._forget()  # not ours any more
             raise
-        self.local.token = self.local.fence = None
+        self._forget()
 
     async def do_release(self, expected_token: str | bytes) -> None:
         """redis-py's hook: release the lock held with ``expected_token``."""
@@ -127,6 +133,22 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
         await step.aperform(self.redis)
         if not step.result:
             raise self._not_owned()
+
+    async def do_extend(self, additional_time: float, replace_ttl: bool) -> Any:
+        """redis-py's hook; a reentrant lock found gone forgets its count."""
+        try:
+            return await super().do_extend(additional_time, replace_ttl)
+        except LockNotOwnedError:
+            self._found_lost()
+            raise
+
+    async def do_reacquire(self) -> Any:
+        """redis-py's hook; a reentrant lock found gone forgets its count."""
+        try:
+            return await super().do_reacquire()
+        except LockNotOwnedError:
+            self._found_lost()
+            raise
 
 
 async def finish(work: Awaitable[T]) -> T:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -141,6 +142,8 @@ class LockBase:
     counter_idle: float | None = DEFAULT_COUNTER_IDLE
     _clients: tuple[type, ...]
     _client_kind: str
+    #: Who owns a reentrant acquisition: the thread (blocking) or the task (asyncio).
+    _owner: Callable[[], object]
     #: The clock of the redis-py ``Lock`` it replaces (see ``_redis_py_clock``).
     _clock: Callable[[], float]
     # set by redis-py's Lock.__init__
@@ -152,9 +155,14 @@ class LockBase:
     blocking_timeout: float | None
     local: Any
 
-    def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, redis: Any, name: str, *args: Any, reentrant: bool = False, **kwargs: Any
+    ) -> None:
         check_client(redis, self._clients, self._client_kind)
         check_name(name)
+        if not isinstance(reentrant, bool):
+            raise TypeError(f"reentrant must be a bool, not {type(reentrant).__name__}")
+        self.reentrant = reentrant
         super().__init__(redis, name, *args, **kwargs)  # type: ignore[call-arg]
         if self.timeout is not None:
             check_ttl(self.timeout, "timeout")
@@ -202,6 +210,39 @@ class LockBase:
         holder = new_holder_id() if token is None else self._holder_of(token)
         return holder, blocking_timeout if blocking else 0, waiting
 
+    def _reenter(self, token: str | bytes | None) -> bool:
+        """On a reentrant lock that the calling owner holds (with ``token``, if given):
+        count one more acquisition and return True. Asks Redis nothing."""
+        if not self.reentrant or getattr(self.local, "token", None) is None:
+            return False
+        if getattr(self.local, "owner", None) != self._owner():
+            return False
+        if token is not None and self._encode(token) != self.local.token:
+            return False
+        self.local.depth += 1
+        return True
+
+    def _count_down(self) -> bool:
+        """On a reentrant lock acquired more than once: count one release down and
+        return True (the lock stays held; asks Redis nothing)."""
+        if not self.reentrant or getattr(self.local, "depth", 0) <= 1:
+            return False
+        if getattr(self.local, "token", None) is None:
+            return False
+        self.local.depth -= 1
+        return True
+
+    def _forget(self) -> None:
+        """This owner holds nothing any more (released, given back, or found lost)."""
+        self.local.token = self.local.fence = self.local.owner = None
+        self.local.depth = 0
+
+    def _found_lost(self) -> None:
+        """``extend``/``reacquire`` found the lock gone: a reentrant lock forgets its
+        count, so the owner's next ``acquire`` asks Redis for a new lease and token."""
+        if self.reentrant:
+            self._forget()
+
     def _holder_of(self, token: str | bytes) -> str:
         """The holder id of lock token ``token`` (latin-1: any bytes pass unchanged)."""
         encoded: bytes = self._encode(token)
@@ -223,6 +264,8 @@ class LockBase:
             return False
         self.local.token = holder_bytes(holder)
         self.local.fence = fence
+        self.local.owner = self._owner() if self.reentrant else None
+        self.local.depth = 1
         return True
 
     def _release_step(self, expected_token: str | bytes) -> Eval[bool]:
@@ -278,11 +321,18 @@ class FencedLock(LockBase, redis.lock.Lock):
 
     ``fence_token`` is the ``FenceToken`` of this thread's (or, with
     ``thread_local=False``, this object's) acquisition, or ``None`` when not held.
+
+    ``reentrant=True`` (keyword only; through ``r.lock`` as
+    ``lock_class=functools.partial(FencedLock, reentrant=True)``): the owner thread's
+    second ``acquire`` returns True with the same ``fence_token`` and counts, each
+    ``release`` counts down, the lock ends in Redis at the last; neither asks Redis.
+    See docs/leadership.md.
     """
 
     _clients = SYNC_CLIENTS
     _client_kind = "redis.Redis"
     _clock = staticmethod(_redis_py_clock)
+    _owner = staticmethod(threading.get_ident)
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
@@ -298,6 +348,8 @@ class FencedLock(LockBase, redis.lock.Lock):
     ) -> bool:
         """Take the lock; True once held. See ``redis.lock.Lock.acquire``."""
         holder, timeout, waiting = self._plan(sleep, blocking, blocking_timeout, token)
+        if self._reenter(token):
+            return True
         try:
             granted = acquire_sync(holder, self._ttl_ms, timeout, waiting, self._calls)
             # recorded inside the try: an interrupt (a signal handler's exception lands
@@ -308,7 +360,7 @@ class FencedLock(LockBase, redis.lock.Lock):
             return False
         except BaseException:
             if getattr(self.local, "token", None) == holder_bytes(holder):
-                self.local.token = self.local.fence = None  # recorded, then given back
+                self._forget()  # recorded, then given back
             with contextlib.suppress(Exception):  # best effort: the caller needs the error
                 run_sync(self._abandon_flow(holder, timeout, waiting), self._calls)
             raise
@@ -318,11 +370,33 @@ class FencedLock(LockBase, redis.lock.Lock):
         holder = self._holder_of(token)
         return self._granted(holder, self._calls.attempt(holder, self._ttl_ms, 0))
 
+    def release(self) -> None:
+        """Release the lock; see ``redis.lock.Lock.release``. On a reentrant lock
+        acquired more than once, only count down (the lock stays held)."""
+        if not self._count_down():
+            super().release()
+
     def do_release(self, expected_token: str | bytes) -> None:
         """redis-py's hook: release the lock held with ``expected_token``."""
-        self.local.fence = None
+        self._forget()
         if not self._issuer.result_of(self._release_step(expected_token)):
             raise self._not_owned()
+
+    def do_extend(self, additional_time: float, replace_ttl: bool) -> Any:
+        """redis-py's hook; a reentrant lock found gone forgets its count."""
+        try:
+            return super().do_extend(additional_time, replace_ttl)
+        except LockNotOwnedError:
+            self._found_lost()
+            raise
+
+    def do_reacquire(self) -> Any:
+        """redis-py's hook; a reentrant lock found gone forgets its count."""
+        try:
+            return super().do_reacquire()
+        except LockNotOwnedError:
+            self._found_lost()
+            raise
 
 
 def _check_sleep(sleep: object) -> float:

@@ -370,6 +370,13 @@ class ZooKeeperFlows:
         path = FencePaths.of(name).lease
         return Request(lambda client: client.exists_async(path, watch=watch), _is_not_none)
 
+    @staticmethod
+    def lease_token(name: str, watch: Callable[[Any], None]) -> Request[int | None]:
+        """The token (``czxid``) of the lease znode of ``name``, ``None`` if there is none,
+        leaving ``watch`` on it (it fires on its creation and on its deletion)."""
+        path = FencePaths.of(name).lease
+        return Request(lambda client: client.exists_async(path, watch=watch), _czxid)
+
 
 def _owner(
     paths: FencePaths, answers: tuple[type[Exception], ...] = (NoNodeError,)
@@ -383,6 +390,10 @@ def _owner(
 
 def _children(reply: list[str] | NoNodeError) -> list[str]:
     return [] if isinstance(reply, NoNodeError) else list(reply)
+
+
+def _czxid(reply: Any) -> int | None:
+    return None if reply is None else int(reply.czxid)
 
 
 def _is_not_none(reply: object) -> bool:

@@ -96,6 +96,23 @@ class _Base:
     def lease_path(self, name: str) -> str:
         return FencePaths.of(name).lease
 
+    @contextmanager
+    def _on_any_change(self, name: str, wake: Callable[[], None]) -> Iterator[None]:
+        """Call ``wake`` when the lease znode's watch fires, and also on any change of
+        the session's state: a watch set in a session that expires is gone with it, so
+        the waiter reads again (and watches again) instead of sleeping its whole wait."""
+
+        def listener(state: Any) -> bool:  # in kazoo's connection thread: must not block
+            wake()
+            return False  # stay registered until removed below
+
+        self.client.add_listener(listener)
+        try:
+            with self.releases.waiting(self.lease_path(name), wake):
+                yield
+        finally:
+            self.client.remove_listener(listener)
+
 
 class ZooKeeperIssuer(_Base):
     """Leases and tokens in ZooKeeper, on a ``kazoo.client.KazooClient`` (see the module
@@ -142,6 +159,14 @@ class ZooKeeperIssuer(_Base):
             if self._run(_one(self.flows.lease_exists(name, self.releases.fire))):
                 released.wait(seconds)
 
+    def await_change(self, name: str, token: int | None, seconds: float) -> None:
+        """``fencing.issuer.WatchesLease``: up to ``seconds``, until the lease znode is
+        created or deleted, or is already not the one of ``token``."""
+        changed = threading.Event()
+        with self._on_any_change(name, changed.set):
+            if self._run(_one(self.flows.lease_token(name, self.releases.fire))) == token:
+                changed.wait(seconds)
+
 
 class AsyncZooKeeperIssuer(_Base):
     """``ZooKeeperIssuer`` for asyncio: the same flows, each kazoo call awaited.
@@ -181,6 +206,20 @@ class AsyncZooKeeperIssuer(_Base):
             if await self._run(_one(self.flows.lease_exists(name, self.releases.fire))):
                 with suppress(asyncio.TimeoutError):  # TimeoutError since Python 3.11
                     await asyncio.wait_for(released.wait(), seconds)
+
+    async def await_change(self, name: str, token: int | None, seconds: float) -> None:
+        """``fencing.issuer.AsyncWatchesLease``: see ``ZooKeeperIssuer.await_change``."""
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+
+        def wake() -> None:  # in kazoo's event thread
+            with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(changed.set)
+
+        with self._on_any_change(name, wake):
+            if await self._run(_one(self.flows.lease_token(name, self.releases.fire))) == token:
+                with suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(changed.wait(), seconds)
 
 
 def _one(request: Request[T]) -> Flow[Request[T], T]:

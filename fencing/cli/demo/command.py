@@ -39,6 +39,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="the resource is an HTTP service (fencing.http.FenceMiddleware; needs fencing[http])",
     )
+    parser.add_argument(
+        "--election",
+        action="store_true",
+        help=(
+            "three candidate processes in an election: the leader is frozen (SIGSTOP) past "
+            "its term, another is elected with a higher term, the old leader's write is refused"
+        ),
+    )
     parser.add_argument("--ttl", type=float, default=1.0, help="lease TTL in seconds (default 1.0)")
     parser.set_defaults(func=run)
 
@@ -50,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot is not None and not args.plot.lower().endswith((".png", ".svg")):
         print("fencing demo: --plot FILE must end in .png or .svg", file=sys.stderr)
         return 2
+    if args.election:
+        return _run_election(args)
     from .run import format_timeline, run_demo
 
     try:
@@ -74,4 +84,23 @@ def run(args: argparse.Namespace) -> int:
             return 1
         plot_timeline(result, args.plot)
         print(f"timeline picture written to {args.plot}")
+    return 0 if result.as_expected else 1
+
+
+def _run_election(args: argparse.Namespace) -> int:
+    """``fencing demo --election`` (see ``fencing.cli.demo.election``)."""
+    if args.unfenced or args.http or args.plot is not None:
+        print(
+            "fencing demo: --election takes only --url and --ttl (not --unfenced, --http, --plot)",
+            file=sys.stderr,
+        )
+        return 2
+    from .election import format_election, run_election_demo
+
+    try:
+        result = run_election_demo(args.url, ttl=args.ttl)
+    except (ValueError, TypeError, RuntimeError, TimeoutError) as error:
+        print(f"fencing demo: {error}", file=sys.stderr)
+        return 1
+    print(format_election(result))
     return 0 if result.as_expected else 1

@@ -153,7 +153,9 @@ class _Controller:
     def note(self, kind: str, text: str, who: str = "demo", token: int | None = None) -> None:
         self.result.events.append(DemoEvent(time.monotonic(), who, kind, text, token))
 
-    def wait_for(self, who: str, kind: str) -> DemoEvent:
+    def wait_for(self, who: str | tuple[str, ...], kind: str) -> DemoEvent:
+        """The next event ``kind`` of ``who`` (one name, or any of several)."""
+        whos = (who,) if isinstance(who, str) else who
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
@@ -170,7 +172,7 @@ class _Controller:
                     raise RuntimeError(f"{event.who} {event.text}")
                 if event.token is not None and event.kind == "acquire":
                     self.result.tokens[event.who] = event.token
-                if event.who == who and event.kind == kind:
+                if event.who in whos and event.kind == kind:
                     return event
 
 
