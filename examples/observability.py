@@ -26,19 +26,20 @@ server, _ = start_http_server(port=0, addr="127.0.0.1")  # in production: a fixe
 metrics.set_meter_provider(MeterProvider(metric_readers=[PrometheusMetricReader()]))
 
 # -- the application: nothing about metrics below this line --
-fence = fencing.MemoryFence("report", ttl=30)
+issuer = fencing.MemoryIssuer()  # one process here; see cache_fill.py for many
+fence = fencing.MemoryFence("report", ttl=30, issuer=issuer)
 store = fencing.FileStore(Path(tempfile.mkdtemp()) / "report.txt")
 
 token = fence.acquire()
 store.write(b"first draft", token)
 try:
-    fencing.MemoryFence("report").acquire(timeout=0.05)  # another worker, in a hurry
+    fencing.MemoryFence("report", issuer=issuer).acquire(timeout=0.05)  # another worker
 except fencing.AcquireTimeout:
     print("a second worker gave up waiting for the lease")
 
 # we hang; an operator ends our lease (`fencing release report --force`) and the next
 # holder writes
-fence.issuer.force_release("report")
+issuer.force_release("report")
 newer = fence.acquire()
 store.write(b"their version", newer)
 fence.release(newer)
