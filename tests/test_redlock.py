@@ -1,8 +1,9 @@
 """Redlock with fence tokens (``fencing.redis.RedlockFence``) on three real ``redis-server``
-processes: the issuer contract (blocking and asyncio) on module-wide nodes, and on nodes
-of their own the faults: a minority killed (acquire still works), a majority down
-(``FenceUnavailable``, nothing left held), nodes restarted empty (tokens still strictly
-increasing, by the quorum and not by the clock), bad input, and ``redis+redlock://``.
+processes: the issuer contract (blocking and asyncio, and blocking on five masters too)
+on module-wide nodes, and on nodes of their own the faults: a minority killed (acquire
+still works), a majority down (``FenceUnavailable``, nothing left held), nodes restarted
+empty (tokens still strictly increasing, by the quorum and not by the clock), bad input,
+and ``redis+redlock://``.
 
 Kleppmann's counterexample with real processes, and pottery's ``Redlock`` as the control,
 is tests/test_redlock_kleppmann.py.
@@ -81,6 +82,38 @@ class TestRedlockFence(FenceContract):
 
         yield make
         issuer.close()
+
+
+@pytest.fixture(scope="module")
+def five_nodes() -> Iterator[list[RedisServer]]:
+    """Five independent masters (a majority of 3) for the blocking contract."""
+    servers: list[RedisServer] = []
+    try:
+        for _ in range(5):
+            servers.append(RedisServer().start())
+    except ServerError as exc:
+        pytest.fail(f"cannot start a test server: {exc}")
+    yield servers
+    for server in servers:
+        server.close()
+
+
+class TestRedlockFenceOnFive(FenceContract):
+    """The blocking contract on five masters (the asyncio flows are the same
+    ``RedlockFlows``; running their contract on five too would cost as much again)."""
+
+    @pytest.fixture
+    def make_fence(self, five_nodes: list[RedisServer]) -> Iterator[MakeFence]:
+        clients = [_client(server) for server in five_nodes]
+        issuer = RedlockIssuer(clients)
+
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return RedlockFence(clients, name, ttl, issuer=issuer)
+
+        yield make
+        issuer.close()
+        for client in clients:
+            client.close()
 
 
 class TestAsyncRedlockFence(AsyncFenceContract):
