@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
@@ -22,7 +23,7 @@ import redis.asyncio
 import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from waiting import PATIENCE, await_until, wait_until
+from waiting import NEVER, PATIENCE, await_until, joined, wait_until, woken_only
 
 import fencing
 import fencing.aio
@@ -152,6 +153,64 @@ def test_sync_and_asyncio_fences_share_leases_and_tokens(
 
     token = fence.acquire(timeout=0)
     assert asyncio.run(other_side(token)) > token
+
+
+# -- waiters woken by the release ---------------------------------------------------------------
+
+
+def _blocked(nodes: list[RedisServer]) -> int:
+    """How many clients are blocked (``BLPOP``) on the nodes."""
+    total = 0
+    for server in nodes:
+        with redis.Redis(port=server.port) as client:
+            total += int(client.info("clients")["blocked_clients"])
+    return total
+
+
+def test_a_waiter_is_woken_by_the_release(nodes: list[RedisServer]) -> None:
+    """The holder's lease lasts 600 s and the waiter waits ``NEVER`` between attempts (its
+    ``BLPOP`` is capped below a socket timeout longer still): served within ``PATIENCE``
+    means woken by the release, which left a wake-up on every node."""
+    clients = [redis.Redis(port=server.port, socket_timeout=2 * NEVER) for server in nodes]
+    issuer = RedlockIssuer(clients)
+    holder = RedlockFence(clients, "woken", ttl=600, issuer=issuer)
+    waiter = RedlockFence(clients, "woken", ttl=30, issuer=issuer)
+    woken_only(waiter)
+    token = holder.acquire(timeout=0)
+    got: list[int] = []
+    thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=NEVER)))
+    thread.daemon = True  # if it is never woken, it must not hold up the run's end
+    thread.start()
+    wait_until(lambda: _blocked(nodes) == 1, "the waiter blocked on a node's wake list")
+    holder.release(token)
+    joined(thread)
+    assert got and got[0] > token
+    waiter.release(got[0])
+    issuer.close()
+    for client in clients:
+        client.close()
+
+
+async def test_an_asyncio_waiter_is_woken_by_the_release(nodes: list[RedisServer]) -> None:
+    """The asyncio twin of ``test_a_waiter_is_woken_by_the_release``."""
+    clients = [redis.asyncio.Redis(port=server.port, socket_timeout=2 * NEVER) for server in nodes]
+    issuer = AsyncRedlockIssuer(clients)
+    holder = AsyncRedlockFence(clients, "awoken", ttl=600, issuer=issuer)
+    waiter = AsyncRedlockFence(clients, "awoken", ttl=30, issuer=issuer)
+    woken_only(waiter)
+    token = await holder.acquire(timeout=0)
+    task = asyncio.ensure_future(waiter.acquire(timeout=NEVER))
+
+    async def blocked() -> bool:
+        return await asyncio.to_thread(_blocked, nodes) == 1
+
+    await await_until(blocked, "the waiter blocked on a node's wake list")
+    await holder.release(token)
+    got = await asyncio.wait_for(task, PATIENCE)
+    assert got > token
+    await waiter.release(got)
+    for client in clients:
+        await client.aclose()
 
 
 # -- faults, on nodes of their own ------------------------------------------------------------
