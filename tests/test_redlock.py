@@ -216,6 +216,35 @@ async def test_an_asyncio_waiter_is_woken_by_the_release(nodes: list[RedisServer
 # -- faults, on nodes of their own ------------------------------------------------------------
 
 
+def test_a_waiter_on_a_node_that_hangs_or_is_down_still_gets_the_lease(
+    own_nodes: list[RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiter blocks on node 0 (the random choice pinned), which is frozen, then
+    down: it cannot be woken there, and gets the lease once the holder's short lease
+    (never released) has expired, from the other two."""
+    clients = [
+        redis.Redis(port=server.port, socket_timeout=30, retry=Retry(NoBackoff(), 0))
+        for server in own_nodes
+    ]
+    monkeypatch.setattr("fencing.redis._redlock.random.randrange", lambda n: 0)
+    issuer = RedlockIssuer(clients)
+    holder = RedlockFence(clients, "hangs", ttl=0.5, issuer=issuer)
+    waiter = RedlockFence(clients, "hangs", ttl=2, issuer=issuer)
+    last = 0
+    for fault in ("frozen", "down"):
+        if fault == "frozen":
+            own_nodes[0].freeze()
+        else:
+            own_nodes[0].thaw()
+            own_nodes[0].stop()
+        token = holder.acquire(timeout=PATIENCE)  # and never released: it expires
+        got = waiter.acquire(timeout=PATIENCE)
+        assert last < token < got
+        waiter.release(got)
+        last = got
+    issuer.close()
+
+
 @pytest.fixture
 def own_nodes(redis_factory: Callable[..., RedisServer]) -> list[RedisServer]:
     return [redis_factory() for _ in range(NODES)]

@@ -639,6 +639,11 @@ def blpop_seconds(seconds: float, socket_timeout: object) -> float | None:
     return block if block >= 0.01 else None
 
 
+#: How much longer than the ``BLPOP``'s own timeout a waiter waits for its reply, so that
+#: a ``BLPOP`` that times out on the server is not also cut off by the client (which, in
+#: asyncio, would close its connection); a node that hangs costs the wait this much more.
+WAIT_GRACE = 0.05
+
 #: A woken waiter starts its attempt after a random part of this (seconds): waiters
 #: woken together (several nodes' wake-ups, or the give-backs of a split vote, which
 #: wake the others too) do not all ask again at the same instant.
@@ -721,8 +726,9 @@ class RedlockIssuer:
         """``WakesOnRelease``: block up to ``seconds`` on one node's wake list (``BLPOP``),
         a node taken at random at each wait; return early once a release (or a give-back)
         pushed to it. The ``BLPOP`` runs on a thread of its own (``WAIT_THREADS`` at most),
-        so a node that hangs delays no node's calls and no waiter past ``seconds``; a node
-        that fails makes the waiter sleep out the ``seconds`` (see docs/redlock.md)."""
+        so a node that hangs delays no node's calls and no waiter past ``seconds`` (and
+        ``WAIT_GRACE``); a node that fails makes the waiter sleep out the ``seconds``
+        (see docs/redlock.md)."""
         if seconds <= 0:
             return
         start = time.monotonic()
@@ -732,7 +738,7 @@ class RedlockIssuer:
         try:
             if block is not None:
                 future = self._waits.submit(client.blpop, [wake_key(name)], block)
-                if future.result(timeout=seconds) is not None:  # woken: jitter, then try
+                if future.result(timeout=seconds + WAIT_GRACE) is not None:  # woken
                     time.sleep(wake_jitter(seconds - (time.monotonic() - start)))
                 return
         except concurrent.futures.TimeoutError:
@@ -830,7 +836,8 @@ class AsyncRedlockIssuer:
         block = blpop_seconds(seconds, _socket_timeout(client))
         try:
             if block is not None:
-                if await asyncio.wait_for(client.blpop([wake_key(name)], block), seconds):
+                wake = client.blpop([wake_key(name)], block)
+                if await asyncio.wait_for(wake, seconds + WAIT_GRACE):
                     await asyncio.sleep(wake_jitter(seconds - (time.monotonic() - start)))
                 return
         except asyncio.TimeoutError:
