@@ -4,7 +4,8 @@
 #   scripts/setup-test-env.sh        everything the test suite needs: redis-server,
 #                                    PostgreSQL and pgbouncer, etcd, ZooKeeper (it brings a
 #                                    Java runtime; the tests start their own throwaway
-#                                    servers), and the development extras
+#                                    servers), libfaketime (a Redis node's clock
+#                                    moved in a test), and the development extras
 #   scripts/setup-test-env.sh demo   only what `fencing demo` needs (no server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +27,9 @@ if [ "$mode" = test ]; then
     command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the etcd TLS test's CA
     [ -e /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+    # the Redlock test that runs one node an hour off (fencing.testing.servers.RedisServer's
+    # faketime=): libfaketime, and glibc's malloc debug library preloaded before it
+    compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || missing+=(faketime)
 fi
 if ((${#missing[@]})); then
     echo "installing system packages: ${missing[*]}"

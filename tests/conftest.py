@@ -67,11 +67,12 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
 
 @pytest.fixture
 def redis_factory() -> Iterator[Callable[..., RedisServer]]:
-    """Start private redis-servers (``persistent=True`` for AOF) that a test may abuse."""
+    """Start private redis-servers (``persistent=True`` for AOF; ``faketime="-1h"`` for a
+    wall clock an hour back, see ``RedisServer``) that a test may abuse."""
     servers: list[RedisServer] = []
 
-    def make(persistent: bool = False) -> RedisServer:
-        server = _start(lambda: RedisServer(persistent=persistent).start())
+    def make(persistent: bool = False, faketime: str | None = None) -> RedisServer:
+        server = _start(lambda: RedisServer(persistent=persistent, faketime=faketime).start())
         servers.append(server)
         return server
 

@@ -1,8 +1,9 @@
 """Redlock with fence tokens (``fencing.redis.RedlockFence``) on three real ``redis-server``
-processes: the issuer contract (blocking and asyncio) on module-wide nodes, and on nodes
-of their own the faults: a minority killed (acquire still works), a majority down
-(``FenceUnavailable``, nothing left held), nodes restarted empty (tokens still strictly
-increasing, by the quorum and not by the clock), bad input, and ``redis+redlock://``.
+processes: the issuer contract (blocking and asyncio, and blocking on five masters too)
+on module-wide nodes, and on nodes of their own the faults: a minority killed (acquire
+still works), a majority down (``FenceUnavailable``, nothing left held), nodes restarted
+empty (tokens still strictly increasing, by the quorum and not by the clock), bad input,
+and ``redis+redlock://``.
 
 Kleppmann's counterexample with real processes, and pottery's ``Redlock`` as the control,
 is tests/test_redlock_kleppmann.py.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
@@ -21,7 +23,7 @@ import redis.asyncio
 import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-from waiting import PATIENCE, await_until, wait_until
+from waiting import NEVER, PATIENCE, await_until, joined, wait_until, woken_only
 
 import fencing
 import fencing.aio
@@ -83,6 +85,38 @@ class TestRedlockFence(FenceContract):
         issuer.close()
 
 
+@pytest.fixture(scope="module")
+def five_nodes() -> Iterator[list[RedisServer]]:
+    """Five independent masters (a majority of 3) for the blocking contract."""
+    servers: list[RedisServer] = []
+    try:
+        for _ in range(5):
+            servers.append(RedisServer().start())
+    except ServerError as exc:
+        pytest.fail(f"cannot start a test server: {exc}")
+    yield servers
+    for server in servers:
+        server.close()
+
+
+class TestRedlockFenceOnFive(FenceContract):
+    """The blocking contract on five masters (the asyncio flows are the same
+    ``RedlockFlows``; running their contract on five too would cost as much again)."""
+
+    @pytest.fixture
+    def make_fence(self, five_nodes: list[RedisServer]) -> Iterator[MakeFence]:
+        clients = [_client(server) for server in five_nodes]
+        issuer = RedlockIssuer(clients)
+
+        def make(name: str, ttl: float) -> fencing.Fence:
+            return RedlockFence(clients, name, ttl, issuer=issuer)
+
+        yield make
+        issuer.close()
+        for client in clients:
+            client.close()
+
+
 class TestAsyncRedlockFence(AsyncFenceContract):
     @pytest.fixture
     async def make_fence(self, nodes: list[RedisServer]) -> AsyncIterator[MakeAsyncFence]:
@@ -121,7 +155,94 @@ def test_sync_and_asyncio_fences_share_leases_and_tokens(
     assert asyncio.run(other_side(token)) > token
 
 
+# -- waiters woken by the release ---------------------------------------------------------------
+
+
+def _blocked(nodes: list[RedisServer]) -> int:
+    """How many clients are blocked (``BLPOP``) on the nodes."""
+    total = 0
+    for server in nodes:
+        with redis.Redis(port=server.port) as client:
+            total += int(client.info("clients")["blocked_clients"])
+    return total
+
+
+def test_a_waiter_is_woken_by_the_release(nodes: list[RedisServer]) -> None:
+    """The holder's lease lasts 600 s and the waiter waits ``NEVER`` between attempts (its
+    ``BLPOP`` is capped below a socket timeout longer still): served within ``PATIENCE``
+    means woken by the release, which left a wake-up on every node."""
+    clients = [redis.Redis(port=server.port, socket_timeout=2 * NEVER) for server in nodes]
+    issuer = RedlockIssuer(clients)
+    holder = RedlockFence(clients, "woken", ttl=600, issuer=issuer)
+    waiter = RedlockFence(clients, "woken", ttl=30, issuer=issuer)
+    woken_only(waiter)
+    token = holder.acquire(timeout=0)
+    got: list[int] = []
+    thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=NEVER)))
+    thread.daemon = True  # if it is never woken, it must not hold up the run's end
+    thread.start()
+    wait_until(lambda: _blocked(nodes) == 1, "the waiter blocked on a node's wake list")
+    holder.release(token)
+    joined(thread)
+    assert got and got[0] > token
+    waiter.release(got[0])
+    issuer.close()
+    for client in clients:
+        client.close()
+
+
+async def test_an_asyncio_waiter_is_woken_by_the_release(nodes: list[RedisServer]) -> None:
+    """The asyncio twin of ``test_a_waiter_is_woken_by_the_release``."""
+    clients = [redis.asyncio.Redis(port=server.port, socket_timeout=2 * NEVER) for server in nodes]
+    issuer = AsyncRedlockIssuer(clients)
+    holder = AsyncRedlockFence(clients, "awoken", ttl=600, issuer=issuer)
+    waiter = AsyncRedlockFence(clients, "awoken", ttl=30, issuer=issuer)
+    woken_only(waiter)
+    token = await holder.acquire(timeout=0)
+    task = asyncio.ensure_future(waiter.acquire(timeout=NEVER))
+
+    async def blocked() -> bool:
+        return await asyncio.to_thread(_blocked, nodes) == 1
+
+    await await_until(blocked, "the waiter blocked on a node's wake list")
+    await holder.release(token)
+    got = await asyncio.wait_for(task, PATIENCE)
+    assert got > token
+    await waiter.release(got)
+    for client in clients:
+        await client.aclose()
+
+
 # -- faults, on nodes of their own ------------------------------------------------------------
+
+
+def test_a_waiter_on_a_node_that_hangs_or_is_down_still_gets_the_lease(
+    own_nodes: list[RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiter blocks on node 0 (the random choice pinned), which is frozen, then
+    down: it cannot be woken there, and gets the lease once the holder's short lease
+    (never released) has expired, from the other two."""
+    clients = [
+        redis.Redis(port=server.port, socket_timeout=30, retry=Retry(NoBackoff(), 0))
+        for server in own_nodes
+    ]
+    monkeypatch.setattr("fencing.redis._redlock.random.randrange", lambda n: 0)
+    issuer = RedlockIssuer(clients)
+    holder = RedlockFence(clients, "hangs", ttl=0.5, issuer=issuer)
+    waiter = RedlockFence(clients, "hangs", ttl=2, issuer=issuer)
+    last = 0
+    for fault in ("frozen", "down"):
+        if fault == "frozen":
+            own_nodes[0].freeze()
+        else:
+            own_nodes[0].thaw()
+            own_nodes[0].stop()
+        token = holder.acquire(timeout=PATIENCE)  # and never released: it expires
+        got = waiter.acquire(timeout=PATIENCE)
+        assert last < token < got
+        waiter.release(got)
+        last = got
+    issuer.close()
 
 
 @pytest.fixture

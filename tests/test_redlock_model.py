@@ -138,7 +138,7 @@ class Node:
                 return 1
             return 0
         if script is RELEASE:
-            lease, one, other = args
+            lease, _wake, one, other, _wake_ms = args
             if self.get(lease, now) in (one, other):
                 del self.data[lease]
                 return 1

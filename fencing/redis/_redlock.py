@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import random
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import suppress
@@ -47,6 +48,7 @@ from ._redlock_scripts import (
     RELEASE,
     RENEW,
     STATUS,
+    WAKE_MS,
     Grant,
     busy_for,
     committed_lease,
@@ -59,6 +61,7 @@ from ._redlock_scripts import (
     quorum_of,
     redlock_keys,
     validity_ms,
+    wake_key,
 )
 from ._scripts import Script
 
@@ -394,7 +397,7 @@ class RedlockFlows:
                 replies = commit.result
                 if sum(answered(reply) for reply in replies) < self.quorum:
                     outcome = self._short(name, replies, "commit")
-                    yield self._give_back(keys.lease, who, token, first, commit, wait=True)
+                    yield self._give_back(name, who, token, first, commit, wait=True)
                     return outcome
                 confirmed = sum(
                     grants[i].granted and parse_flag(replies[i], "COMMIT")
@@ -404,18 +407,18 @@ class RedlockFlows:
                 elapsed_ms = (self.clock() - start) * 1000
                 if confirmed >= self.quorum and validity_ms(ttl_ms, elapsed_ms) > 0:
                     # a grant that comes in late never counted: given back once it is in
-                    yield self._give_back(keys.lease, who, token, first, commit, late=True)
+                    yield self._give_back(name, who, token, first, commit, late=True)
                     return token
                 outcome = Busy(None)  # lost on the way, or too slow: try again
         except GeneratorExit:
             raise
         except FenceUnavailable:  # no majority answered: give back what the rest granted
-            yield self._give_back(keys.lease, who, token, first, commit, wait=True)
+            yield self._give_back(name, who, token, first, commit, wait=True)
             raise
         except BaseException:  # an interrupt or a cancellation: give back, wait for nothing
-            yield self._give_back(keys.lease, who, token, first, commit, wait=False)
+            yield self._give_back(name, who, token, first, commit, wait=False)
             raise
-        yield self._give_back(keys.lease, who, token, first, commit, wait=True)
+        yield self._give_back(name, who, token, first, commit, wait=True)
         return outcome
 
     @staticmethod
@@ -429,7 +432,7 @@ class RedlockFlows:
 
     def _give_back(
         self,
-        lease: bytes,
+        name: str,
         who: bytes,
         token: int | None,
         first: Broadcast,
@@ -441,7 +444,7 @@ class RedlockFlows:
         granted it or may have: all but those that answered "busy" in round 1; a node
         whose reply is late gets it once that reply is in. ``late``: on those only."""
         value = who if token is None else lease_value(token, who)
-        call: NodeCall = (RELEASE, (lease, value, who))
+        call: NodeCall = (RELEASE, (redlock_keys(name).lease, wake_key(name), value, who, WAKE_MS))
         calls: list[NodeCall | None] = []
         after: list[Pending | None] = []
         for node in range(self.nodes):
@@ -491,7 +494,7 @@ class RedlockFlows:
         """Delete the lease on every node where it is this exact lease: True when a
         majority had it; False when a majority answered that they did not."""
         value = lease_value(token, holder.encode())
-        call = (RELEASE, (redlock_keys(name).lease, value, value))
+        call = (RELEASE, (redlock_keys(name).lease, wake_key(name), value, value, WAKE_MS))
         deadline = self.clock() + self.release_timeout
         step = Broadcast([call] * self.nodes, deadline, self.quorum, RELEASE_GRACE)
         yield step
@@ -558,6 +561,11 @@ def _address(client: Any) -> tuple[Any, ...] | None:
     return (where, kwargs.get("db", 0))
 
 
+def _socket_timeout(client: Any) -> object:
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    return kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
+
+
 def check_clients(clients: object, kind: type, wanted: str, other: str) -> tuple[Any, ...]:
     """The clients as a tuple, or a ``TypeError``/``ValueError`` before any I/O: a
     sequence (not a str) of at least one client of ``kind``, each a different object
@@ -616,6 +624,37 @@ def same_servers(run_ids: list[object]) -> None:
         seen[run_id] = index
 
 
+#: The most ``BLPOP``s a blocking issuer's waiters run at once (each on a thread of its
+#: own; more waiters queue, and wait out their time if no thread frees up).
+WAIT_THREADS = 32
+
+
+def blpop_seconds(seconds: float, socket_timeout: object) -> float | None:
+    """How long a waiter's ``BLPOP`` may block: ``seconds``, but less than the client's
+    ``socket_timeout`` (a read that outlasts it fails), never below 10 ms (Redis takes
+    a timeout that rounds to 0 ms as "for ever"). ``None``: too short to block at all."""
+    block = seconds
+    if isinstance(socket_timeout, (int, float)) and socket_timeout > 0:
+        block = min(block, socket_timeout * 0.8)
+    return block if block >= 0.01 else None
+
+
+#: How much longer than the ``BLPOP``'s own timeout a waiter waits for its reply, so that
+#: a ``BLPOP`` that times out on the server is not also cut off by the client (which, in
+#: asyncio, would close its connection); a node that hangs costs the wait this much more.
+WAIT_GRACE = 0.05
+
+#: A woken waiter starts its attempt after a random part of this (seconds): waiters
+#: woken together (several nodes' wake-ups, or the give-backs of a split vote, which
+#: wake the others too) do not all ask again at the same instant.
+WAKE_JITTER = 0.005
+
+
+def wake_jitter(left: float) -> float:
+    """How long a woken waiter waits before its attempt (within the ``left`` of its wait)."""
+    return max(0.0, min(left, random.random() * WAKE_JITTER))
+
+
 def check_release_timeout(seconds: object) -> float:
     return check_ttl(seconds, "release_timeout")
 
@@ -640,6 +679,10 @@ class RedlockIssuer:
         self.clients: tuple[redis.Redis, ...] = found
         self.flows = RedlockFlows(len(found), check_release_timeout(release_timeout))
         self.nodes = ThreadNodes(found)
+        # the waiters' BLPOPs (threads start on demand): apart from the nodes' threads
+        self._waits = concurrent.futures.ThreadPoolExecutor(
+            WAIT_THREADS, thread_name_prefix="fencing-redlock-wait"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.clients)} nodes)"
@@ -647,6 +690,7 @@ class RedlockIssuer:
     def close(self) -> None:
         """Stop the issuer's threads (the clients stay open: they are the caller's)."""
         self.nodes.close()
+        self._waits.shutdown(wait=False)
 
     _distinct = False
 
@@ -677,6 +721,31 @@ class RedlockIssuer:
 
     def release(self, name: str, token: int, holder: str) -> bool:
         return run_sync(self.flows.release(name, token, holder), self.nodes)
+
+    def await_release(self, name: str, seconds: float) -> None:
+        """``WakesOnRelease``: block up to ``seconds`` on one node's wake list (``BLPOP``),
+        a node taken at random at each wait; return early once a release (or a give-back)
+        pushed to it. The ``BLPOP`` runs on a thread of its own (``WAIT_THREADS`` at most),
+        so a node that hangs delays no node's calls and no waiter past ``seconds`` (and
+        ``WAIT_GRACE``); a node that fails makes the waiter sleep out the ``seconds``
+        (see docs/redlock.md)."""
+        if seconds <= 0:
+            return
+        start = time.monotonic()
+        node = random.randrange(len(self.clients))
+        client = self.clients[node]
+        block = blpop_seconds(seconds, _socket_timeout(client))
+        try:
+            if block is not None:
+                future = self._waits.submit(client.blpop, [wake_key(name)], block)
+                if future.result(timeout=seconds + WAIT_GRACE) is not None:  # woken
+                    time.sleep(wake_jitter(seconds - (time.monotonic() - start)))
+                return
+        except concurrent.futures.TimeoutError:
+            return  # waited the whole time (the node hangs)
+        except RedisError:
+            pass
+        time.sleep(max(0.0, seconds - (time.monotonic() - start)))
 
     def status(self, name: str) -> FenceStatus:
         """``fencing status`` (``Inspects``): the lease a majority holds, the last token."""
@@ -756,6 +825,26 @@ class AsyncRedlockIssuer:
 
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await run_async(self.flows.release(name, token, holder), self.nodes)
+
+    async def await_release(self, name: str, seconds: float) -> None:
+        """See ``RedlockIssuer.await_release``: ``BLPOP`` on one node taken at random, as
+        a task cancelled at ``seconds``."""
+        if seconds <= 0:
+            return
+        start = time.monotonic()
+        client = self.clients[random.randrange(len(self.clients))]
+        block = blpop_seconds(seconds, _socket_timeout(client))
+        try:
+            if block is not None:
+                wake = client.blpop([wake_key(name)], block)
+                if await asyncio.wait_for(wake, seconds + WAIT_GRACE):
+                    await asyncio.sleep(wake_jitter(seconds - (time.monotonic() - start)))
+                return
+        except asyncio.TimeoutError:
+            return
+        except RedisError:
+            pass
+        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - start)))
 
 
 class RedlockFence(Fence):

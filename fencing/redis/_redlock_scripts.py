@@ -109,18 +109,22 @@ return 0
 RELEASE = Script(
     """
 -- fencing redlock release (and the give-back of a grant that did not count), on one node.
--- KEYS[1] lease key
+-- KEYS[1] lease key, KEYS[2] wake list (a waiter blocks on it with BLPOP)
 -- ARGV[1], ARGV[2] the values that are this acquisition's lease: "<token>:<holder>", and
 --                  for a give-back the bare holder id that round 1 wrote
--- Returns 1 when the lease was one of them and is deleted, else 0 (nothing touched).
+-- ARGV[3] how long (ms) the wake-up waits in the list for a waiter that is not blocked yet
+-- Returns 1 when the lease was one of them and is deleted (and one wake-up is left in the
+-- list: never more than one), else 0 (nothing touched).
 local lease = redis.call('GET', KEYS[1])
 if lease and (lease == ARGV[1] or lease == ARGV[2]) then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('RPUSH', KEYS[2], 1)
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
   return 1
 end
 return 0
 """,
-    1,
+    2,
 )
 
 STATUS = Script(
@@ -170,6 +174,19 @@ def redlock_keys(name: str) -> RedlockKeys:
     """The keys of the fence ``name`` on every node, as bytes (built once per name)."""
     prefix = b"fencing:redlock:{" + name.encode() + b"}:"
     return RedlockKeys(prefix + b"lease", prefix + b"counter")
+
+
+#: How long a release's wake-up stays in a node's wake list for a waiter that found the
+#: lease busy but is not blocked on the list yet (ms); a stale one costs a waiter one more
+#: attempt, never a lease.
+WAKE_MS = 2000
+
+
+@lru_cache(maxsize=4096)
+def wake_key(name: str) -> bytes:
+    """The wake list of the fence ``name`` on every node: a release pushes one element on
+    each node where it deleted the lease; a waiter blocks on one node's list (``BLPOP``)."""
+    return b"fencing:redlock:{" + name.encode() + b"}:released"
 
 
 def quorum_of(nodes: int) -> int:
