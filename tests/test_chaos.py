@@ -39,8 +39,8 @@ def test_fenced_run_keeps_every_invariant(pg_url: str, tmp_path: Path) -> None:
 
 
 def test_unfenced_run_loses_updates(tmp_path: Path) -> None:
-    """Without the guards the same run loses updates, every run: the staged pause (worker
-    0 frozen between its read and its write) overwrites a newer holder's write."""
+    """Without the guards the same run loses updates, every run: the staged pause (the
+    first holder frozen between its read and its write) overwrites a newer holder's write."""
     lines: list[str] = []
     outcome = run_chaos(
         ChaosConfig(workers=4, duration=4, ttl=0.2, fenced=False, workdir=tmp_path),

@@ -35,6 +35,6 @@ def test_chaos_on_redlock_accepts_no_stale_write_and_the_control_loses_updates()
     assert "stale writes accepted: 0" in out and "violations: 0" in out
     assert "tokens repeated or decreasing: 0" in out
     assert "lost updates: 0 " in out and "leases acquired: 0 " not in out
-    assert "staged pause: worker 0 frozen" in out and "rejected as stale: 0 " not in out
-    assert "staged pause: worker 0 frozen" in lost, lost
+    assert "frozen between its read and its write" in out and "rejected as stale: 0 " not in out
+    assert "frozen between its read and its write" in lost, lost
     assert "lost updates: 0 " not in lost, lost

@@ -209,7 +209,10 @@ def test_read_then_write_window_in_real_time(
     sims = []
     for mode in ("read-write", "claim-read-write"):
         name = f"window-{uuid.uuid4().hex[:8]}"
-        fences = [make_fence(name, ttl=1.0) for _ in range(2)]  # c2 must outlive its steps
+        # c1's lease must still look valid at its pause (half its ttl after its acquire)
+        # and then expire (the world's expire waits past c1's ttl); c2's must outlive all
+        # its steps: 1 s and more of room for a stalled thread on a loaded machine
+        fences = [make_fence(name, ttl=2.0), make_fence(name, ttl=60.0)]
         world = real_time_world(fences, real_resource(tmp_path / name))
         sims.append(Simulation(world, mode=mode))
 

@@ -73,8 +73,9 @@ def test_kleppmann_in_real_time(make_fence: FenceFactory, tmp_path: Path) -> Non
             StoreResource(fencing.FileStore(tmp_path / name)) if fenced else Register(fenced=False)
         )
         # c1 pauses only if its lease still looks valid (under half the ttl since its
-        # acquire): 1 s of room for a stalled thread on a loaded machine
-        fences = [make_fence(name, ttl=2.0) for _ in range(2)]
+        # acquire) and its lease must then expire (the world's expire waits past c1's
+        # ttl); c2's must outlive all its steps: room for a stalled thread either way
+        fences = [make_fence(name, ttl=2.0), make_fence(name, ttl=60.0)]
         sims.append(Simulation(real_time_world(fences, resource)))
 
     def kleppmann(sim: Simulation) -> None:

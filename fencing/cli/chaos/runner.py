@@ -2,10 +2,11 @@
 
 ``run_chaos(ChaosConfig(...))`` starts a throwaway issuer, sets up the resources, forks
 the workers, and until the end of the run freezes a random worker with SIGSTOP for 0 to
-3x the TTL (at most half of them at once) while the issuer fails on schedule. Worker 0
-also makes the staged pause (``worker``): frozen between a read and its write, it is
-resumed (``_StagedPause``) only once another holder has written with a newer token, so
-every run has a stale write for the guards to refuse, or to lose an update unfenced. Then it
+3x the TTL (at most half of them at once) while the issuer fails on schedule. The first
+worker to hold a lease also makes the staged pause (``worker``): frozen between a read
+and its write, it is resumed (``_StagedPause``) only once another holder has written
+with a newer token, so every run has a stale write for the guards to refuse, or to lose
+an update unfenced. Then it
 resumes everyone, waits for the workers, reads every resource's final state and hands
 logs and states to the independent ``checker``. The issuers (``ChaosConfig.issuer``):
 
@@ -139,13 +140,14 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
                 log_path=str(log_path(workdir, index)),
                 fenced=config.fenced,
                 incr_only=config.incr_only,
-                staged=STAGED_RESOURCE if index == 0 else None,
+                staged=STAGED_RESOURCE,
+                staged_claim=str(workdir / "staged.claim"),
             )
             process = context.Process(target=_worker_main, args=(worker_config, spec))
             process.start()
             processes.append(process)
         logs = [log_path(workdir, index) for index in range(config.workers)]
-        staged = _StagedPause(processes[0].pid, logs)
+        staged = _StagedPause([process.pid for process in processes], logs)
         _control(processes, issuer, config, rng, started, deadline, outcome, staged)
     finally:
         for process in processes:
@@ -165,7 +167,7 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         f"pauses: {outcome.pauses} (longest {outcome.longest_pause:.2f}s = "
         f"{outcome.longest_pause / config.ttl:.1f} ttl); " + (events or "no issuer failures")
     )
-    say(f"staged pause: {outcome.staged or 'worker 0 was not resumed by another holder write'}")
+    say(f"staged pause: {outcome.staged or 'no worker was frozen and then overtaken'}")
     say(outcome.report.summary())
     say(f"logs and final states in {workdir}")
     return outcome
@@ -189,15 +191,16 @@ def _control(
     ):
         for pid, until in list(frozen.items()):
             if now >= until:
-                os.kill(pid, signal.SIGCONT)
                 del frozen[pid]
+                if not staged.holds(pid):  # a staged pause ends only once overtaken
+                    os.kill(pid, signal.SIGCONT)
         while failures and now >= started + failures[0][0] * config.duration:
             _fail(failures.pop(0), started, outcome)
         if outcome.staged is None:
             outcome.staged = staged.resume_when_overtaken()
         # until it is over, the staged pause counts as one of the frozen: the others must
         # run, to take the lease and overtake it
-        staging = [] if outcome.staged else [staged.pid]
+        staging = [staged.pid] if staged.pid is not None and outcome.staged is None else []
         running = [
             p.pid
             for p in processes
@@ -233,17 +236,33 @@ def _overtime(
     return True
 
 
-#: The resource of worker 0's staged pause: a SQL row (SQLite, in every run) keeps no
+#: The resource of the staged pause: a SQL row (SQLite, in every run) keeps no
 #: lock between its read and its write, so the other workers go on while it is frozen.
 STAGED_RESOURCE = "sql-row-sqlite"
 
 
 class _StagedPause:
-    """Resumes the worker frozen by its staged pause (``worker``) once the logs show
-    another worker's accepted write of the same resource with a newer token."""
+    """Finds the worker frozen by the staged pause (``worker``: a ``staged`` record in its
+    log) and resumes it once the logs show another worker's accepted write of the same
+    resource with a newer token."""
 
-    def __init__(self, pid: int | None, logs: list[Path]) -> None:
-        self.pid, self.mine, self.others = pid, logs[0], logs[1:]
+    def __init__(self, pids: list[int | None], logs: list[Path]) -> None:
+        self.pids, self.logs = pids, logs
+        self.pid: int | None = None  # the staged worker's, once its record is in
+        self._record: dict[str, Any] | None = None
+        self._over = False
+
+    def _find(self) -> dict[str, Any] | None:
+        if self._record is None:
+            for index, log in enumerate(self.logs):
+                found = next((r for r in self._records([log]) if r["kind"] == "staged"), None)
+                if found is not None:
+                    self._record, self.pid = {**found, "index": index}, self.pids[index]
+        return self._record
+
+    def holds(self, pid: int) -> bool:
+        """``pid`` is the staged worker and its pause is not over: no one else resumes it."""
+        return self._find() is not None and pid == self.pid and not self._over
 
     def _stopped(self) -> bool:
         """The process is stopped (state ``T`` in ``/proc``): its SIGSTOP has landed."""
@@ -259,12 +278,13 @@ class _StagedPause:
 
     def resume_when_overtaken(self) -> str | None:
         """SIGCONT the staged worker if it is frozen and has been overtaken; what happened."""
-        paused = next((r for r in self._records([self.mine]) if r["kind"] == "staged"), None)
+        paused = self._find()
         if paused is None or self.pid is None or not self._stopped():
             return None
+        others = [log for index, log in enumerate(self.logs) if index != paused["index"]]
         newer = [
             r
-            for r in self._records(self.others)
+            for r in self._records(others)
             if r["kind"] == "write"
             and r["resource"] == paused["resource"]
             and r["outcome"] == "accepted"
@@ -272,11 +292,12 @@ class _StagedPause:
         ]
         if not newer:
             return None
+        self._over = True
         os.kill(self.pid, signal.SIGCONT)
         return (
-            f"worker 0 frozen between its read and its write of {paused['resource']} with "
-            f"token {paused['token']}, resumed after worker {newer[0]['worker']} wrote it "
-            f"with token {newer[0]['token']}"
+            f"worker {paused['index']} frozen between its read and its write of "
+            f"{paused['resource']} with token {paused['token']}, resumed after worker "
+            f"{newer[0]['worker']} wrote it with token {newer[0]['token']}"
         )
 
 

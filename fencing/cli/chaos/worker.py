@@ -11,12 +11,12 @@ queue or lock: a worker frozen by SIGSTOP must not block the others' logging):
 - ``{"kind": "unavailable", "what", "t0", "t1"}`` when the issuer could not be reached,
 - ``{"kind": "staged", "resource", "token"}`` just before the staged pause (below).
 
-The staged pause: the worker given ``WorkerConfig.staged`` (a resource's name) freezes
-itself with SIGSTOP once, on its first lease, between its read and its write of that
-resource: the pause of Kleppmann's scenario, at the worst moment, in every run. The
-controller resumes it once another holder has written that resource with a newer token,
-so that its write is refused when fenced and loses an update when not, whatever the
-random pauses did.
+The staged pause: the worker that first reaches ``WorkerConfig.staged`` (a resource's
+name) on a lease, the first to create the file ``WorkerConfig.staged_claim``, freezes
+itself with SIGSTOP once, between its read and its write of that resource: the pause of
+Kleppmann's scenario, at the worst moment, in every run. The controller resumes it once
+another holder has written that resource with a newer token, so that its write is
+refused when fenced and loses an update when not, whatever the random pauses did.
 
 Imports the public package and the chaos resources.
 """
@@ -54,7 +54,8 @@ class WorkerConfig:
     log_path: str
     fenced: bool
     incr_only: bool = False  # the control issuer of the failover run (``incr``)
-    staged: str | None = None  # the resource of this worker's staged pause, if it has one
+    staged: str | None = None  # the resource of the run's staged pause, if it makes one
+    staged_claim: str = ""  # the file whose creation makes a worker the one that pauses
 
 
 class _Log:
@@ -89,7 +90,9 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
             op = [config.index, seq, int(token)]
             between = _sleep(config.window)
             if resource.name == staged:
-                between, staged = _stop_self(config.window, log, resource.name, int(token)), None
+                staged = None  # this worker's first lease decides: first come, it pauses
+                if _claimed(config.staged_claim):
+                    between = _stop_self(config.window, log, resource.name, int(token))
             t0 = written = time.monotonic()
             try:
                 written = resource.rmw(op, int(token), between)
@@ -117,6 +120,15 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
 
 def _sleep(window: float) -> Between:
     return lambda: time.sleep(window)
+
+
+def _claimed(path: str) -> bool:
+    """Create ``path``; True for the one worker that created it."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 def _stop_self(window: float, log: _Log, resource: str, token: int) -> Between:
