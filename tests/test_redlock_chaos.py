@@ -24,7 +24,7 @@ def chaos(*args: str, workers: int = 4) -> subprocess.Popen[str]:
 def test_chaos_on_redlock_accepts_no_stale_write_and_the_control_loses_updates() -> None:
     with (
         chaos("--seed", "3") as fenced,
-        chaos("--unfenced", "--seed", "1", workers=2) as control,
+        chaos("--unfenced", "--seed", "1", workers=3) as control,
     ):
         out, _ = fenced.communicate(timeout=180)
         lost, _ = control.communicate(timeout=180)
