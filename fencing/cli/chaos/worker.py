@@ -11,9 +11,9 @@ queue or lock: a worker frozen by SIGSTOP must not block the others' logging):
 - ``{"kind": "unavailable", "what", "t0", "t1"}`` when the issuer could not be reached,
 - ``{"kind": "staged", "resource", "token"}`` just before the staged pause (below).
 
-The staged pause: the worker that first reaches ``WorkerConfig.staged`` (a resource's
-name) on a lease, the first to create the file ``WorkerConfig.staged_claim``, freezes
-itself with SIGSTOP once, between its read and its write of that resource: the pause of
+The staged pause: the first worker to come between its read and its write of
+``WorkerConfig.staged`` (a resource's name), the first to create the file
+``WorkerConfig.staged_claim`` there, freezes itself with SIGSTOP once, at that point: the pause of
 Kleppmann's scenario, at the worst moment, in every run. The controller resumes it once
 another holder has written that resource with a newer token, so that its write is
 refused when fenced and loses an update when not, whatever the random pauses did.
@@ -73,7 +73,6 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
     fence = _fence(config)
     seq = 0
     rng = random.Random(os.getpid())
-    staged = config.staged
     while time.monotonic() < config.deadline.value:
         t0 = time.monotonic()
         try:
@@ -89,10 +88,8 @@ def run_worker(config: WorkerConfig, resources: list[Resource]) -> None:
             seq += 1
             op = [config.index, seq, int(token)]
             between = _sleep(config.window)
-            if resource.name == staged:
-                staged = None  # this worker's first lease decides: first come, it pauses
-                if _claimed(config.staged_claim):
-                    between = _stop_self(config.window, log, resource.name, int(token))
+            if resource.name == config.staged:
+                between = _stop_first(config, log, resource.name, int(token))
             t0 = written = time.monotonic()
             try:
                 written = resource.rmw(op, int(token), between)
@@ -131,13 +128,16 @@ def _claimed(path: str) -> bool:
     return True
 
 
-def _stop_self(window: float, log: _Log, resource: str, token: int) -> Between:
-    """The staged pause: the window, then a note in the log and SIGSTOP to itself."""
+def _stop_first(config: WorkerConfig, log: _Log, resource: str, token: int) -> Between:
+    """The window; then, for the first worker to get here (between its read and its write
+    of ``resource``: a holder refused at its claim never gets here), the staged pause: a
+    note in the log and SIGSTOP to itself."""
 
     def stop() -> None:
-        time.sleep(window)
-        log(kind="staged", resource=resource, token=token)
-        os.kill(os.getpid(), signal.SIGSTOP)
+        time.sleep(config.window)
+        if not os.path.exists(config.staged_claim) and _claimed(config.staged_claim):
+            log(kind="staged", resource=resource, token=token)
+            os.kill(os.getpid(), signal.SIGSTOP)
 
     return stop
 
