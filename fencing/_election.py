@@ -248,7 +248,9 @@ class Election(_ElectionBase):
         read every ``poll`` seconds; an endless iterator (stop with ``break``). On an
         issuer with a watch (``fencing.issuer.WatchesLease``: etcd, ZooKeeper) it reads
         again as soon as the engine reports a change, and ``poll`` only bounds the wait.
-        A term shorter than that may be missed; changes are never reported out of order."""
+        A term shorter than that may be missed; changes are never reported out of order.
+        An issuer that cannot be reached ends it with ``FenceUnavailable``: observe again
+        (it starts with the leader then)."""
         seconds = _check_poll(poll)
         return self._observe(seconds)
 

@@ -132,11 +132,15 @@ def _term_across_a_leader_kill(url: str, kill: Callable[[], object]) -> None:
     history: list[fencing.Leader | None] = []
 
     def observe() -> None:
-        for leader in backend.election(name, ttl=4).observe(poll=NEVER_POLLED):
-            history.append(leader)
-            changes.put(leader)
-            if leader is not None and leader.value == "b":
-                break
+        while True:  # an outage ends an observe() with FenceUnavailable: observe again
+            try:
+                for leader in backend.election(name, ttl=4).observe(poll=NEVER_POLLED):
+                    history.append(leader)
+                    changes.put(leader)
+                    if leader is not None and leader.value == "b":
+                        return
+            except fencing.FenceUnavailable:
+                continue
 
     observer = threading.Thread(target=observe, daemon=True)
     try:
