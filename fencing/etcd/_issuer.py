@@ -141,6 +141,10 @@ class WatchRelease:
         """A ``created`` reply from a store past ``after``: events may be waiting."""
         return bool(reply.created) and 0 < self.after < int(reply.header.revision)
 
+    def _gone(self, peek: Any) -> bool:
+        """What the one local read after ``_moved_on`` says: the wait is over."""
+        return msg.changed_since(peek, self.after)
+
     def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
         call = self._open(member, seconds, metadata)
         try:
@@ -149,7 +153,7 @@ class WatchRelease:
                     return
                 if self._moved_on(reply):
                     peek = member.kv.Range(self.check, timeout=seconds, metadata=metadata)
-                    if msg.changed_since(peek, self.after):
+                    if self._gone(peek):
                         return
         except grpc.RpcError as exc:
             if not _ran_out(exc):
@@ -165,7 +169,7 @@ class WatchRelease:
                     return
                 if self._moved_on(reply):
                     peek = await member.kv.Range(self.check, timeout=seconds, metadata=metadata)
-                    if msg.changed_since(peek, self.after):
+                    if self._gone(peek):
                         return
         except grpc.RpcError as exc:
             if not _ran_out(exc):
@@ -196,37 +200,11 @@ class WatchChange(WatchRelease):
         self.request = msg.watch_key(key)
         self.token = token
 
-    def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
-        call = self._open(member, seconds, metadata)
-        try:
-            for reply in call:
-                if reply.events or reply.canceled:
-                    return
-                if reply.created:
-                    peek = member.kv.Range(self.check, timeout=seconds, metadata=metadata)
-                    if msg.created_revision(peek) != self.token:
-                        return
-        except grpc.RpcError as exc:
-            if not _ran_out(exc):
-                raise
-        finally:
-            call.cancel()
+    def _moved_on(self, reply: Any) -> bool:
+        return bool(reply.created)  # the watch starts now: look once it is there
 
-    async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> None:
-        call = self._open(member, seconds, metadata)
-        try:
-            async for reply in call:
-                if reply.events or reply.canceled:
-                    return
-                if reply.created:
-                    peek = await member.kv.Range(self.check, timeout=seconds, metadata=metadata)
-                    if msg.created_revision(peek) != self.token:
-                        return
-        except grpc.RpcError as exc:
-            if not _ran_out(exc):
-                raise
-        finally:
-            call.cancel()
+    def _gone(self, peek: Any) -> bool:
+        return msg.created_revision(peek) != self.token
 
 
 def _ran_out(exc: grpc.RpcError) -> bool:
