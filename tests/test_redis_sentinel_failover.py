@@ -119,6 +119,7 @@ def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
             assert time.monotonic() < deadline  # replicated (asynchronously)
             time.sleep(0.01)
 
+        group.judge_down_after(600_000)  # no failover while the dead primary is checked
         group.primary.freeze()
         with pytest.raises(fencing.FenceUnavailable) as frozen:
             other.acquire(timeout=0)
@@ -129,6 +130,7 @@ def test_a_fence_follows_a_failover(sentinel_group: SentinelGroup) -> None:
             other.acquire(timeout=0)
         asyncio.run(_unavailable(backend))
 
+        group.judge_down_after(group.down_after_ms)
         group.wait_for_failover()
         left = promoted.pttl(lease), promoted.pttl(async_lease)
         deadline = time.monotonic() + 60

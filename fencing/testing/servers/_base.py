@@ -4,6 +4,7 @@ directory, stop / restart / freeze. Imports nothing from the package.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
@@ -23,37 +24,43 @@ class ServerError(RuntimeError):
 #: Ports handed out are taken below Linux's ephemeral range (32768 and up by default), so
 #: no outgoing connection can hold one between ``free_port()`` and the server's start.
 _PORTS = range(10000, 32768)
-#: One slice of ``_PORTS`` per pytest-xdist worker, so parallel workers never pick alike.
-_SLICES = 8
-_given: set[int] = set()
+#: A port handed out is claimed machine-wide for the life of the process that took it: an
+#: exclusive ``flock`` on a file named after it here, so neither another pytest-xdist
+#: worker nor a second test run on the same machine takes the port of a stopped server
+#: before that server restarts on it. The kernel drops the claim when the process ends.
+_CLAIMS = Path(tempfile.gettempdir()) / "fencing-test-ports"
+_claimed: dict[int, int] = {}  # port -> the descriptor holding its claim
 
 
-def _my_ports() -> range:
-    """This process's slice of ``_PORTS``: by its pytest-xdist worker (``gw3``), else all."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw"):
-        return _PORTS
-    width = len(_PORTS) // _SLICES
-    start = _PORTS.start + int(worker[2:]) % _SLICES * width
-    return range(start, start + width)
+def _claim(port: int) -> bool:
+    """Claim ``port`` for this process; False if another live process holds it."""
+    _CLAIMS.mkdir(mode=0o777, exist_ok=True)
+    fd = os.open(_CLAIMS / str(port), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _claimed[port] = fd
+    return True
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free now and that this process has not handed out
-    before (a stopped server's port stays its own, for its restart)."""
-    ports = _my_ports()
-    for _ in range(len(ports)):
-        port = random.choice(ports)
-        if port in _given:
+    """A TCP port on 127.0.0.1 that is free now and that no live process of any test run
+    on this machine has handed out (a stopped server's port stays its own, for its
+    restart)."""
+    for _ in range(len(_PORTS)):
+        port = random.choice(_PORTS)
+        if port in _claimed:
             continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-        _given.add(port)
-        return port
-    raise ServerError(f"no free port in {ports}")
+        if _claim(port):
+            return port
+    raise ServerError(f"no free port in {_PORTS}")
 
 
 def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeout: float) -> None:

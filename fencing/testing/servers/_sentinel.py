@@ -76,7 +76,8 @@ class SentinelGroup:
     ``url`` is the ``redis+sentinel://`` URL of the group for ``fencing.connect``.
     For failover tests: ``freeze_replica`` (SIGSTOP it and cut its link on the primary,
     so it misses what follows: see docs/design.md, *Testing a failover that loses
-    writes*), ``kill_primary`` (SIGKILL), ``thaw_replica``, ``wait_for_failover``.
+    writes*), ``kill_primary`` (SIGKILL), ``thaw_replica``, ``judge_down_after``,
+    ``wait_for_failover``.
     """
 
     def __init__(
@@ -121,7 +122,7 @@ class SentinelGroup:
             self.replica.start()
             for sentinel in self.sentinels:
                 sentinel.start()
-            self._wait(self._ready, 20.0, "replica in sync and Sentinels aware of each other")
+            self._wait(self._ready, 60.0, "replica in sync and Sentinels aware of each other")
         except BaseException:
             self.close()
             raise
@@ -160,6 +161,14 @@ class SentinelGroup:
         self.replica.thaw()
         if rejoin:
             self._wait(self._acknowledged, 10.0, "replica acknowledging again")
+
+    def judge_down_after(self, ms: int) -> None:
+        """Tell every Sentinel how long a silent primary takes to be judged down from now
+        on. A test raises it while it checks what clients see of a frozen or dead primary
+        (no failover can start under it), then lowers it back to ``down_after_ms``."""
+        for sentinel in self.sentinels:
+            with _client(sentinel.port) as client:
+                client.sentinel_set(self.service, "down-after-milliseconds", ms)
 
     def kill_primary(self) -> None:
         """SIGKILL the primary: no goodbye to clients, replica or Sentinels."""
