@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ... import AcquireTimeout, AsyncElection, AsyncTerm, Election, Leader, LeaseLost, Term
+from ...issuer import AsyncWatchesLease, WatchesLease
 from ._helpers import (
     BAD_NAMES,
     BAD_TTLS,
@@ -39,6 +40,19 @@ BAD_VALUES: list[tuple[Any, type[Exception]]] = [
     ("nul\x00", ValueError),
     ("lone \ud800", ValueError),
 ]
+
+
+#: The polling period of an observer on an issuer with a watch: far longer than any
+#: wait of a test, so a change seen in time came through the engine's watch.
+NEVER_POLLED = 600.0
+#: The polling period of an observer on an issuer without one.
+POLLED = 0.02
+
+
+def _poll(issuer: object) -> float:
+    """How often the contract's observer polls ``issuer``: never in a test's time when it
+    has a watch (``WatchesLease``/``AsyncWatchesLease``), so the watch must wake it."""
+    return NEVER_POLLED if isinstance(issuer, (WatchesLease, AsyncWatchesLease)) else POLLED
 
 
 def _changes(seen: list[Leader | None]) -> None:
@@ -127,13 +141,15 @@ class ElectionContract(LeaseTerms):
 
     def test_observers_see_every_change(self, make_election: MakeElection) -> None:
         """``observe()`` reports no leader, then each term, in order, and no leader
-        again, each change once."""
+        again, each change once. On an issuer with a watch (``WatchesLease``) the
+        observer polls only every 600 s: the watch must wake it (a Redis server must
+        publish keyspace notifications, see ``fencing.redis._watch``)."""
         name = self.fresh_name("observe")
         watcher, one = make_election(name, self.long_ttl), make_election(name, self.long_ttl)
         seen: list[Leader | None] = []
 
         def watch() -> None:
-            for leader in watcher.observe(poll=0.02):
+            for leader in watcher.observe(poll=_poll(watcher.issuer)):
                 seen.append(leader)
                 if leader is None and any(x is not None and x.value == "b" for x in seen):
                     return
@@ -281,7 +297,7 @@ class AsyncElectionContract(LeaseTerms):
         seen: list[Leader | None] = []
 
         async def watch() -> None:
-            async with contextlib.aclosing(watcher.observe(poll=0.02)) as changes:
+            async with contextlib.aclosing(watcher.observe(_poll(watcher.issuer))) as changes:
                 async for leader in changes:
                     seen.append(leader)
                     if leader is None and any(x is not None and x.value == "b" for x in seen):
