@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -53,6 +54,20 @@ def _poll(issuer: object) -> float:
     """How often the contract's observer polls ``issuer``: never in a test's time when it
     has a watch (``WatchesLease``/``AsyncWatchesLease``), so the watch must wake it."""
     return NEVER_POLLED if isinstance(issuer, (WatchesLease, AsyncWatchesLease)) else POLLED
+
+
+def _reported(
+    seen: list[Leader | None], token: object, check: Callable[[], object]
+) -> Callable[[], bool]:
+    """A wait's condition: the observer reported ``token`` (``None``: anything). ``check``
+    comes first: it re-raises the error of an observer that died, failing the test at
+    once instead of at the wait's deadline."""
+
+    def condition() -> bool:
+        check()
+        return any(token is None or (x is not None and x.token == token) for x in seen)
+
+    return condition
 
 
 def _changes(seen: list[Leader | None]) -> None:
@@ -155,12 +170,16 @@ class ElectionContract(LeaseTerms):
                     return
 
         observer = _Background(watch)
-        self.wait_until(lambda: len(seen) >= 1, "the observer's first look")
+
+        def reported(token: object) -> Callable[[], bool]:
+            return _reported(seen, token, lambda: observer.running() or observer.result(0))
+
+        self.wait_until(reported(None), "the observer's first look")
         first = one.campaign("a", timeout=0)
-        self.wait_until(lambda: first.token in [x.token for x in seen if x], "term a seen")
+        self.wait_until(reported(first.token), "term a seen")
         first.resign()
         second = one.campaign("b", timeout=self.patience)
-        self.wait_until(lambda: second.token in [x.token for x in seen if x], "term b seen")
+        self.wait_until(reported(second.token), "term b seen")
         second.resign()
         observer.result(self.patience)
         _changes(seen)
@@ -304,12 +323,16 @@ class AsyncElectionContract(LeaseTerms):
                         return
 
         observer = asyncio.create_task(watch())
-        await self.await_until(lambda: len(seen) >= 1, "the observer's first look")
+
+        def reported(token: object) -> Callable[[], bool]:
+            return _reported(seen, token, lambda: observer.done() and observer.result())
+
+        await self.await_until(reported(None), "the observer's first look")
         first = await one.campaign("a", timeout=0)
-        await self.await_until(lambda: first.token in [x.token for x in seen if x], "a seen")
+        await self.await_until(reported(first.token), "term a seen")
         await first.resign()
         second = await one.campaign("b", timeout=self.patience)
-        await self.await_until(lambda: second.token in [x.token for x in seen if x], "b seen")
+        await self.await_until(reported(second.token), "term b seen")
         await second.resign()
         await asyncio.wait_for(observer, self.patience)
         _changes(seen)
