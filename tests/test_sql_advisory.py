@@ -179,6 +179,52 @@ async def test_interop_asyncio(backend: SqlBackend, postgres_server: PostgresSer
         await fence.issuer.close()  # type: ignore[attr-defined]
 
 
+def test_a_users_engine_is_switched_to_autocommit_and_given_back_as_it_was(
+    advisory_url: str, postgres_server: PostgresServer
+) -> None:
+    """On a user's engine (one connection, default isolation) the token commits with the
+    lock at once (autocommit at checkout), and the released lease's connection goes back
+    to the user's pool in its own isolation level, never kept by the issuer."""
+    engine = create_engine(advisory_url, pool_size=1, max_overflow=0, pool_timeout=PATIENCE)
+    issuer = AdvisoryIssuer(engine)
+    name = unique("user-engine")
+    fence = AdvisoryFence(engine, name, ttl=30, issuer=issuer)
+    try:
+        for _ in range(2):
+            token = fence.acquire(timeout=0)
+            with raw(postgres_server) as other:
+                query = "SELECT token FROM fencing_leases WHERE name = %s"
+                assert other.execute(query, (name,)).fetchone() == (int(token),)  # committed
+                assert locked_anywhere(other, name) == 1
+            fence.release(token)
+            with engine.connect() as conn:  # the pool's only connection: given back
+                assert conn.get_isolation_level() == engine.dialect.default_isolation_level
+                assert not conn.connection.dbapi_connection.autocommit  # type: ignore[union-attr]
+    finally:
+        issuer.close()
+
+
+def test_a_released_connection_is_kept_for_the_next_acquire_holding_nothing(
+    advisory_url: str, postgres_server: PostgresServer
+) -> None:
+    """The issuer's own engine: a released lease's connection serves the next acquire
+    (the same backend), and holds no lock in between."""
+    issuer = AdvisoryIssuer(advisory_url)
+    name = unique("kept")
+    fence = AdvisoryFence(advisory_url, name, ttl=30, issuer=issuer)
+    try:
+        first = fence.acquire(timeout=0)
+        pid = issuer.status(name).holder
+        fence.release(first)
+        with raw(postgres_server) as other:
+            assert locked_anywhere(other, name) == 0
+        second = fence.acquire(timeout=0)
+        assert second > first and issuer.status(name).holder == pid
+        fence.release(second)
+    finally:
+        issuer.close()
+
+
 _HOLDER = """
 import sys, time, fencing
 fence = fencing.connect(sys.argv[1]).fence(sys.argv[2], ttl=30)

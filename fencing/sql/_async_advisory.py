@@ -34,6 +34,7 @@ from ._advisory import (
     SESSION_KEPT,
     WAIT,
     Lease,
+    acquire_params,
     advisory_url,
     is_direct,
     is_lock_timeout,
@@ -91,7 +92,7 @@ class AsyncAdvisoryIssuer:
             try:
                 if not self._autocommit:
                     conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                result = await conn.execute(ACQUIRE, {"name": name, **lock_params(name)})
+                result = await conn.execute(ACQUIRE, acquire_params(name))
                 return conn, result.first()
             except BaseException as exc:
                 await _discard(conn)  # a failed statement may still have taken the lock
