@@ -80,12 +80,14 @@ SQLAlchemy.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, TextClause, create_engine, text
@@ -186,15 +188,17 @@ NAMES = text("SELECT name FROM fencing_leases WHERE starts_with(name, :prefix) O
 LOCK_NOT_AVAILABLE = "55P03"
 
 
-def lock_params(name: str) -> dict[str, int]:
-    """The bound parameters of the statements above for fence ``name``."""
+@functools.lru_cache(maxsize=1024)
+def lock_params(name: str) -> Mapping[str, int]:
+    """The bound parameters of the statements above for fence ``name`` (cached, read-only)."""
     k1, k2 = advisory_keys(name)
-    return {"k1": k1, "k2": k2, "c1": k1 & 0xFFFFFFFF, "c2": k2 & 0xFFFFFFFF}
+    return MappingProxyType({"k1": k1, "k2": k2, "c1": k1 & 0xFFFFFFFF, "c2": k2 & 0xFFFFFFFF})
 
 
-def acquire_params(name: str) -> dict[str, Any]:
+@functools.lru_cache(maxsize=1024)
+def acquire_params(name: str) -> Mapping[str, Any]:
     """The bound parameters of ``ACQUIRE``, ``STATUS`` and ``FORCE`` for fence ``name``."""
-    return {"name": name, **lock_params(name)}
+    return MappingProxyType({"name": name, **lock_params(name)})
 
 
 def timeout_sql(seconds: float) -> TextClause:

@@ -27,13 +27,13 @@ Imports SQLAlchemy only.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Mapping
+from contextlib import suppress
 from typing import Any
 
 from sqlalchemy import Engine, TextClause
 from sqlalchemy.engine import Dialect
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.pool import PoolProxiedConnection
 
 
@@ -46,34 +46,43 @@ def compiled(statement: TextClause, dialect: Dialect) -> tuple[str, tuple[str, .
     return sql.string, names
 
 
-@contextmanager
-def driver_errors(
-    engine: Engine, conn: PoolProxiedConnection | None = None, sql: str = "", args: Any = None
-) -> Iterator[None]:
-    """Re-raise the driver's errors as ``DBAPIError`` (see the module docstring)."""
+def driver_error(
+    engine: Engine,
+    exc: Any,
+    conn: PoolProxiedConnection | None,
+    sql: str = "",
+    args: Any = None,
+) -> StatementError:
+    """The driver's error ``exc`` as SQLAlchemy's ``DBAPIError``, to raise ``from exc``;
+    a lost connection is invalidated first (see the module docstring)."""
     dialect = engine.dialect
+    dbapi = None if conn is None else conn.dbapi_connection
+    lost = bool(dialect.is_disconnect(exc, dbapi, None))
+    if lost:
+        if conn is not None and dbapi is not None:
+            conn.invalidate(exc)
+        engine.pool.dispose()  # its idle connections died with this one
     error = dialect.loaded_dbapi.Error
-    try:
-        yield
-    except error as exc:
-        dbapi = None if conn is None else conn.dbapi_connection
-        lost = dialect.is_disconnect(exc, dbapi, None)
-        if lost:
-            if conn is not None and dbapi is not None:
-                conn.invalidate(exc)
-            engine.pool.dispose()  # its idle connections died with this one
-        raise DBAPIError.instance(
-            sql, args, exc, error, connection_invalidated=lost, dialect=dialect
-        ) from exc
+    wrapped: StatementError = DBAPIError.instance(
+        sql, args, exc, error, connection_invalidated=lost, dialect=dialect
+    )
+    return wrapped
 
 
 def checkout(engine: Engine, switch: bool = False) -> PoolProxiedConnection:
     """A connection of ``engine``'s pool, in autocommit (``switch``: set it now)."""
-    with driver_errors(engine):
+    try:
         conn = engine.raw_connection()
-        if switch and conn.dbapi_connection is not None:
+    except engine.dialect.loaded_dbapi.Error as exc:
+        raise driver_error(engine, exc, None) from exc
+    if switch and conn.dbapi_connection is not None:
+        try:
             engine.dialect.set_isolation_level(conn.dbapi_connection, "AUTOCOMMIT")
-        return conn
+        except engine.dialect.loaded_dbapi.Error as exc:
+            error = driver_error(engine, exc, conn)
+            discard(conn)
+            raise error from exc
+    return conn
 
 
 def checkin(engine: Engine, conn: PoolProxiedConnection, switch: bool = False) -> None:
@@ -94,12 +103,15 @@ def run(
     """Execute ``statement`` with ``params`` on ``conn``: its first row, or ``None``."""
     sql, names = compiled(statement, engine.dialect)
     args: Any = params if names is None else tuple(params[name] for name in names)
-    with driver_errors(engine, conn, sql, args):
+    cursor = None
+    try:
         cursor = conn.cursor()
-        try:
-            cursor.execute(sql, args)
-            return cursor.fetchone()
-        finally:
+        cursor.execute(sql, args)
+        return cursor.fetchone()
+    except engine.dialect.loaded_dbapi.Error as exc:
+        raise driver_error(engine, exc, conn, sql, args) from exc
+    finally:
+        if cursor is not None:
             cursor.close()
 
 
