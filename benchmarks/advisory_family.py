@@ -10,12 +10,15 @@
 - ``fencing lease=advisory``: ``AdvisoryFence.acquire(timeout=0)`` + ``release``;
 - ``fencing lease=row``: ``SqlFence.acquire(timeout=0)`` + ``release`` on the same server;
 - ``pals``: a peer (advisory locks through SQLAlchemy, no token): ``Locker.lock(name,
-  blocking=False)``, ``acquire()``, ``release()`` (a pals ``Lock`` serves one acquire).
+  blocking=False)``, ``acquire()``, ``release()`` (a pals ``Lock`` serves one acquire);
+- ``django-pglock``: a peer (advisory locks on Django's connection, no token):
+  ``pglock.advisory(name, timeout=0)``, ``acquire()``, ``release()``, on a Django set up
+  here with only the run's database (``settings.configure``).
 
 Every variant has a fence name of its own, so nothing waits. PostgreSQL is the run's
 (``ctx.pg_url()``), pinned with the client.
 
-Imports psycopg, SQLAlchemy, fencing.sql and the harness.
+Imports psycopg, SQLAlchemy, pals, Django and django-pglock, fencing.sql and the harness.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 import pals
 import psycopg
 from sqlalchemy import create_engine
+from sqlalchemy.engine import make_url
 
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
 from fencing.sql._advisory import ACQUIRE, RELEASE
@@ -37,6 +41,7 @@ STATEMENTS = "the issuer's two statements, bare psycopg"
 ADVISORY = "fencing lease=advisory (AdvisoryFence)"
 ROW = "fencing lease=row (SqlFence)"
 PALS = "pals 0.4 Lock (no token)"
+PGLOCK = "django-pglock 1.8 advisory (no token)"
 
 
 def run(ctx: Context) -> list[Table]:
@@ -52,6 +57,7 @@ def run(ctx: Context) -> list[Table]:
     advisory = AdvisoryFence(url, "bench:advisory:fence", ttl=30, issuer=issuer)
     row = SqlFence(url, "bench:advisory:row", ttl=30)
     locker = pals.Locker("bench", create_engine_callable=lambda: create_engine(url))
+    pglock = _django_pglock(url)
     variants = [
         Variant(FLOOR, timed(_bare(floor, "bench:advisory:floor")), is_floor=True),
         Variant(AA, timed(_bare(aa, "bench:advisory:aa"))),
@@ -59,6 +65,7 @@ def run(ctx: Context) -> list[Table]:
         Variant(ADVISORY, timed(_cycle(advisory))),
         Variant(ROW, timed(_cycle(row))),
         Variant(PALS, timed(_pals(locker, "bench:advisory:pals"))),
+        Variant(PGLOCK, timed(_pglock(pglock, "bench:advisory:pglock"))),
     ]
     try:
         stats = run_rounds(
@@ -118,6 +125,36 @@ def _cycle(fence: AdvisoryFence | SqlFence) -> Callable[[], None]:
 def _pals(locker: Any, name: str) -> Callable[[], None]:
     def cycle() -> None:
         lock = locker.lock(name, blocking=False)
+        assert lock.acquire()
+        lock.release()
+
+    return cycle
+
+
+def _django_pglock(url: str) -> Any:
+    """django-pglock's module, Django set up on the run's database (once per process)."""
+    import django
+    from django.conf import settings
+
+    if not settings.configured:
+        parsed = make_url(url)
+        database = {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": parsed.database,
+            "USER": parsed.username,
+            "HOST": parsed.host,
+            "PORT": str(parsed.port),
+        }
+        settings.configure(DATABASES={"default": database}, INSTALLED_APPS=[], USE_TZ=True)
+        django.setup()
+    import pglock
+
+    return pglock
+
+
+def _pglock(pglock: Any, name: str) -> Callable[[], None]:
+    def cycle() -> None:
+        lock = pglock.advisory(name, timeout=0)
         assert lock.acquire()
         lock.release()
 
