@@ -22,13 +22,16 @@ import psycopg
 import pytest
 from pg_advisory import advisory_url, terminate_holder
 from sqlalchemy import create_engine
+from sqlalchemy.dialects.postgresql import pg8000
+from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 from waiting import PATIENCE, wait_until
 
 import fencing
 from fencing import cli
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
-from fencing.sql._advisory import _LOCK_ROWS, lock_params
+from fencing.sql._advisory import _LOCK_ROWS, ACQUIRE, lock_params
 from fencing.sql._backend import SqlBackend
+from fencing.sql._driver import compiled
 from fencing.sql._keys import KEYS_SQL
 from fencing.testing.servers import PostgresServer
 
@@ -106,6 +109,15 @@ def test_lease_option_picks_the_issuer_and_leaves_the_url() -> None:
         row = fencing.connect(url)
         assert isinstance(row, SqlBackend) and row.lease == "row", url
         assert isinstance(row.fence("job"), SqlFence)
+
+
+def test_statements_compile_for_named_and_positional_drivers() -> None:
+    """The lease statements go to the driver's cursor (``_driver``): psycopg takes them
+    by name, pg8000 by position, in the order the compiled SQL uses them."""
+    sql, names = compiled(ACQUIRE, pg8000.dialect())  # type: ignore[no-untyped-call]
+    assert names == ("k1", "k2", "name") and sql.count("%s") == 3 and ":name" not in sql
+    sql, names = compiled(ACQUIRE, psycopg_dialect.dialect())  # type: ignore[no-untyped-call]
+    assert names is None and "%(name)s" in sql and "%(k1)s" in sql
 
 
 # -- lease=advisory on a real PostgreSQL ----------------------------------------------
@@ -343,16 +355,19 @@ def test_missing_table_is_a_setup_error_with_nothing_locked(
 
 
 def test_cli_status_and_force_release(
-    backend: SqlBackend, capsys: pytest.CaptureFixture[str]
+    backend: SqlBackend, advisory_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``fencing status`` names the holder's backend; ``release --force`` ends it."""
+    """``fencing status`` names the holder's backend (pid, ``application_name``, client
+    address, from ``pg_stat_activity``); ``release --force`` ends it."""
     name = unique("cli")
-    fence = backend.fence(name, ttl=30)
+    holder = fencing.connect(advisory_url + "?application_name=worker-7&lease=advisory")
+    fence = holder.fence(name, ttl=30)
     token = fence.acquire(timeout=0)
     capsys.readouterr()
     assert cli.main(["status", "--url", backend.url, name]) == 0
     out = capsys.readouterr().out
-    assert "held by pid " in out and "client 127.0.0.1" in out and str(int(token)) in out
+    assert "held by pid " in out and "application_name 'worker-7'" in out
+    assert "client 127.0.0.1" in out and str(int(token)) in out
     assert cli.main(["release", name, "--force", "--url", backend.url]) == 0
     with pytest.raises(fencing.LeaseLost):
         fence.renew(token)
