@@ -22,8 +22,8 @@ Every operation on a lease connection runs in autocommit mode, one statement eac
   the one that took it (a pooler in transaction mode would hand the statement to another
   server connection). Any error on the connection means the connection, and with it the
   lock, is gone: ``False`` (``LeaseLost``).
-- release: ``pg_advisory_unlock(k1, k2)``; the connection goes back to the pool only if
-  that returned true, and is closed otherwise.
+- release: ``pg_advisory_unlock(k1, k2)``; the connection is used again (kept for the
+  next acquire, or back to the pool) only if that returned true, and is closed otherwise.
 
 The issuer's own engine does not ping connections at checkout (``pool_pre_ping``: a
 round trip on every acquire); an acquire, a wait or a read that finds its pooled
