@@ -9,6 +9,8 @@
   SQL, with none of fencing's Python;
 - ``fencing lease=advisory``: ``AdvisoryFence.acquire(timeout=0)`` + ``release``;
 - ``fencing lease=row``: ``SqlFence.acquire(timeout=0)`` + ``release`` on the same server;
+- asyncio: the floor on one psycopg ``AsyncConnection``, and
+  ``fencing.sql.aio.AdvisoryFence``, compared with that floor (one event loop);
 - ``pals``: a peer (advisory locks through SQLAlchemy, no token): ``Locker.lock(name,
   blocking=False)``, ``acquire()``, ``release()`` (a pals ``Lock`` serves one acquire);
 - ``django-pglock``: a peer (advisory locks on Django's connection, no token):
@@ -23,7 +25,8 @@ Imports psycopg, SQLAlchemy, pals, Django and django-pglock, fencing.sql and the
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pals
@@ -32,8 +35,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
+from fencing.sql import aio as sql_aio
 from fencing.sql._advisory import ACQUIRE, RELEASE
-from harness import Context, Table, Variant, run_rounds, timed
+from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
 
 FLOOR = "floor: pg_try_advisory_lock + pg_advisory_unlock"
 AA = "A/A: advisory floor, 2nd copy"
@@ -42,6 +46,8 @@ ADVISORY = "fencing lease=advisory (AdvisoryFence)"
 ROW = "fencing lease=row (SqlFence)"
 PALS = "pals 0.4 Lock (no token)"
 PGLOCK = "django-pglock 1.8 advisory (no token)"
+FLOOR_ASYNC = "asyncio floor: the same, psycopg AsyncConnection"
+ADVISORY_ASYNC = "asyncio lease=advisory (aio.AdvisoryFence)"
 
 
 def run(ctx: Context) -> list[Table]:
@@ -58,6 +64,10 @@ def run(ctx: Context) -> list[Table]:
     row = SqlFence(url, "bench:advisory:row", ttl=30)
     locker = pals.Locker("bench", create_engine_callable=lambda: create_engine(url))
     pglock = _django_pglock(url)
+    loop = asyncio.new_event_loop()
+    afloor = loop.run_until_complete(psycopg.AsyncConnection.connect(dsn, autocommit=True))
+    aissuer = sql_aio.AdvisoryIssuer(url)
+    afence = sql_aio.AdvisoryFence(url, "bench:advisory:aio", ttl=30, issuer=aissuer)
     variants = [
         Variant(FLOOR, timed(_bare(floor, "bench:advisory:floor")), is_floor=True),
         Variant(AA, timed(_bare(aa, "bench:advisory:aa"))),
@@ -66,6 +76,8 @@ def run(ctx: Context) -> list[Table]:
         Variant(ROW, timed(_cycle(row))),
         Variant(PALS, timed(_pals(locker, "bench:advisory:pals"))),
         Variant(PGLOCK, timed(_pglock(pglock, "bench:advisory:pglock"))),
+        Variant(FLOOR_ASYNC, _async_batch(loop, _async_bare(afloor, "bench:advisory:afloor"))),
+        Variant(ADVISORY_ASYNC, _async_batch(loop, _async_cycle(afence))),
     ]
     try:
         stats = run_rounds(
@@ -76,11 +88,15 @@ def run(ctx: Context) -> list[Table]:
             conn.close()
         issuer.close()
         locker.engine.dispose()
+        loop.run_until_complete(afloor.close())
+        loop.run_until_complete(aissuer.close())
+        loop.close()
     table = Table(
         "advisory",
         "uncontended acquire + release, PostgreSQL advisory lock (own name, one CPU)",
         [stats[v.name] for v in variants],
         floor=FLOOR,
+        floor_of={ADVISORY_ASYNC: FLOOR_ASYNC},
     )
     return [table]
 
@@ -159,3 +175,36 @@ def _pglock(pglock: Any, name: str) -> Callable[[], None]:
         lock.release()
 
     return cycle
+
+
+def _async_bare(conn: psycopg.AsyncConnection[Any], name: str) -> Callable[[], Awaitable[None]]:
+    k1, k2 = advisory_keys(name)
+
+    async def cycle() -> None:
+        got = await (await conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (k1, k2))).fetchone()
+        assert got is not None and got[0]
+        await (await conn.execute("SELECT pg_advisory_unlock(%s, %s)", (k1, k2))).fetchone()
+
+    return cycle
+
+
+def _async_cycle(fence: sql_aio.AdvisoryFence) -> Callable[[], Awaitable[None]]:
+    async def cycle() -> None:
+        await fence.release(await fence.acquire(timeout=0))
+
+    return cycle
+
+
+def _async_batch(loop: asyncio.AbstractEventLoop, cycle: Callable[[], Awaitable[None]]) -> Batch:
+    async def many(n: int) -> list[int]:
+        out = []
+        for _ in range(n):
+            start = now_ns()
+            await cycle()
+            out.append(now_ns() - start)
+        return out
+
+    def batch(n: int) -> list[int]:
+        return loop.run_until_complete(many(n))
+
+    return batch
