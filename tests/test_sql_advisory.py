@@ -24,6 +24,7 @@ from pg_advisory import advisory_url, terminate_holder
 from sqlalchemy import create_engine
 from sqlalchemy.dialects.postgresql import pg8000
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
+from sqlalchemy.ext.asyncio import create_async_engine
 from waiting import PATIENCE, wait_until
 
 import fencing
@@ -33,6 +34,8 @@ from fencing.sql._advisory import _LOCK_ROWS, ACQUIRE, lock_params
 from fencing.sql._backend import SqlBackend
 from fencing.sql._driver import compiled
 from fencing.sql._keys import KEYS_SQL
+from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
+from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
 from fencing.testing.servers import PostgresServer
 
 __all__ = ["advisory_url"]  # a fixture, imported to be used here
@@ -214,6 +217,31 @@ def test_a_users_engine_is_switched_to_autocommit_and_given_back_as_it_was(
                 assert not conn.connection.dbapi_connection.autocommit  # type: ignore[union-attr]
     finally:
         issuer.close()
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "asyncpg"])
+async def test_a_users_async_engine_is_switched_and_given_back_as_it_was(
+    advisory_url: str, postgres_server: PostgresServer, driver: str
+) -> None:
+    """The same with an ``AsyncEngine`` (the switch runs in SQLAlchemy's greenlet)."""
+    engine = create_async_engine(
+        postgres_server.url(driver), pool_size=1, max_overflow=0, pool_timeout=PATIENCE
+    )
+    issuer = AsyncAdvisoryIssuer(engine)
+    name = unique("user-async-engine")
+    fence = AsyncAdvisoryFence(engine, name, ttl=30, issuer=issuer)
+    try:
+        for _ in range(2):
+            token = await fence.acquire(timeout=0)
+            with raw(postgres_server) as other:
+                query = "SELECT token FROM fencing_leases WHERE name = %s"
+                assert other.execute(query, (name,)).fetchone() == (int(token),)  # committed
+            await fence.release(token)
+            async with engine.connect() as conn:  # the pool's only connection: given back
+                level = await conn.get_isolation_level()
+                assert level == engine.dialect.default_isolation_level != "AUTOCOMMIT"
+    finally:
+        await issuer.close()
 
 
 def test_a_released_connection_is_kept_for_the_next_acquire_holding_nothing(
