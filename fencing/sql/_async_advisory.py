@@ -1,10 +1,14 @@
-"""The asyncio advisory-lock issuer: the statements of ``_advisory``, awaited on an
-``AsyncConnection`` (psycopg's asyncio side or asyncpg); see ``_advisory`` for the model.
-And ``advisory_xact`` on an ``AsyncConnection``/``AsyncSession`` (``_xact``'s, by ``run_sync``).
+"""The asyncio advisory-lock issuer: the statements of ``_advisory`` (psycopg's asyncio
+side or asyncpg); see ``_advisory`` for the model. The lease statements run as the
+blocking issuer's do, by ``_driver`` on the pool's connection (SQLAlchemy's adapted
+DBAPI connection), each in one ``greenlet_spawn``, as ``AsyncConnection.execute`` would
+run them but without its objects; the waiter and the pooler's probe use an
+``AsyncConnection``. And ``advisory_xact`` on an ``AsyncConnection``/``AsyncSession``
+(``_xact``'s, by ``run_sync``).
 
 Separate from ``_advisory`` because SQLAlchemy's asyncio layer needs greenlet.
-Imports the core async fence, ``_advisory``'s statements, ``_xact``, SQLAlchemy's asyncio
-layer.
+Imports the core async fence, ``_advisory``'s statements, ``_driver``, ``_xact``,
+SQLAlchemy's asyncio layer.
 """
 
 from __future__ import annotations
