@@ -265,6 +265,43 @@ def test_a_released_connection_is_kept_for_the_next_acquire_holding_nothing(
         issuer.close()
 
 
+def test_a_forked_child_never_uses_its_parents_kept_connection(
+    advisory_url: str, postgres_server: PostgresServer
+) -> None:
+    """A connection kept for the next acquire is a socket: a forked child that took it
+    would run its leases on its parent's server session. The child opens its own (and
+    leaves the issuer's pool, the parent's sockets too, alone)."""
+    issuer = AdvisoryIssuer(advisory_url)
+    name = unique("fork")
+    fence = AdvisoryFence(advisory_url, name, ttl=30, issuer=issuer)
+    try:
+        token = fence.acquire(timeout=0)
+        parents = issuer.status(name).holder
+        fence.release(token)  # its connection is kept
+        with raw(postgres_server) as other:  # every backend there is before the fork
+            before = {row[0] for row in other.execute("SELECT pid FROM pg_stat_activity")}
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover (the child reports through the pipe)
+            try:
+                newer = fence.acquire(timeout=0)
+                os.write(write, f"{int(newer)}|{issuer.status(name).holder}".encode())
+                fence.release(newer)
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            reported, holder = pipe.read().split("|")
+        assert os.waitpid(child, 0)[1] == 0
+        assert int(reported) > token
+        assert int(holder.split(",")[0].removeprefix("pid ")) not in before  # a new backend
+        again = fence.acquire(timeout=0)  # the parent's kept connection still works
+        assert again > int(reported) and issuer.status(name).holder == parents
+        fence.release(again)
+    finally:
+        issuer.close()
+
+
 _HOLDER = """
 import sys, time, fencing
 fence = fencing.connect(sys.argv[1]).fence(sys.argv[2], ttl=30)

@@ -364,6 +364,8 @@ class AdvisoryIssuer:
         with self._lock:
             if self._pid != os.getpid():  # a forked child: its parent's sockets, never ours
                 self._kept, self._pid = [], os.getpid()
+                if self._autocommit:  # its own pool too (SQLAlchemy's recipe for fork)
+                    self.engine.dispose(close=False)
             if self._kept:
                 return self._kept.pop()
         return _driver.checkout(self.engine, not self._autocommit)
