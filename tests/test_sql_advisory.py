@@ -9,6 +9,7 @@ session's PostgreSQL to show it gives the same keys.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -270,11 +271,14 @@ def test_a_forked_child_never_uses_its_parents_kept_connection(
 ) -> None:
     """A connection kept for the next acquire is a socket: a forked child that took it
     would run its leases on its parent's server session. The child opens its own (and
-    leaves the issuer's pool, the parent's sockets too, alone)."""
+    leaves the issuer's pool, the parent's sockets too, alone), and cannot release a
+    lease its parent holds."""
     issuer = AdvisoryIssuer(advisory_url)
     name = unique("fork")
     fence = AdvisoryFence(advisory_url, name, ttl=30, issuer=issuer)
     try:
+        held = AdvisoryFence(advisory_url, name + ":held", ttl=30, issuer=issuer)
+        kept = held.acquire(timeout=0)  # held across the fork: the parent's lease
         token = fence.acquire(timeout=0)
         parents = issuer.status(name).holder
         fence.release(token)  # its connection is kept
@@ -284,6 +288,8 @@ def test_a_forked_child_never_uses_its_parents_kept_connection(
         child = os.fork()
         if child == 0:  # pragma: no cover (the child reports through the pipe)
             try:
+                with contextlib.suppress(fencing.LeaseLost):
+                    held.release(kept)  # not the child's to release
                 newer = fence.acquire(timeout=0)
                 os.write(write, f"{int(newer)}|{issuer.status(name).holder}".encode())
                 fence.release(newer)
@@ -298,6 +304,8 @@ def test_a_forked_child_never_uses_its_parents_kept_connection(
         again = fence.acquire(timeout=0)  # the parent's kept connection still works
         assert again > int(reported) and issuer.status(name).holder == parents
         fence.release(again)
+        held.renew(kept)  # the child left the parent's lease alone
+        held.release(kept)
     finally:
         issuer.close()
 

@@ -362,10 +362,7 @@ class AdvisoryIssuer:
     def _take(self) -> PoolProxiedConnection:
         """A kept connection (see ``__init__``), or one of the pool's, in autocommit."""
         with self._lock:
-            if self._pid != os.getpid():  # a forked child: its parent's sockets, never ours
-                self._kept, self._pid = [], os.getpid()
-                if self._autocommit:  # its own pool too (SQLAlchemy's recipe for fork)
-                    self.engine.dispose(close=False)
+            self._after_fork()
             if self._kept:
                 return self._kept.pop()
         return _driver.checkout(self.engine, not self._autocommit)
@@ -406,7 +403,19 @@ class AdvisoryIssuer:
 
     def _lease(self, name: str, token: int, holder: str) -> Lease | None:
         with self._lock:
+            self._after_fork()
             return self._leases.get((name, token, holder))
+
+    def _after_fork(self) -> None:
+        """In a forked child (with ``_lock`` held): forget the parent's leases and kept
+        connections, and its own engine's pool (SQLAlchemy's ``dispose(close=False)``
+        recipe), all sockets of the parent's server sessions: the child never unlocks,
+        checks or reuses them, and opens its own. Forgotten, not closed (psycopg closes a
+        connection only in the process that opened it)."""
+        if self._pid != os.getpid():
+            self._leases, self._kept, self._pid = {}, [], os.getpid()
+            if self._autocommit:
+                self.engine.dispose(close=False)
 
     def _forget(self, name: str, token: int, holder: str) -> None:
         with self._lock:
