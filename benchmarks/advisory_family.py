@@ -9,6 +9,9 @@
   SQL, with none of fencing's Python;
 - ``fencing lease=advisory``: ``AdvisoryFence.acquire(timeout=0)`` + ``release``;
 - ``fencing lease=row``: ``SqlFence.acquire(timeout=0)`` + ``release`` on the same server;
+- ``sqlalchemy-dlock``: a peer (advisory locks on a SQLAlchemy ``Connection``, no token):
+  ``create_sadlock(conn, name)``, ``acquire(block=False)``, ``release()`` on one kept
+  connection in autocommit;
 - asyncio: the floor on one psycopg ``AsyncConnection``, and
   ``fencing.sql.aio.AdvisoryFence``, compared with that floor (one event loop);
 - ``pals``: a peer (advisory locks through SQLAlchemy, no token): ``Locker.lock(name,
@@ -20,7 +23,8 @@
 Every variant has a fence name of its own, so nothing waits. PostgreSQL is the run's
 (``ctx.pg_url()``), pinned with the client.
 
-Imports psycopg, SQLAlchemy, pals, Django and django-pglock, fencing.sql and the harness.
+Imports psycopg, SQLAlchemy, pals, sqlalchemy-dlock, Django and django-pglock, fencing.sql
+and the harness.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import pals
 import psycopg
 from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
+from sqlalchemy_dlock.factory import create_sadlock
 
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
 from fencing.sql import aio as sql_aio
@@ -46,6 +51,7 @@ ADVISORY = "fencing lease=advisory (AdvisoryFence)"
 ROW = "fencing lease=row (SqlFence)"
 PALS = "pals 0.4 Lock (no token)"
 PGLOCK = "django-pglock 1.8 advisory (no token)"
+DLOCK = "sqlalchemy-dlock 0.9 (no token)"
 FLOOR_ASYNC = "asyncio floor: the same, psycopg AsyncConnection"
 ADVISORY_ASYNC = "asyncio lease=advisory (aio.AdvisoryFence)"
 
@@ -64,6 +70,8 @@ def run(ctx: Context) -> list[Table]:
     row = SqlFence(url, "bench:advisory:row", ttl=30)
     locker = pals.Locker("bench", create_engine_callable=lambda: create_engine(url))
     pglock = _django_pglock(url)
+    dlock_engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    dlock_conn = dlock_engine.connect()
     loop = asyncio.new_event_loop()
     afloor = loop.run_until_complete(psycopg.AsyncConnection.connect(dsn, autocommit=True))
     aissuer = sql_aio.AdvisoryIssuer(url)
@@ -76,6 +84,7 @@ def run(ctx: Context) -> list[Table]:
         Variant(ROW, timed(_cycle(row))),
         Variant(PALS, timed(_pals(locker, "bench:advisory:pals"))),
         Variant(PGLOCK, timed(_pglock(pglock, "bench:advisory:pglock"))),
+        Variant(DLOCK, timed(_dlock(dlock_conn, "bench:advisory:dlock"))),
         Variant(FLOOR_ASYNC, _async_batch(loop, _async_bare(afloor, "bench:advisory:afloor"))),
         Variant(ADVISORY_ASYNC, _async_batch(loop, _async_cycle(afence))),
     ]
@@ -88,6 +97,8 @@ def run(ctx: Context) -> list[Table]:
             conn.close()
         issuer.close()
         locker.engine.dispose()
+        dlock_conn.close()
+        dlock_engine.dispose()
         loop.run_until_complete(afloor.close())
         loop.run_until_complete(aissuer.close())
         loop.close()
@@ -172,6 +183,15 @@ def _pglock(pglock: Any, name: str) -> Callable[[], None]:
     def cycle() -> None:
         lock = pglock.advisory(name, timeout=0)
         assert lock.acquire()
+        lock.release()
+
+    return cycle
+
+
+def _dlock(conn: Any, name: str) -> Callable[[], None]:
+    def cycle() -> None:
+        lock: Any = create_sadlock(conn, name)  # its methods are untyped
+        assert lock.acquire(block=False)
         lock.release()
 
     return cycle
