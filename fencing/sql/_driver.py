@@ -21,6 +21,9 @@ Autocommit: a statement here is one transaction. The issuer's own engine opens i
 connections in autocommit; a user's engine is switched at checkout and back at return
 (``checkout(engine, switch=True)``/``checkin``), as ``Connection`` would.
 
+The asyncio issuer calls these same functions in SQLAlchemy's greenlet
+(``greenlet_spawn``), on the adapted DBAPI connection of its async engine's pool.
+
 Imports SQLAlchemy only.
 """
 
