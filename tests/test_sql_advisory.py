@@ -9,6 +9,7 @@ session's PostgreSQL to show it gives the same keys.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,14 +23,20 @@ import psycopg
 import pytest
 from pg_advisory import advisory_url, terminate_holder
 from sqlalchemy import create_engine
+from sqlalchemy.dialects.postgresql import pg8000
+from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
+from sqlalchemy.ext.asyncio import create_async_engine
 from waiting import PATIENCE, wait_until
 
 import fencing
 from fencing import cli
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
-from fencing.sql._advisory import _LOCK_ROWS, lock_params
+from fencing.sql._advisory import _LOCK_ROWS, ACQUIRE, lock_params
 from fencing.sql._backend import SqlBackend
+from fencing.sql._driver import compiled
 from fencing.sql._keys import KEYS_SQL
+from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
+from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
 from fencing.testing.servers import PostgresServer
 
 __all__ = ["advisory_url"]  # a fixture, imported to be used here
@@ -108,6 +115,15 @@ def test_lease_option_picks_the_issuer_and_leaves_the_url() -> None:
         assert isinstance(row.fence("job"), SqlFence)
 
 
+def test_statements_compile_for_named_and_positional_drivers() -> None:
+    """The lease statements go to the driver's cursor (``_driver``): psycopg takes them
+    by name, pg8000 by position, in the order the compiled SQL uses them."""
+    sql, names = compiled(ACQUIRE, pg8000.dialect())  # type: ignore[no-untyped-call]
+    assert names == ("k1", "k2", "name") and sql.count("%s") == 3 and ":name" not in sql
+    sql, names = compiled(ACQUIRE, psycopg_dialect.dialect())  # type: ignore[no-untyped-call]
+    assert names is None and "%(name)s" in sql and "%(k1)s" in sql
+
+
 # -- lease=advisory on a real PostgreSQL ----------------------------------------------
 
 
@@ -177,6 +193,121 @@ async def test_interop_asyncio(backend: SqlBackend, postgres_server: PostgresSer
             assert await fence.acquire(timeout=0) > token
     finally:
         await fence.issuer.close()  # type: ignore[attr-defined]
+
+
+def test_a_users_engine_is_switched_to_autocommit_and_given_back_as_it_was(
+    advisory_url: str, postgres_server: PostgresServer
+) -> None:
+    """On a user's engine (one connection, default isolation) the token commits with the
+    lock at once (autocommit at checkout), and the released lease's connection goes back
+    to the user's pool in its own isolation level, never kept by the issuer."""
+    engine = create_engine(advisory_url, pool_size=1, max_overflow=0, pool_timeout=PATIENCE)
+    issuer = AdvisoryIssuer(engine)
+    name = unique("user-engine")
+    fence = AdvisoryFence(engine, name, ttl=30, issuer=issuer)
+    try:
+        for _ in range(2):
+            token = fence.acquire(timeout=0)
+            with raw(postgres_server) as other:
+                query = "SELECT token FROM fencing_leases WHERE name = %s"
+                assert other.execute(query, (name,)).fetchone() == (int(token),)  # committed
+                assert locked_anywhere(other, name) == 1
+            fence.release(token)
+            with engine.connect() as conn:  # the pool's only connection: given back
+                assert conn.get_isolation_level() == engine.dialect.default_isolation_level
+                assert not conn.connection.dbapi_connection.autocommit  # type: ignore[union-attr]
+    finally:
+        issuer.close()
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "asyncpg"])
+async def test_a_users_async_engine_is_switched_and_given_back_as_it_was(
+    advisory_url: str, postgres_server: PostgresServer, driver: str
+) -> None:
+    """The same with an ``AsyncEngine`` (the switch runs in SQLAlchemy's greenlet)."""
+    engine = create_async_engine(
+        postgres_server.url(driver), pool_size=1, max_overflow=0, pool_timeout=PATIENCE
+    )
+    issuer = AsyncAdvisoryIssuer(engine)
+    name = unique("user-async-engine")
+    fence = AsyncAdvisoryFence(engine, name, ttl=30, issuer=issuer)
+    try:
+        for _ in range(2):
+            token = await fence.acquire(timeout=0)
+            with raw(postgres_server) as other:
+                query = "SELECT token FROM fencing_leases WHERE name = %s"
+                assert other.execute(query, (name,)).fetchone() == (int(token),)  # committed
+            await fence.release(token)
+            async with engine.connect() as conn:  # the pool's only connection: given back
+                level = await conn.get_isolation_level()
+                assert level == engine.dialect.default_isolation_level != "AUTOCOMMIT"
+    finally:
+        await issuer.close()
+
+
+def test_a_released_connection_is_kept_for_the_next_acquire_holding_nothing(
+    advisory_url: str, postgres_server: PostgresServer
+) -> None:
+    """The issuer's own engine: a released lease's connection serves the next acquire
+    (the same backend), and holds no lock in between."""
+    issuer = AdvisoryIssuer(advisory_url)
+    name = unique("kept")
+    fence = AdvisoryFence(advisory_url, name, ttl=30, issuer=issuer)
+    try:
+        first = fence.acquire(timeout=0)
+        pid = issuer.status(name).holder
+        fence.release(first)
+        with raw(postgres_server) as other:
+            assert locked_anywhere(other, name) == 0
+        second = fence.acquire(timeout=0)
+        assert second > first and issuer.status(name).holder == pid
+        fence.release(second)
+    finally:
+        issuer.close()
+
+
+def test_a_forked_child_never_uses_its_parents_kept_connection(
+    advisory_url: str, postgres_server: PostgresServer
+) -> None:
+    """A connection kept for the next acquire is a socket: a forked child that took it
+    would run its leases on its parent's server session. The child opens its own (and
+    leaves the issuer's pool, the parent's sockets too, alone), and cannot release a
+    lease its parent holds."""
+    issuer = AdvisoryIssuer(advisory_url)
+    name = unique("fork")
+    fence = AdvisoryFence(advisory_url, name, ttl=30, issuer=issuer)
+    try:
+        held = AdvisoryFence(advisory_url, name + ":held", ttl=30, issuer=issuer)
+        kept = held.acquire(timeout=0)  # held across the fork: the parent's lease
+        token = fence.acquire(timeout=0)
+        parents = issuer.status(name).holder
+        fence.release(token)  # its connection is kept
+        with raw(postgres_server) as other:  # every backend there is before the fork
+            before = {row[0] for row in other.execute("SELECT pid FROM pg_stat_activity")}
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover (the child reports through the pipe)
+            try:
+                with contextlib.suppress(fencing.LeaseLost):
+                    held.release(kept)  # not the child's to release
+                newer = fence.acquire(timeout=0)
+                os.write(write, f"{int(newer)}|{issuer.status(name).holder}".encode())
+                fence.release(newer)
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as pipe:
+            reported, holder = pipe.read().split("|")
+        assert os.waitpid(child, 0)[1] == 0
+        assert int(reported) > token
+        assert int(holder.split(",")[0].removeprefix("pid ")) not in before  # a new backend
+        again = fence.acquire(timeout=0)  # the parent's kept connection still works
+        assert again > int(reported) and issuer.status(name).holder == parents
+        fence.release(again)
+        held.renew(kept)  # the child left the parent's lease alone
+        held.release(kept)
+    finally:
+        issuer.close()
 
 
 _HOLDER = """
@@ -297,16 +428,19 @@ def test_missing_table_is_a_setup_error_with_nothing_locked(
 
 
 def test_cli_status_and_force_release(
-    backend: SqlBackend, capsys: pytest.CaptureFixture[str]
+    backend: SqlBackend, advisory_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``fencing status`` names the holder's backend; ``release --force`` ends it."""
+    """``fencing status`` names the holder's backend (pid, ``application_name``, client
+    address, from ``pg_stat_activity``); ``release --force`` ends it."""
     name = unique("cli")
-    fence = backend.fence(name, ttl=30)
+    holder = fencing.connect(advisory_url + "?application_name=worker-7&lease=advisory")
+    fence = holder.fence(name, ttl=30)
     token = fence.acquire(timeout=0)
     capsys.readouterr()
     assert cli.main(["status", "--url", backend.url, name]) == 0
     out = capsys.readouterr().out
-    assert "held by pid " in out and "client 127.0.0.1" in out and str(int(token)) in out
+    assert "held by pid " in out and "application_name 'worker-7'" in out
+    assert "client 127.0.0.1" in out and str(int(token)) in out
     assert cli.main(["release", name, "--force", "--url", backend.url]) == 0
     with pytest.raises(fencing.LeaseLost):
         fence.renew(token)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 from pg_advisory import advisory_url
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from test_sql_advisory import locked_anywhere, raw, try_lock, unique
 from test_sql_advisory_contract import AdvisoryTerms
@@ -194,21 +194,27 @@ def test_lease_connection_moved_is_refused_and_its_backend_ended(
     right after the acquire). The backend that took the lock cannot be reached to
     unlock it, so it is terminated: nothing stays locked."""
     with PgBouncer(postgres_server.port, "transaction") as bouncer:
-        url = pooled_url(bouncer, postgres_server)
-        engine = create_engine(url)
         name = unique("moved")
         squatters: list[psycopg.Connection[Any]] = []
 
-        @event.listens_for(engine, "after_cursor_execute")
-        def squat(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if "pg_try_advisory_lock" in statement and not squatters:
-                other = psycopg.connect(
-                    f"host=127.0.0.1 port={bouncer.port} user=postgres "
-                    f"dbname={postgres_server.database}"
-                )
-                other.execute("SELECT 1")  # BEGIN: the freed server connection is pinned
-                squatters.append(other)
+        class Squatting(psycopg.Cursor[Any]):
+            """Right after the acquire statement, another client pins the freed server
+            connection (a driver cursor: the issuer sends its statements on those)."""
 
+            def execute(self, query: Any, *args: Any, **kwargs: Any) -> Any:
+                result = super().execute(query, *args, **kwargs)
+                if "pg_try_advisory_lock" in str(query) and not squatters:
+                    other = psycopg.connect(
+                        f"host=127.0.0.1 port={bouncer.port} user=postgres "
+                        f"dbname={postgres_server.database}"
+                    )
+                    other.execute("SELECT 1")  # BEGIN: the freed server connection is pinned
+                    squatters.append(other)
+                return result
+
+        engine = create_engine(
+            pooled_url(bouncer, postgres_server), connect_args={"cursor_factory": Squatting}
+        )
         issuer = AdvisoryIssuer(engine)
         try:
             with pytest.raises(fencing.FenceSetupError, match="moved"):

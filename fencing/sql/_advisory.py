@@ -22,12 +22,19 @@ Every operation on a lease connection runs in autocommit mode, one statement eac
   the one that took it (a pooler in transaction mode would hand the statement to another
   server connection). Any error on the connection means the connection, and with it the
   lock, is gone: ``False`` (``LeaseLost``).
-- release: ``pg_advisory_unlock(k1, k2)``; the connection goes back to the pool only if
-  that returned true, and is closed otherwise.
+- release: ``pg_advisory_unlock(k1, k2)``; the connection is used again (kept for the
+  next acquire, or back to the pool) only if that returned true, and is closed otherwise.
 
 The issuer's own engine does not ping connections at checkout (``pool_pre_ping``: a
 round trip on every acquire); an acquire, a wait or a read that finds its pooled
 connection dead runs once more on a new connection (``once_more``).
+
+The hot path is kept short (``benchmarks/advisory_family.py``): the lease statements are
+sent with the driver's own cursor on the pool's DBAPI connection (``_driver``), not
+through SQLAlchemy's ``Connection``, and a released lease's connection is kept by the
+issuer for its next acquire (up to ``KEPT``, on its own engine only) instead of going
+back to the pool: an acquire + release is two statements, two round trips, and little
+else.
 
 Poolers: a session lock is only a lease if the connection keeps one server session for
 the lease's life. The first time a connection takes a lease (the verdict is kept in the
@@ -67,27 +74,32 @@ backend with ``pg_terminate_backend(pid, 5000)`` (PostgreSQL 14+, which waits fo
 backend to end) in that same statement; the next token is above the evicted holder's
 because the counter only grows.
 
-Imports the core fences and flows, the SQL engines, key and schema helpers, SQLAlchemy.
+Imports the core fences and flows, the SQL engines, ``_driver``, key and schema helpers,
+SQLAlchemy.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, TextClause, create_engine, text
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import PoolProxiedConnection
 
 from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError
 from .._fence import Fence
 from ..issuer import Busy, FenceStatus
+from . import _driver
 from ._engines import parse_sql_url, sql_errors
 from ._keys import advisory_keys
 
@@ -145,6 +157,9 @@ END_HOLDER = text(
     f"SELECT pg_terminate_backend(p.pid, 5000) FROM pg_locks p WHERE {_LOCK_ROWS} AND p.pid = :pid"
 )
 
+#: Released lease connections an issuer keeps for its next acquires (``AdvisoryIssuer``).
+KEPT = 5
+
 #: ``Connection.info`` key: this pooled connection was shown to keep its session.
 SESSION_KEPT = "fencing_session_kept"
 
@@ -173,10 +188,17 @@ NAMES = text("SELECT name FROM fencing_leases WHERE starts_with(name, :prefix) O
 LOCK_NOT_AVAILABLE = "55P03"
 
 
-def lock_params(name: str) -> dict[str, int]:
-    """The bound parameters of the statements above for fence ``name``."""
+@functools.lru_cache(maxsize=1024)
+def lock_params(name: str) -> Mapping[str, int]:
+    """The bound parameters of the statements above for fence ``name`` (cached, read-only)."""
     k1, k2 = advisory_keys(name)
-    return {"k1": k1, "k2": k2, "c1": k1 & 0xFFFFFFFF, "c2": k2 & 0xFFFFFFFF}
+    return MappingProxyType({"k1": k1, "k2": k2, "c1": k1 & 0xFFFFFFFF, "c2": k2 & 0xFFFFFFFF})
+
+
+@functools.lru_cache(maxsize=1024)
+def acquire_params(name: str) -> Mapping[str, Any]:
+    """The bound parameters of ``ACQUIRE``, ``STATUS`` and ``FORCE`` for fence ``name``."""
+    return MappingProxyType({"name": name, **lock_params(name)})
 
 
 def timeout_sql(seconds: float) -> TextClause:
@@ -295,6 +317,12 @@ class AdvisoryIssuer:
         self._autocommit = not isinstance(engine, Engine)
         self._leases: dict[tuple[str, int, str], Lease] = {}
         self._lock = threading.Lock()
+        #: Connections whose lease was released, kept out of the pool for the next
+        #: acquires (a checkout and a return cost more than an unlock), on the issuer's own
+        #: engine only, whose pool is private and unbounded: never kept from a user's pool.
+        self._kept: list[PoolProxiedConnection] = []
+        self._keep = KEPT if self._autocommit else 0
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"AdvisoryIssuer({self.engine.url.render_as_string()!r})"
@@ -303,7 +331,7 @@ class AdvisoryIssuer:
         with sql_errors("advisory lease", self.engine.url):
             conn, row = self._lock_and_count(name)
         if row is None:
-            conn.close()
+            self._give(conn)  # the lock was not taken: it holds nothing
             return Busy(None)
         token, pid = int(row[0]), int(row[1])
         try:
@@ -311,35 +339,57 @@ class AdvisoryIssuer:
                 self._check_session(conn, name, pid)
                 conn.info[SESSION_KEPT] = True
         except BaseException:
-            _discard(conn)
+            _driver.discard(conn)
             raise
         with self._lock:
             self._leases[(name, token, holder)] = Lease(conn, pid)
         return token
 
-    def _lock_and_count(self, name: str) -> tuple[Connection, Any]:
-        """``ACQUIRE`` on a pooled connection in autocommit: (that connection, its row)."""
+    def _lock_and_count(self, name: str) -> tuple[PoolProxiedConnection, Any]:
+        """``ACQUIRE`` on a pooled connection in autocommit: (that connection, its row),
+        sent with the driver's cursor (``_driver``: a third of the cost otherwise)."""
         for attempt in (1, 2):
-            conn = self.engine.connect()
+            conn = self._take()
             try:
-                if not self._autocommit:
-                    conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-                return conn, conn.execute(ACQUIRE, {"name": name, **lock_params(name)}).first()
+                return conn, _driver.run(self.engine, conn, ACQUIRE, acquire_params(name))
             except BaseException as exc:
-                _discard(conn)  # a failed statement may still have taken the lock
+                _driver.discard(conn)  # a failed statement may still have taken the lock
                 if not once_more(exc, attempt):
                     raise
+                self._drop_kept()  # they died with it (a server restart), as the pool's did
         raise AssertionError("unreachable")
 
-    def _check_session(self, conn: Connection, name: str, pid: int) -> None:
+    def _take(self) -> PoolProxiedConnection:
+        """A kept connection (see ``__init__``), or one of the pool's, in autocommit."""
+        with self._lock:
+            self._after_fork()
+            if self._kept:
+                return self._kept.pop()
+        return _driver.checkout(self.engine, not self._autocommit)
+
+    def _give(self, conn: PoolProxiedConnection) -> None:
+        """Keep ``conn``, which holds no lock, for the next acquire, or return it to the pool."""
+        with self._lock:
+            if len(self._kept) < self._keep:
+                self._kept.append(conn)
+                return
+        _driver.checkin(self.engine, conn, not self._autocommit)
+
+    def _drop_kept(self) -> None:
+        with self._lock:
+            kept, self._kept = self._kept, []
+        for conn in kept:
+            _driver.discard(conn)
+
+    def _check_session(self, conn: PoolProxiedConnection, name: str, pid: int) -> None:
         """Prove that ``conn``, whose backend ``pid`` has just taken the lock of ``name``,
         keeps its server session, or let the lock go and raise ``FenceSetupError`` (see
         the module docstring)."""
         params = {"pid": pid, **lock_params(name)}
         with sql_errors("advisory lease", self.engine.url):
-            now, *peer = conn.execute(PEER).one()
+            now, *peer = _driver.run(self.engine, conn, PEER, {})
             if now == pid:
-                if is_direct((peer[0], peer[1]), socket_address(conn.connection.driver_connection)):
+                if is_direct((peer[0], peer[1]), socket_address(conn.driver_connection)):
                     return
                 with self.engine.connect() as probe:  # it lets the lock go if it finds it
                     if probe.execute(PROBE, params).one()[0] != pid:
@@ -353,7 +403,19 @@ class AdvisoryIssuer:
 
     def _lease(self, name: str, token: int, holder: str) -> Lease | None:
         with self._lock:
+            self._after_fork()
             return self._leases.get((name, token, holder))
+
+    def _after_fork(self) -> None:
+        """In a forked child (with ``_lock`` held): forget the parent's leases and kept
+        connections, and its own engine's pool (SQLAlchemy's ``dispose(close=False)``
+        recipe), all sockets of the parent's server sessions: the child never unlocks,
+        checks or reuses them, and opens its own. Forgotten, not closed (psycopg closes a
+        connection only in the process that opened it)."""
+        if self._pid != os.getpid():
+            self._leases, self._kept, self._pid = {}, [], os.getpid()
+            if self._autocommit:
+                self.engine.dispose(close=False)
 
     def _forget(self, name: str, token: int, holder: str) -> None:
         with self._lock:
@@ -364,10 +426,10 @@ class AdvisoryIssuer:
         if lease is None:
             return False
         with lease.guard:
-            if lease.connection.closed:
+            if _driver.is_closed(lease.connection):
                 return False
             try:
-                held, pid = lease.connection.execute(CHECK, lock_params(name)).one()
+                held, pid = _driver.run(self.engine, lease.connection, CHECK, lock_params(name))
             except Exception:  # the connection is gone, and its lock with it
                 held, pid = False, None
             except BaseException:
@@ -384,20 +446,20 @@ class AdvisoryIssuer:
             return False
         with lease.guard:
             self._forget(name, token, holder)
-            if lease.connection.closed:
+            if _driver.is_closed(lease.connection):
                 return False
             try:
-                unlocked = bool(lease.connection.execute(RELEASE, lock_params(name)).scalar())
+                row = _driver.run(self.engine, lease.connection, RELEASE, lock_params(name))
             except BaseException as exc:
-                _discard(lease.connection)
+                _driver.discard(lease.connection)
                 if isinstance(exc, Exception):
                     return False  # the connection, and its lock, were gone already
                 raise
-            if unlocked:
-                lease.connection.close()  # back to the pool, holding nothing
+            if row[0]:
+                self._give(lease.connection)  # it holds nothing now
             else:
-                _discard(lease.connection)
-            return unlocked
+                _driver.discard(lease.connection)
+            return bool(row[0])
 
     def close(self) -> None:
         """End every lease this issuer holds (their connections are closed, so their locks
@@ -406,12 +468,13 @@ class AdvisoryIssuer:
             leases, self._leases = list(self._leases.values()), {}
         for lease in leases:
             with lease.guard:
-                _discard(lease.connection)
+                _driver.discard(lease.connection)
+        self._drop_kept()
         self.engine.dispose()
 
     def _lost(self, lease: Lease, name: str, token: int, holder: str) -> None:
         self._forget(name, token, holder)
-        _discard(lease.connection)
+        _driver.discard(lease.connection)
 
     def await_release(self, name: str, seconds: float) -> None:
         """Block until the lock of ``name`` is free or ``seconds`` pass (see the module
@@ -455,7 +518,7 @@ class AdvisoryIssuer:
 
     def status(self, name: str) -> FenceStatus:
         def read(conn: Connection) -> FenceStatus:
-            rows = list(conn.execute(STATUS, {"name": name, **lock_params(name)}))
+            rows = list(conn.execute(STATUS, acquire_params(name)))
             last = None if rows else conn.execute(LAST_TOKEN, {"name": name}).scalar()
             return holder_status(name, rows, None if last is None else int(last))
 
@@ -469,7 +532,7 @@ class AdvisoryIssuer:
 
     def force_release(self, name: str) -> FenceStatus:
         with sql_errors(url=self.engine.url), self.engine.begin() as conn:
-            rows = list(conn.execute(FORCE, {"name": name, **lock_params(name)}))
+            rows = list(conn.execute(FORCE, acquire_params(name)))
             last = None if rows else conn.execute(LAST_TOKEN, {"name": name}).scalar()
         return holder_status(name, rows, None if last is None else int(last))
 

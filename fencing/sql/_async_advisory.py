@@ -1,10 +1,14 @@
-"""The asyncio advisory-lock issuer: the statements of ``_advisory``, awaited on an
-``AsyncConnection`` (psycopg's asyncio side or asyncpg); see ``_advisory`` for the model.
-And ``advisory_xact`` on an ``AsyncConnection``/``AsyncSession`` (``_xact``'s, by ``run_sync``).
+"""The asyncio advisory-lock issuer: the statements of ``_advisory`` (psycopg's asyncio
+side or asyncpg); see ``_advisory`` for the model. The lease statements run as the
+blocking issuer's do, by ``_driver`` on the pool's connection (SQLAlchemy's adapted
+DBAPI connection), each in one ``greenlet_spawn``, as ``AsyncConnection.execute`` would
+run them but without its objects; the waiter and the pooler's probe use an
+``AsyncConnection``. And ``advisory_xact`` on an ``AsyncConnection``/``AsyncSession``
+(``_xact``'s, by ``run_sync``).
 
 Separate from ``_advisory`` because SQLAlchemy's asyncio layer needs greenlet.
-Imports the core async fence, ``_advisory``'s statements, ``_xact``, SQLAlchemy's asyncio
-layer.
+Imports the core async fence, ``_advisory``'s statements, ``_driver``, ``_xact``,
+SQLAlchemy's asyncio layer.
 """
 
 from __future__ import annotations
@@ -13,20 +17,23 @@ import asyncio
 import contextlib
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, TextClause
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.util import greenlet_spawn
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError
 from .._token import FenceToken
 from ..issuer import Busy
-from . import _xact
+from . import _driver, _xact
 from ._advisory import (
     ACQUIRE,
     CHECK,
     END_HOLDER,
+    KEPT,
     PEER,
     POOLER_REFUSED,
     PROBE,
@@ -34,6 +41,7 @@ from ._advisory import (
     SESSION_KEPT,
     WAIT,
     Lease,
+    acquire_params,
     advisory_url,
     is_direct,
     is_lock_timeout,
@@ -63,6 +71,13 @@ class AsyncAdvisoryIssuer:
         self.engine = async_advisory_engine(engine)
         self._autocommit = not isinstance(engine, AsyncEngine)  # see AdvisoryIssuer
         self._leases: dict[tuple[str, int, str], Lease] = {}
+        self._kept: list[PoolProxiedConnection] = []  # see AdvisoryIssuer
+        self._keep = KEPT if self._autocommit else 0
+
+    async def _run(self, conn: PoolProxiedConnection, statement: TextClause, params: Any) -> Any:
+        """``_driver.run`` on the pool's (adapted) DBAPI connection, in SQLAlchemy's
+        greenlet: what ``AsyncConnection.execute`` does, without its objects."""
+        return await greenlet_spawn(_driver.run, self.engine.sync_engine, conn, statement, params)
 
     def __repr__(self) -> str:
         return f"AsyncAdvisoryIssuer({self.engine.url.render_as_string()!r})"
@@ -71,7 +86,7 @@ class AsyncAdvisoryIssuer:
         with sql_errors("advisory lease", self.engine.url):
             conn, row = await self._lock_and_count(name)
         if row is None:
-            await conn.close()
+            await self._give(conn)  # the lock was not taken: it holds nothing
             return Busy(None)
         token, pid = int(row[0]), int(row[1])
         try:
@@ -79,34 +94,51 @@ class AsyncAdvisoryIssuer:
                 await self._check_session(conn, name, pid)
                 conn.info[SESSION_KEPT] = True
         except BaseException:
-            await _discard(conn)
+            await _drop(conn)
             raise
         self._leases[(name, token, holder)] = Lease(conn, pid, asyncio.Lock())
         return token
 
-    async def _lock_and_count(self, name: str) -> tuple[AsyncConnection, Any]:
+    async def _lock_and_count(self, name: str) -> tuple[PoolProxiedConnection, Any]:
         """See ``AdvisoryIssuer._lock_and_count``."""
         for attempt in (1, 2):
-            conn = await self.engine.connect()
+            conn = await self._take()
             try:
-                if not self._autocommit:
-                    conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
-                result = await conn.execute(ACQUIRE, {"name": name, **lock_params(name)})
-                return conn, result.first()
+                return conn, await self._run(conn, ACQUIRE, acquire_params(name))
             except BaseException as exc:
-                await _discard(conn)  # a failed statement may still have taken the lock
+                await _drop(conn)  # a failed statement may still have taken the lock
                 if not once_more(exc, attempt):
                     raise
+                await self._drop_kept()  # they died with it, as the pool's did
         raise AssertionError("unreachable")
 
-    async def _check_session(self, conn: AsyncConnection, name: str, pid: int) -> None:
+    async def _take(self) -> PoolProxiedConnection:
+        """See ``AdvisoryIssuer._take``."""
+        if self._kept:
+            return self._kept.pop()
+        switch = not self._autocommit
+        return await greenlet_spawn(_driver.checkout, self.engine.sync_engine, switch)
+
+    async def _give(self, conn: PoolProxiedConnection) -> None:
+        """See ``AdvisoryIssuer._give``."""
+        if len(self._kept) < self._keep:
+            self._kept.append(conn)
+        else:
+            switch = not self._autocommit
+            await greenlet_spawn(_driver.checkin, self.engine.sync_engine, conn, switch)
+
+    async def _drop_kept(self) -> None:
+        kept, self._kept = self._kept, []
+        for conn in kept:
+            await _drop(conn)
+
+    async def _check_session(self, conn: PoolProxiedConnection, name: str, pid: int) -> None:
         """See ``AdvisoryIssuer._check_session``."""
         params = {"pid": pid, **lock_params(name)}
         with sql_errors("advisory lease", self.engine.url):
-            now, *peer = (await conn.execute(PEER)).one()
+            now, *peer = await self._run(conn, PEER, {})
             if now == pid:
-                raw = await conn.get_raw_connection()
-                if is_direct((peer[0], peer[1]), socket_address(raw.driver_connection)):
+                if is_direct((peer[0], peer[1]), socket_address(conn.driver_connection)):
                     return
                 async with self.engine.connect() as probe:  # it lets the lock go if it finds it
                     if (await probe.execute(PROBE, params)).one()[0] != pid:
@@ -123,11 +155,11 @@ class AsyncAdvisoryIssuer:
         if lease is None:
             return False
         async with lease.guard:
-            conn: AsyncConnection = lease.connection
-            if conn.closed:
+            conn: PoolProxiedConnection = lease.connection
+            if _driver.is_closed(conn):
                 return False
             try:
-                held, pid = (await conn.execute(CHECK, lock_params(name))).one()
+                held, pid = await self._run(conn, CHECK, lock_params(name))
             except Exception:  # the connection is gone, and its lock with it
                 held, pid = False, None
             except BaseException:
@@ -144,33 +176,34 @@ class AsyncAdvisoryIssuer:
             return False
         async with lease.guard:
             self._leases.pop((name, token, holder), None)
-            conn: AsyncConnection = lease.connection
-            if conn.closed:
+            conn: PoolProxiedConnection = lease.connection
+            if _driver.is_closed(conn):
                 return False
             try:
-                unlocked = bool((await conn.execute(RELEASE, lock_params(name))).scalar())
+                row = await self._run(conn, RELEASE, lock_params(name))
             except BaseException as exc:
-                await _discard(conn)
+                await _drop(conn)
                 if isinstance(exc, Exception):
                     return False
                 raise
-            if unlocked:
-                await conn.close()
+            if row[0]:
+                await self._give(conn)  # it holds nothing now
             else:
-                await _discard(conn)
-            return unlocked
+                await _drop(conn)
+            return bool(row[0])
 
     async def close(self) -> None:
         """End every lease this issuer holds and dispose of the engine's pool."""
         leases, self._leases = list(self._leases.values()), {}
         for lease in leases:
             async with lease.guard:
-                await _discard(lease.connection)
+                await _drop(lease.connection)
+        await self._drop_kept()
         await self.engine.dispose()
 
     async def _lost(self, lease: Lease, name: str, token: int, holder: str) -> None:
         self._leases.pop((name, token, holder), None)
-        await _discard(lease.connection)
+        await _drop(lease.connection)
 
     async def await_release(self, name: str, seconds: float) -> None:
         """See ``AdvisoryIssuer.await_release``."""
@@ -198,6 +231,13 @@ class AsyncAdvisoryIssuer:
                 else:
                     await conn.close()
                 return
+
+
+async def _drop(conn: PoolProxiedConnection) -> None:
+    """``_driver.discard`` in SQLAlchemy's greenlet (closing an asyncio driver's
+    connection awaits), even while being cancelled."""
+    with contextlib.suppress(Exception):
+        await greenlet_spawn(_driver.discard, conn)
 
 
 async def _discard(conn: Any) -> None:

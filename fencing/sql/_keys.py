@@ -7,8 +7,10 @@ bytes, read as two big-endian signed 32-bit integers. psql gives the same keys::
     SELECT ('x' || substr(encode(sha256(convert_to(:name, 'UTF8')), 'hex'), 1, 8))::bit(32)::int4,
            ('x' || substr(encode(sha256(convert_to(:name, 'UTF8')), 'hex'), 9, 8))::bit(32)::int4;
 
-so ``SELECT pg_try_advisory_lock(k1, k2)`` in psql, django-pglock or any hand-written code
-excludes a ``lease=advisory`` holder of that name, and is excluded by it.
+so ``SELECT pg_try_advisory_lock(k1, k2)`` in psql or any hand-written code excludes a
+``lease=advisory`` holder of that name, and is excluded by it. (django-pglock, pals and
+sqlalchemy-dlock take the one-``bigint`` form only, another lock space: their own API
+cannot exclude a fence.)
 
 Imports the standard library and the core's name check only (no I/O, no SQLAlchemy).
 """

@@ -1,0 +1,130 @@
+"""Statements on a pooled DBAPI connection, without SQLAlchemy's ``Connection``.
+
+The advisory issuer runs one or two small statements per acquire and release on a
+connection it keeps checked out for the lease's life. Through ``Engine.connect()`` and
+``Connection.execute`` each of them pays for a ``Connection`` object, an execution
+context and a result object: measured (``benchmarks/advisory_family.py``) that was most
+of an acquire + release, more than the two round trips themselves. Here a statement is
+compiled once per dialect (a ``TextClause`` to the driver's SQL and parameter style) and
+sent with the driver's own cursor on the pool's connection (``Engine.raw_connection()``),
+which keeps what the pool gives: checkout, return, ``info``, invalidation.
+
+What ``Connection`` would have done on an error is done here, in one place:
+
+- a driver error becomes SQLAlchemy's ``DBAPIError`` (``raise ... from``), so that the
+  callers' ``sql_errors`` and SQLSTATE checks see what they would have seen;
+- a lost connection (``Dialect.is_disconnect``) is invalidated, and the pool's idle
+  connections are closed (a server restart killed them too: SQLAlchemy invalidates the
+  pool on a disconnect the same way), with ``connection_invalidated`` set on the error.
+
+Autocommit: a statement here is one transaction. The issuer's own engine opens its
+connections in autocommit; a user's engine is switched at checkout and back at return
+(``checkout(engine, switch=True)``/``checkin``), as ``Connection`` would.
+
+The asyncio issuer calls these same functions in SQLAlchemy's greenlet
+(``greenlet_spawn``), on the adapted DBAPI connection of its async engine's pool.
+
+Imports SQLAlchemy only.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import Any
+
+from sqlalchemy import Engine, TextClause
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import DBAPIError, StatementError
+from sqlalchemy.pool import PoolProxiedConnection
+
+
+@functools.lru_cache(maxsize=64)
+def compiled(statement: TextClause, dialect: Dialect) -> tuple[str, tuple[str, ...] | None]:
+    """``statement`` in ``dialect``'s SQL: (text, names of its positional parameters in
+    order, or ``None`` when the driver takes them by name)."""
+    sql = statement.compile(dialect=dialect)
+    names = tuple(sql.positiontup or ()) if sql.positional else None
+    return sql.string, names
+
+
+def driver_error(
+    engine: Engine,
+    exc: Any,
+    conn: PoolProxiedConnection | None,
+    sql: str = "",
+    args: Any = None,
+) -> StatementError:
+    """The driver's error ``exc`` as SQLAlchemy's ``DBAPIError``, to raise ``from exc``;
+    a lost connection is invalidated first (see the module docstring)."""
+    dialect = engine.dialect
+    dbapi = None if conn is None else conn.dbapi_connection
+    lost = bool(dialect.is_disconnect(exc, dbapi, None))
+    if lost:
+        if conn is not None and dbapi is not None:
+            conn.invalidate(exc)
+        engine.pool.dispose()  # its idle connections died with this one
+    error = dialect.loaded_dbapi.Error
+    wrapped: StatementError = DBAPIError.instance(
+        sql, args, exc, error, connection_invalidated=lost, dialect=dialect
+    )
+    return wrapped
+
+
+def checkout(engine: Engine, switch: bool = False) -> PoolProxiedConnection:
+    """A connection of ``engine``'s pool, in autocommit (``switch``: set it now)."""
+    try:
+        conn = engine.raw_connection()
+    except engine.dialect.loaded_dbapi.Error as exc:
+        raise driver_error(engine, exc, None) from exc
+    if switch and conn.dbapi_connection is not None:
+        try:
+            engine.dialect.set_isolation_level(conn.dbapi_connection, "AUTOCOMMIT")
+        except engine.dialect.loaded_dbapi.Error as exc:
+            error = driver_error(engine, exc, conn)
+            discard(conn)
+            raise error from exc
+    return conn
+
+
+def checkin(engine: Engine, conn: PoolProxiedConnection, switch: bool = False) -> None:
+    """Return ``conn`` to the pool (``switch``: to the engine's isolation level first, or
+    close it for good if that fails)."""
+    if switch and conn.dbapi_connection is not None:
+        try:
+            engine.dialect.reset_isolation_level(conn.dbapi_connection)
+        except Exception:
+            discard(conn)
+            return
+    conn.close()
+
+
+def run(
+    engine: Engine, conn: PoolProxiedConnection, statement: TextClause, params: Mapping[str, Any]
+) -> Any:
+    """Execute ``statement`` with ``params`` on ``conn``: its first row, or ``None``."""
+    sql, names = compiled(statement, engine.dialect)
+    args: Any = params if names is None else tuple(params[name] for name in names)
+    cursor = None
+    try:
+        cursor = conn.cursor()
+        cursor.execute(sql, args)
+        return cursor.fetchone()
+    except engine.dialect.loaded_dbapi.Error as exc:
+        raise driver_error(engine, exc, conn, sql, args) from exc
+    finally:
+        if cursor is not None:
+            cursor.close()
+
+
+def is_closed(conn: PoolProxiedConnection) -> bool:
+    """Whether ``conn`` went back to its pool or was invalidated."""
+    return conn.dbapi_connection is None
+
+
+def discard(conn: PoolProxiedConnection) -> None:
+    """Close ``conn`` for good, never back to the pool: its server session ends with it."""
+    if conn.dbapi_connection is not None:
+        with suppress(Exception):
+            conn.invalidate()
