@@ -214,12 +214,32 @@ _GROUPS = {
 }
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         group = next((g for name, g in _GROUPS.items() if name in fixtures), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker under ``--dist loadgroup``, fail at once if xdist did not
+    tag the grouped tests (``nodeid@group``): their costly servers would then start on
+    every worker, silently (as when the markers came after xdist's hook, or with pytest
+    9.2, which ignores the attribute xdist 3.8 sets: hence the pin in pyproject.toml)."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    untagged = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid
+    ]
+    if untagged:
+        raise pytest.UsageError(
+            f"pytest-xdist did not put {len(untagged)} grouped tests in their group "
+            f"(e.g. {untagged[0]}): this pytest and pytest-xdist do not work together"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
