@@ -552,6 +552,11 @@ AsyncClients = Sequence[redis.asyncio.Redis]
 _CLUSTERS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
 
+#: The fewest masters Redlock takes: with two, a majority is both, so it survives no
+#: failure that one node alone would not; with one, it is a single server.
+MIN_NODES = 3
+
+
 def _address(client: Any) -> tuple[Any, ...] | None:
     """Where a client connects (host, port, db, or unix path, db), when it can be told."""
     kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
@@ -568,17 +573,15 @@ def _socket_timeout(client: Any) -> object:
 
 def check_clients(clients: object, kind: type, wanted: str, other: str) -> tuple[Any, ...]:
     """The clients as a tuple, or a ``TypeError``/``ValueError`` before any I/O: a
-    sequence (not a str) of at least one client of ``kind``, each a different object
-    and, where it can be told, a different server (two clients of one server would
-    fake a majority)."""
+    sequence (not a str) of at least ``MIN_NODES`` clients of ``kind``, each a different
+    object and, where it can be told, a different server (two clients of one server
+    would fake a majority)."""
     if isinstance(clients, (str, bytes)) or not isinstance(clients, Sequence):
         raise TypeError(
             f"clients must be a sequence of {wanted} clients (one per Redis master), "
             f"not {type(clients).__name__}"
         )
     found = tuple(clients)
-    if not found:
-        raise ValueError("clients must name at least one Redis master (three or more for Redlock)")
     seen: dict[tuple[Any, ...], int] = {}
     for index, client in enumerate(found):
         if isinstance(client, _CLUSTERS):
@@ -605,6 +608,12 @@ def check_clients(clients: object, kind: type, wanted: str, other: str) -> tuple
                     f"server {address!r}: each node must be an independent master"
                 )
             seen[address] = index
+    if len(found) < MIN_NODES:
+        raise ValueError(
+            f"Redlock needs at least {MIN_NODES} independent Redis masters, got "
+            f"{len(found)} client(s): with fewer, one node down stops it (for one server "
+            "use RedisFence)"
+        )
     return found
 
 
