@@ -358,40 +358,55 @@ def _kill(*servers: RedisServer) -> None:
         server.stop()
 
 
-def test_nodes_killed_or_restarted_in_the_middle_of_an_acquire(
-    own_nodes: list[RedisServer], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Faults made between an acquire's two rounds (every node granted the lease, the
-    token is not committed yet): a node SIGKILLed, then a node restarted empty (its
-    grant forgotten): each acquire completes on the other two, with a higher token, and
-    the commit repairs the restarted node's counter. Two nodes SIGKILLed there: a clean
-    ``FenceUnavailable``, and the third node's grant given back."""
-    name = "mid-acquire"
-    clients = [_client(server) for server in own_nodes]
-    issuer = RedlockIssuer(clients)
-    fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
+def _after_round_one(
+    issuer: RedlockIssuer, monkeypatch: pytest.MonkeyPatch
+) -> list[Callable[[], None]]:
+    """Faults to make right after an acquire's first round (one per acquire, in order
+    of their adding): its replies are in, round 2 (if any) is not sent yet."""
     faults: list[Callable[[], None]] = []
     broadcast = issuer.nodes.broadcast
 
     def with_faults(step: Broadcast) -> None:
         broadcast(step)
         if step.fresh and faults:  # an acquire's first round is its only fresh step
-            faults.pop()()
+            faults.pop(0)()
 
     monkeypatch.setattr(issuer.nodes, "broadcast", with_faults)
-    faults.append(lambda: _kill(own_nodes[2]))
+    return faults
+
+
+def test_nodes_killed_or_restarted_in_the_middle_of_an_acquire(
+    own_nodes: list[RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faults made right after an acquire's first round. An issuer's first acquire has
+    no proposal yet, so it takes two rounds: a node SIGKILLed between them, and the
+    acquire completes on the other two. Then (a proposal taken in round 1) a node
+    restarted empty right after it, its grant and counter forgotten: the next acquire
+    is higher and repairs the empty nodes. A new issuer's first acquire again, with two
+    nodes SIGKILLed between its rounds: a clean ``FenceUnavailable`` at the commit, and
+    the third node's grant given back."""
+    name = "mid-acquire"
+    clients = [_client(server) for server in own_nodes]
+    issuer = RedlockIssuer(clients)
+    fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
+    faults = _after_round_one(issuer, monkeypatch)
+    faults += [lambda: _kill(own_nodes[2]), own_nodes[0].restart]
     killed = fence.acquire(timeout=0)
-    assert not faults and not own_nodes[2].running
+    assert not own_nodes[2].running
     fence.release(killed)  # on the two left
     own_nodes[2].start()  # empty
-    faults.append(own_nodes[0].restart)  # empty, its grant gone
     restarted = fence.acquire(timeout=0)
     assert not faults and restarted > killed
-    assert _counters(own_nodes, name) == [restarted] * NODES  # both empty nodes repaired
     fence.release(restarted)
-    faults.append(lambda: _kill(*own_nodes[:2]))
+    repaired = fence.acquire(timeout=0)
+    assert repaired > restarted
+    assert _counters(own_nodes, name) == [repaired] * NODES
+    fence.release(repaired)
+    issuer.close()
+    issuer = RedlockIssuer(clients)
+    _after_round_one(issuer, monkeypatch).append(lambda: _kill(*own_nodes[:2]))
     with pytest.raises(FenceUnavailable, match="1 of 3 nodes answered the commit"):
-        fence.acquire(timeout=PATIENCE)
+        RedlockFence(clients, name, ttl=30, issuer=issuer).acquire(timeout=PATIENCE)
     assert _lease_keys(own_nodes, name) == [0]  # the third node's grant was given back
     issuer.close()
 

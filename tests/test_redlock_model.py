@@ -113,21 +113,27 @@ class Node:
         """The script's effect and reply, as Redis would give it to redis-py."""
         now = max(now_ms * 1000 + self.offset_us, self.last_us)  # expiry: no TIME call
         if script is ACQUIRE:
-            lease, counter, holder, ttl_ms = args
+            lease, counter, holder, ttl_ms, proposal = args
             now = self.clock_us(now_ms)
             last = self.counter(counter)
             candidate = max(now, last + 1 if last is not None else 0)
             current = self.get(lease, now)
-            if current is None or current == holder:
-                self.data[lease] = (holder, now + int(ttl_ms) * 1000)
-                return [1, b"%d" % candidate, -2]
-            return [0, b"%d" % candidate, self.pttl(lease, now)]
+            clock = b"%d" % now
+            if current is not None and current != holder:
+                return [0, b"%d" % candidate, self.pttl(lease, now), clock, 0]
+            expires = now + int(ttl_ms) * 1000
+            if int(proposal) >= candidate:
+                self.data[counter] = (proposal, None)
+                self.data[lease] = (proposal + b":" + holder, expires)
+                return [1, b"%d" % candidate, -2, clock, 1]
+            self.data[lease] = (holder, expires)
+            return [1, b"%d" % candidate, -2, clock, 0]
         if script is COMMIT:
-            lease, counter, holder, digits = args
+            lease, counter, holder, digits, taken = args
             last = self.counter(counter)
             if last is None or last < int(digits):
                 self.data[counter] = (digits, None)
-            if self.get(lease, now) == holder:
+            if self.get(lease, now) in (holder, taken):
                 self.data[lease] = (digits + b":" + holder, self.data[lease][1])
                 return 1
             return 0
@@ -138,8 +144,8 @@ class Node:
                 return 1
             return 0
         if script is RELEASE:
-            lease, _wake, one, other, _wake_ms = args
-            if self.get(lease, now) in (one, other):
+            lease, _wake, *values, _wake_ms = args
+            if self.get(lease, now) in values:
                 del self.data[lease]
                 return 1
             return 0
@@ -170,11 +176,22 @@ class Completed:
 
 
 class OneNodeToken(RedlockFlows):
-    """Broken on purpose: the token is the first granting node's candidate alone."""
+    """Broken on purpose: the token is the first granting node's candidate alone (and
+    always committed: no proposal is ever the token)."""
 
     @staticmethod
-    def token_of(grants: list[Grant]) -> int:
+    def token_of(grants: list[Grant], proposal: int) -> int:
         return grants[0].candidate
+
+    def proposal(self) -> int:
+        return 0
+
+
+class OneNodeTook(RedlockFlows):
+    """Broken on purpose: the proposal is the token once one node took it."""
+
+    def taken(self, granted: list[Grant]) -> bool:
+        return any(grant.accepted for grant in granted)
 
 
 class Acquisitions(RuleBasedStateMachine):
@@ -384,6 +401,10 @@ class BrokenModel(Acquisitions):
     flows_class = OneNodeToken
 
 
+class BrokenProposalModel(Acquisitions):
+    flows_class = OneNodeTook
+
+
 MODEL = settings(
     REPRODUCIBLE,
     max_examples=120,
@@ -396,10 +417,12 @@ def test_tokens_of_completed_acquisitions_are_unique_and_ordered() -> None:
     run_state_machine_as_test(RedlockModel, settings=MODEL)
 
 
-def test_a_token_read_from_one_node_is_caught() -> None:
-    """The control: the machine finds the broken variant's violation."""
+@pytest.mark.parametrize("broken", [BrokenModel, BrokenProposalModel])
+def test_a_token_from_one_node_is_caught(broken: type[Acquisitions]) -> None:
+    """The controls: the machine finds each broken variant's violation (a committed
+    token read from one node; a proposal counted when one node took it)."""
     search = settings(  # finding it is the point: no shrinking, one failure reported
         MODEL, max_examples=3000, phases=[Phase.generate], report_multiple_bugs=False
     )
     with pytest.raises(InvariantBroken):
-        run_state_machine_as_test(BrokenModel, settings=search)
+        run_state_machine_as_test(broken, settings=search)
