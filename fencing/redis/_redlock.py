@@ -431,7 +431,9 @@ class RedlockFlows:
                 outcome = busy_for(list(grants.values()), self.quorum)
             elif self.taken(granted) and self._valid(ttl_ms, start):
                 token = proposal  # already on a majority's counters, in their leases
-                yield self._give_back(name, who, token, proposal, first, None, late=True)
+                late = self._give_back(name, who, token, proposal, first, None, late=True)
+                if any(late.calls):  # a grant that comes in late: given back once it is in
+                    yield late
                 return token
             else:
                 token = self.token_of(list(grants.values()), proposal)
