@@ -8,18 +8,22 @@ fence never shares a lease or a counter with a single-server ``RedisFence``)::
                                        "<token>:<holder>" once committed; PX = the ttl
     fencing:redlock:{<name>}:counter   the highest token committed on this node; no expiry
 
-An acquisition is two rounds, each sent to every node at once (docs/redlock.md has the
-proof):
+An acquisition is one round, or two when it must commit, each sent to every node at
+once (docs/redlock.md has the proof):
 
-1. ``ACQUIRE``: take the lease if free (``SET NX PX``) and return this node's candidate,
-   ``max(counter + 1, node clock in µs)``; the counter is not written.
-2. ``COMMIT`` with ``T`` = the maximum of every candidate that came back: raise the
-   counter to ``T`` if it is below ("set only if greater"), and confirm that the lease
-   is still this holder's (renaming it ``"<T>:<holder>"``).
+1. ``ACQUIRE`` with a proposed token ``P``: take the lease if free (``SET NX PX``) and
+   return this node's candidate, ``max(counter + 1, node clock in µs)``, and its clock;
+   where the lease was granted and ``P`` >= the candidate, also take ``P``: the counter
+   and the lease (``"<P>:<holder>"``) are written at once. ``P`` is the token when a
+   majority took it.
+2. Else ``COMMIT`` with ``T`` = the maximum of every candidate that came back (and of
+   ``P`` where a node took it): raise the counter to ``T`` if it is below ("set only if
+   greater"), and confirm that the lease is still this holder's (renaming it
+   ``"<T>:<holder>"``).
 
-The token counts once a majority confirmed within the validity ``ttl - elapsed - drift``
-(``drift = ttl / 100 + 2 ms``). Every number a script handles is an integer below 2^53
-(the clock in µs is about 1.8e15), exact in Lua's doubles.
+The token counts once a majority took it (1) or confirmed it (2) within the validity
+``ttl - elapsed - drift`` (``drift = ttl / 100 + 2 ms``). Every number a script handles
+is an integer below 2^53 (the clock in µs is about 1.8e15), exact in Lua's doubles.
 
 Imports the scripts' ``Script``, the core's errors and the issuer protocols.
 """
