@@ -219,6 +219,33 @@ async def test_an_asyncio_waiter_is_woken_by_the_release(nodes: list[RedisServer
         await client.aclose()
 
 
+def test_a_node_that_refuses_the_proposal_holds_the_same_lease(
+    nodes: list[RedisServer], clients: list[redis.Redis]
+) -> None:
+    """One node's counter an hour ahead of the clocks: it grants the lease but refuses
+    the proposed token, which the other two take (the token, in one round); it is then
+    made the same lease (``"<token>:<holder>"``), so the release leaves nothing held
+    there (a bare grant would outlive the release by its ttl)."""
+    name = "refused"
+    issuer = RedlockIssuer(clients)
+    fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
+    fence.release(fence.acquire(timeout=0))  # the issuer has seen every node
+    ahead = _counters(nodes, name)[2] + 3600 * 10**6  # type: ignore[operator]
+    clients[2].set(redlock_keys(name).counter, ahead)
+    token = fence.acquire(timeout=0)
+    assert token < ahead  # taken by the other two: not node 2's candidate
+    held = [f"{int(token)}:".encode()] * NODES
+
+    def leases() -> list[bytes]:
+        values = [client.get(redlock_keys(name).lease) or b"" for client in clients]
+        return [bytes(value)[: len(held[0])] for value in values]  # type: ignore[arg-type]
+
+    wait_until(lambda: leases() == held, "the same lease on every node")
+    fence.release(token)
+    assert _lease_keys(nodes, name) == [0, 0, 0]
+    issuer.close()
+
+
 # -- faults, on nodes of their own ------------------------------------------------------------
 
 

@@ -5,9 +5,10 @@ virtual time.
 The nodes run a Python model of the per-node scripts (``_redlock_scripts``: the same
 keys, arguments and replies, the lease's ``PX`` expiry on the node's own clock, and
 each node's clock off by up to an hour, so the clock floor cannot hide a quorum bug).
-Rules interleave everything the real world can: up to three acquisitions in flight at
-once, each script delivered to each node separately, a reply lost while its request
-still runs later, nodes partitioned and healed, nodes restarted **empty**, time passing,
+Rules interleave everything the real world can: up to three clients, each with an
+issuer of its own (its own view of the clocks, its own proposals), acquiring at once;
+each script delivered to each node separately, a reply lost while its request still
+runs later, nodes partitioned and healed, nodes restarted **empty**, time passing,
 releases. After every step the invariants of docs/redlock.md are checked on the whole
 history:
 
@@ -16,8 +17,9 @@ history:
 
 A node may be restarted empty only while the others keep the last committed token on
 more than a minority (the documented assumption: a minority at a time, once repaired).
-The control: the same machine with a broken variant that takes the token from one node
-instead of the maximum over a majority must find a violation.
+The controls: the same machine must find a violation in each of two broken variants, a
+committed token taken from one node instead of the maximum over a majority, and a
+proposed token counted once one node (not a majority) took it.
 """
 
 from __future__ import annotations
@@ -188,10 +190,15 @@ class OneNodeToken(RedlockFlows):
 
 
 class OneNodeTook(RedlockFlows):
-    """Broken on purpose: the proposal is the token once one node took it."""
+    """Broken on purpose: the proposal is the token once one node took it (and the
+    nodes that granted without taking it are left as they are)."""
 
     def taken(self, granted: list[Grant]) -> bool:
         return any(grant.accepted for grant in granted)
+
+    @staticmethod
+    def make_same(*args: Any) -> None:
+        pass
 
 
 class Acquisitions(RuleBasedStateMachine):
@@ -204,7 +211,8 @@ class Acquisitions(RuleBasedStateMachine):
         super().__init__()
         self.now_ms = START_MS
         self.nodes = [Node(0) for _ in range(NODES)]
-        self.flows = self.flows_class(NODES, clock=lambda: self.now_ms / 1000)
+        # an issuer per client (its own view of the clocks, its own proposals)
+        self.flows = [self.flows_class(NODES, clock=self.clock) for _ in range(3)]
         self.events = itertools.count()
         self.holders = itertools.count()
         self.attempts: dict[int, Attempt] = {}
@@ -212,6 +220,10 @@ class Acquisitions(RuleBasedStateMachine):
         self.last_holder: dict[int, str] = {}
         self.in_flight: list[tuple[int, Any, tuple[Any, ...]]] = []
         self.completed: list[Completed] = []
+
+    def clock(self) -> float:
+        """The clients' monotonic clock: the virtual time, in seconds."""
+        return self.now_ms / 1000
 
     @initialize(offsets=st.lists(st.sampled_from(OFFSETS), min_size=NODES, max_size=NODES))
     def clocks(self, offsets: list[int]) -> None:
@@ -232,7 +244,7 @@ class Acquisitions(RuleBasedStateMachine):
         if holder is None:
             holder = f"holder-{next(self.holders)}"
         self.last_holder[client] = holder
-        flow = self.flows.acquire("model", holder, TTL_MS)
+        flow = self.flows[client].acquire("model", holder, TTL_MS)
         began = next(self.events)
         self._begin(client, Attempt(flow, holder, began, next(flow)))
         while at_once and client in self.attempts:
@@ -313,7 +325,7 @@ class Acquisitions(RuleBasedStateMachine):
     def release(self, index: int) -> None:
         client = sorted(self.held)[index % len(self.held)]
         token, holder = self.held.pop(client)
-        self._run(self.flows.release("model", token, holder))
+        self._run(self.flows[client].release("model", token, holder))
 
     def _run(self, flow: Generator[Broadcast, None, Any]) -> Any:
         """A whole flow at once (release)."""

@@ -431,9 +431,10 @@ class RedlockFlows:
                 outcome = busy_for(list(grants.values()), self.quorum)
             elif self.taken(granted) and self._valid(ttl_ms, start):
                 token = proposal  # already on a majority's counters, in their leases
-                late = self._give_back(name, who, token, proposal, first, None, late=True)
-                if any(late.calls):  # a grant that comes in late: given back once it is in
-                    yield late
+                after = self._give_back(name, who, token, proposal, first, None, late=True)
+                self.make_same(after, grants, name, who, token)
+                if any(after.calls):  # and a grant that comes in late is given back
+                    yield after
                 return token
             else:
                 token = self.token_of(list(grants.values()), proposal)
@@ -471,6 +472,18 @@ class RedlockFlows:
             raise
         yield self._give_back(name, who, token, proposal, first, commit, wait=True)
         return outcome
+
+    @staticmethod
+    def make_same(
+        after: Broadcast, grants: dict[int, Grant], name: str, who: bytes, token: int
+    ) -> None:
+        """Add to ``after`` (a step nobody waits for) a ``COMMIT`` of ``token`` to each
+        node that granted the lease but did not take the proposal: its lease becomes
+        this one (renewed and released with it) and its counter catches up."""
+        same = (COMMIT, (*redlock_keys(name), who, b"%d" % token, lease_value(token, who)))
+        for node, grant in grants.items():
+            if grant.granted and not grant.accepted:
+                after.calls[node] = same
 
     def _valid(self, ttl_ms: int, start: float) -> bool:
         """The lease granted since ``start`` is still valid (``validity_ms`` > 0)."""
