@@ -6,14 +6,15 @@ the run's CPU pinning) and measures, for each size, one holder cycling on its ow
 - the floor: Redlock without a token, done as ``RedlockFence`` does its I/O: ``SET NX
   PX`` on every node at once (one thread per node), then a compare-and-delete EVALSHA on
   every node at once; no validity arithmetic, no give-back;
-- ``fencing.redis.RedlockFence``: the same lease plus the token (a script reading the
-  counter with the lease, and a second parallel round committing the maximum);
+- ``fencing.redis.RedlockFence``: the same lease plus the token (a script that reads the
+  counter with the lease and takes the proposed token; a second parallel round only
+  when a majority did not take it, which an issuer's first acquire and few others need);
 - pottery's ``Redlock`` on the same masters (a peer from PyPI, no token);
 - asyncio: the floor with ``asyncio.gather`` and ``fencing.redis.aio.RedlockFence``
   (compared with that floor).
 
-The ratio of ``RedlockFence`` to the floor is what the token costs (one more parallel
-round trip per acquire, and the Python around it).
+The ratio of ``RedlockFence`` to the floor is what the token costs (in the steady state
+no round trip: the scripts, and the Python around them).
 
 Imports redis-py, pottery, fencing, the harness and the throwaway servers.
 """
@@ -97,7 +98,8 @@ def _size(ctx: Context, size: int) -> Table:
         floor_of={_row(AFENCE, size): _row(AFLOOR, size)},
         notes=[
             "floor: Redlock's lease without a token, every node at once (threads); "
-            "RedlockFence adds the token's commit round; asyncio rows over the asyncio floor"
+            "RedlockFence adds the token (no round of its own once the issuer proposes); "
+            "asyncio rows over the asyncio floor"
         ],
     )
 

@@ -1,9 +1,11 @@
-"""Redlock with fence tokens (``fencing.redis.RedlockFence``) on three real ``redis-server``
-processes: the issuer contract (blocking and asyncio, and blocking on five masters too)
-on module-wide nodes, and on nodes of their own the faults: a minority killed (acquire
-still works), a majority down (``FenceUnavailable``, nothing left held), nodes restarted
-empty (tokens still strictly increasing, by the quorum and not by the clock), bad input,
-and ``redis+redlock://``.
+"""Redlock with fence tokens (``fencing.redis.RedlockFence``) on real ``redis-server``
+processes: the issuer contract on module-wide masters (blocking on three and on five,
+asyncio and operations on five), and on nodes of their own the faults: a minority
+killed (acquire still works), a majority down (``FenceUnavailable``, nothing left
+held), nodes killed or restarted between an acquire's two rounds, nodes restarted empty
+(tokens still strictly increasing, by the quorum and not by the clock), a frozen node;
+bad input (fewer than three clients, one server twice, the wrong kind of client, not a
+sequence), and ``redis+redlock://``.
 
 Kleppmann's counterexample with real processes, and pottery's ``Redlock`` as the control,
 is tests/test_redlock_kleppmann.py.
@@ -29,6 +31,7 @@ import fencing
 import fencing.aio
 from fencing import AcquireTimeout, FenceUnavailable, LeaseLost
 from fencing.redis import RedlockFence, RedlockIssuer
+from fencing.redis._redlock import Broadcast
 from fencing.redis._redlock_scripts import redlock_keys
 from fencing.redis.aio import RedlockFence as AsyncRedlockFence
 from fencing.redis.aio import RedlockIssuer as AsyncRedlockIssuer
@@ -52,42 +55,10 @@ def _client(server: RedisServer) -> redis.Redis:
 
 
 @pytest.fixture(scope="module")
-def nodes() -> Iterator[list[RedisServer]]:
-    """Three independent masters for this module's contract tests (nothing kills them)."""
-    servers: list[RedisServer] = []
-    try:
-        for _ in range(NODES):
-            servers.append(RedisServer().start())
-    except ServerError as exc:
-        pytest.fail(f"cannot start a test server: {exc}")
-    yield servers
-    for server in servers:
-        server.close()
-
-
-@pytest.fixture
-def clients(nodes: list[RedisServer]) -> Iterator[list[redis.Redis]]:
-    made = [_client(server) for server in nodes]
-    yield made
-    for client in made:
-        client.close()
-
-
-class TestRedlockFence(FenceContract):
-    @pytest.fixture
-    def make_fence(self, clients: list[redis.Redis]) -> Iterator[MakeFence]:
-        issuer = RedlockIssuer(clients)
-
-        def make(name: str, ttl: float) -> fencing.Fence:
-            return RedlockFence(clients, name, ttl, issuer=issuer)
-
-        yield make
-        issuer.close()
-
-
-@pytest.fixture(scope="module")
 def five_nodes() -> Iterator[list[RedisServer]]:
-    """Five independent masters (a majority of 3) for the blocking contract."""
+    """Five independent masters for this module's tests that never stop, freeze or kill
+    one (those start their own, ``own_nodes``); the three-node tests use the first three
+    (every test takes fence names of its own, so the two sizes never share a lease)."""
     servers: list[RedisServer] = []
     try:
         for _ in range(5):
@@ -99,28 +70,57 @@ def five_nodes() -> Iterator[list[RedisServer]]:
         server.close()
 
 
+@pytest.fixture
+def nodes(five_nodes: list[RedisServer]) -> list[RedisServer]:
+    """Three independent masters: the first three of the module's five."""
+    return five_nodes[:NODES]
+
+
+@pytest.fixture
+def clients(nodes: list[RedisServer]) -> Iterator[list[redis.Redis]]:
+    made = [_client(server) for server in nodes]
+    yield made
+    for client in made:
+        client.close()
+
+
+def _make_fences(servers: list[RedisServer]) -> Iterator[MakeFence]:
+    """``make_fence`` for the blocking contracts: fences sharing one issuer on ``servers``."""
+    clients = [_client(server) for server in servers]
+    issuer = RedlockIssuer(clients)
+
+    def make(name: str, ttl: float) -> fencing.Fence:
+        return RedlockFence(clients, name, ttl, issuer=issuer)
+
+    yield make
+    issuer.close()
+    for client in clients:
+        client.close()
+
+
+class TestRedlockFence(FenceContract):
+    """The blocking contract on three masters."""
+
+    @pytest.fixture
+    def make_fence(self, nodes: list[RedisServer]) -> Iterator[MakeFence]:
+        yield from _make_fences(nodes)
+
+
 class TestRedlockFenceOnFive(FenceContract):
-    """The blocking contract on five masters (the asyncio flows are the same
-    ``RedlockFlows``; running their contract on five too would cost as much again)."""
+    """The blocking contract on five masters (a majority of 3)."""
 
     @pytest.fixture
     def make_fence(self, five_nodes: list[RedisServer]) -> Iterator[MakeFence]:
-        clients = [_client(server) for server in five_nodes]
-        issuer = RedlockIssuer(clients)
-
-        def make(name: str, ttl: float) -> fencing.Fence:
-            return RedlockFence(clients, name, ttl, issuer=issuer)
-
-        yield make
-        issuer.close()
-        for client in clients:
-            client.close()
+        yield from _make_fences(five_nodes)
 
 
-class TestAsyncRedlockFence(AsyncFenceContract):
+class TestAsyncRedlockFenceOnFive(AsyncFenceContract):
+    """The asyncio contract on five masters (its flows are the blocking fence's
+    ``RedlockFlows``, which the blocking contract also runs on three)."""
+
     @pytest.fixture
-    async def make_fence(self, nodes: list[RedisServer]) -> AsyncIterator[MakeAsyncFence]:
-        clients = [redis.asyncio.Redis(port=server.port, socket_timeout=2) for server in nodes]
+    async def make_fence(self, five_nodes: list[RedisServer]) -> AsyncIterator[MakeAsyncFence]:
+        clients = [redis.asyncio.Redis(port=server.port, socket_timeout=2) for server in five_nodes]
         issuer = AsyncRedlockIssuer(clients)
 
         def make(name: str, ttl: float) -> fencing.AsyncFence:
@@ -129,6 +129,12 @@ class TestAsyncRedlockFence(AsyncFenceContract):
         yield make
         for client in clients:
             await client.aclose()
+
+
+class TestRedlockOperationsOnFive(OperationsContract):
+    """``fencing status``/``list``/``release --force`` on Redlock fences on five masters."""
+
+    make_fence = TestRedlockFenceOnFive.make_fence
 
 
 def test_sync_and_asyncio_fences_share_leases_and_tokens(
@@ -211,6 +217,33 @@ async def test_an_asyncio_waiter_is_woken_by_the_release(nodes: list[RedisServer
     await waiter.release(got)
     for client in clients:
         await client.aclose()
+
+
+def test_a_node_that_refuses_the_proposal_holds_the_same_lease(
+    nodes: list[RedisServer], clients: list[redis.Redis]
+) -> None:
+    """One node's counter an hour ahead of the clocks: it grants the lease but refuses
+    the proposed token, which the other two take (the token, in one round); it is then
+    made the same lease (``"<token>:<holder>"``), so the release leaves nothing held
+    there (a bare grant would outlive the release by its ttl)."""
+    name = "refused"
+    issuer = RedlockIssuer(clients)
+    fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
+    fence.release(fence.acquire(timeout=0))  # the issuer has seen every node
+    ahead = _counters(nodes, name)[2] + 3600 * 10**6  # type: ignore[operator]
+    clients[2].set(redlock_keys(name).counter, ahead)
+    token = fence.acquire(timeout=0)
+    assert token < ahead  # taken by the other two: not node 2's candidate
+    held = [f"{int(token)}:".encode()] * NODES
+
+    def leases() -> list[bytes]:
+        values = [client.get(redlock_keys(name).lease) or b"" for client in clients]
+        return [bytes(value)[: len(held[0])] for value in values]  # type: ignore[arg-type]
+
+    wait_until(lambda: leases() == held, "the same lease on every node")
+    fence.release(token)
+    assert _lease_keys(nodes, name) == [0, 0, 0]
+    issuer.close()
 
 
 # -- faults, on nodes of their own ------------------------------------------------------------
@@ -344,6 +377,67 @@ def test_a_node_restarted_empty_cannot_make_a_token_go_back(own_nodes: list[Redi
     assert token < tokens[-1]  # the limit docs/redlock.md states: a majority lost its data
 
 
+def _kill(*servers: RedisServer) -> None:
+    """SIGKILL each (no shutdown of any kind), then reap it."""
+    for server in servers:
+        assert server.process is not None
+        server.process.kill()
+        server.stop()
+
+
+def _after_round_one(
+    issuer: RedlockIssuer, monkeypatch: pytest.MonkeyPatch
+) -> list[Callable[[], None]]:
+    """Faults to make right after an acquire's first round (one per acquire, in order
+    of their adding): its replies are in, round 2 (if any) is not sent yet."""
+    faults: list[Callable[[], None]] = []
+    broadcast = issuer.nodes.broadcast
+
+    def with_faults(step: Broadcast) -> None:
+        broadcast(step)
+        if step.fresh and faults:  # an acquire's first round is its only fresh step
+            faults.pop(0)()
+
+    monkeypatch.setattr(issuer.nodes, "broadcast", with_faults)
+    return faults
+
+
+def test_nodes_killed_or_restarted_in_the_middle_of_an_acquire(
+    own_nodes: list[RedisServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faults made right after an acquire's first round. An issuer's first acquire has
+    no proposal yet, so it takes two rounds: a node SIGKILLed between them, and the
+    acquire completes on the other two. Then (a proposal taken in round 1) a node
+    restarted empty right after it, its grant and counter forgotten: the next acquire
+    is higher and repairs the empty nodes. A new issuer's first acquire again, with two
+    nodes SIGKILLed between its rounds: a clean ``FenceUnavailable`` at the commit, and
+    the third node's grant given back."""
+    name = "mid-acquire"
+    clients = [_client(server) for server in own_nodes]
+    issuer = RedlockIssuer(clients)
+    fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
+    faults = _after_round_one(issuer, monkeypatch)
+    faults += [lambda: _kill(own_nodes[2]), own_nodes[0].restart]
+    killed = fence.acquire(timeout=0)
+    assert not own_nodes[2].running
+    fence.release(killed)  # on the two left
+    own_nodes[2].start()  # empty
+    restarted = fence.acquire(timeout=0)
+    assert not faults and restarted > killed
+    fence.release(restarted)
+    repaired = fence.acquire(timeout=0)
+    assert repaired > restarted
+    assert _counters(own_nodes, name) == [repaired] * NODES
+    fence.release(repaired)
+    issuer.close()
+    issuer = RedlockIssuer(clients)
+    _after_round_one(issuer, monkeypatch).append(lambda: _kill(*own_nodes[:2]))
+    with pytest.raises(FenceUnavailable, match="1 of 3 nodes answered the commit"):
+        RedlockFence(clients, name, ttl=30, issuer=issuer).acquire(timeout=PATIENCE)
+    assert _lease_keys(own_nodes, name) == [0]  # the third node's grant was given back
+    issuer.close()
+
+
 def test_a_frozen_node_delays_nothing_and_gets_its_grant_back(
     own_nodes: list[RedisServer],
 ) -> None:
@@ -371,50 +465,59 @@ def test_a_frozen_node_delays_nothing_and_gets_its_grant_back(
 
 
 def test_bad_clients_are_refused_before_any_io(nodes: list[RedisServer]) -> None:
-    one, two = (redis.Redis(port=server.port) for server in nodes[:2])
+    one, two, three = (redis.Redis(port=server.port) for server in nodes)
     same_server = redis.Redis(port=nodes[0].port)
     aclient = redis.asyncio.Redis(port=nodes[0].port)
     cluster = redis.cluster.RedisCluster.__new__(redis.cluster.RedisCluster)
     cases: list[tuple[object, type[Exception], str]] = [
-        ([], ValueError, "at least one"),
-        ((), ValueError, "at least one"),
+        ([], ValueError, "at least 3 independent Redis masters, got 0"),
+        ((), ValueError, "at least 3"),
+        ([one], ValueError, "at least 3 .*got 1"),
+        ([one, two], ValueError, "at least 3 .*got 2"),
         (one, TypeError, "sequence"),
         ("localhost:6379", TypeError, "sequence"),
-        ({one, two}, TypeError, "sequence"),
-        ([one, one], ValueError, "twice"),
-        ([one, same_server], ValueError, "same server"),
-        ([one, aclient], TypeError, r"fencing\.redis\.aio\.RedlockFence"),
-        ([one, "redis://x"], TypeError, "must be a redis.Redis"),
-        ([one, cluster], TypeError, "Redis Cluster"),
+        ({one, two, three}, TypeError, "sequence"),
+        (iter([one, two, three]), TypeError, "sequence"),
+        ([one, two, one], ValueError, "twice"),
+        ([one, two, same_server], ValueError, "same server"),
+        ([one, two, aclient], TypeError, r"fencing\.redis\.aio\.RedlockFence"),
+        ([one, two, "redis://x"], TypeError, "must be a redis.Redis"),
+        ([one, two, cluster], TypeError, "Redis Cluster"),
     ]
     for clients, error, message in cases:
         with pytest.raises(error, match=message):
             RedlockFence(clients, "bad")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"fencing\.redis\.RedlockFence"):
-        AsyncRedlockFence([one], "bad")  # type: ignore[list-item]
+        AsyncRedlockFence([one, two, three], "bad")  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="Redis Cluster"):
+        AsyncRedlockFence([aclient, cluster], "bad")  # type: ignore[list-item]
+    good = [one, two, three]
     with pytest.raises(ValueError):
-        RedlockFence([one, two], "bad", release_timeout=0)
+        RedlockFence(good, "bad", release_timeout=0)
     with pytest.raises(TypeError):
-        RedlockFence([one, two], "bad", release_timeout=True)
+        RedlockFence(good, "bad", release_timeout=True)
     for bad_name, error in ((b"bytes", TypeError), ("", ValueError)):
         with pytest.raises(error):
-            RedlockFence([one, two], bad_name)  # type: ignore[arg-type]
+            RedlockFence(good, bad_name)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        RedlockFence([one, two], "bad", ttl=float("nan"))
-    assert two.keys("fencing:redlock:{bad}*") == []
+        RedlockFence(good, "bad", ttl=float("nan"))
+    for client in good:
+        assert client.keys("fencing:redlock:{bad}*") == []
 
 
-def test_even_counts_take_a_strict_majority(own_nodes: list[RedisServer]) -> None:
-    """Two nodes: both must grant (a majority of 2 is 2); one alone is a majority of 1."""
-    clients = [_client(server) for server in own_nodes[:2]]
-    fence = RedlockFence(clients, "even", ttl=30)
+def test_even_counts_take_a_strict_majority(
+    own_nodes: list[RedisServer], redis_factory: Callable[..., RedisServer]
+) -> None:
+    """Four nodes: three must answer (a majority of 4 is 3), so two down stop it."""
+    servers = [*own_nodes, redis_factory()]
+    fence = RedlockFence([_client(server) for server in servers], "even", ttl=30)
     token = fence.acquire(timeout=0)
     fence.release(token)
-    own_nodes[1].stop()
-    with pytest.raises(FenceUnavailable, match="1 of 2 nodes answered"):
+    servers[3].stop()
+    assert fence.acquire(timeout=0) > token
+    servers[2].stop()
+    with pytest.raises(FenceUnavailable, match="2 of 4 nodes answered"):
         fence.acquire(timeout=0)
-    alone = RedlockFence(clients[:1], "even", ttl=30)
-    assert alone.acquire(timeout=0) > token
 
 
 # -- fencing.connect ----------------------------------------------------------------------------
@@ -442,13 +545,9 @@ def test_connect_redlock_url(nodes: list[RedisServer]) -> None:
     assert repr(backend).startswith("RedlockBackend(")
     with pytest.raises(ValueError, match="host:port"):
         fencing.connect("redis+redlock://127.0.0.1:1,nohost")
+    with pytest.raises(ValueError, match="at least 3 host:port"):
+        fencing.connect("redis+redlock://127.0.0.1:1,127.0.0.1:2")
     assert type(fencing.connect("rediss+redlock://a:1,b:2,c:3")).__name__ == "RedlockBackend"
-
-
-class TestRedlockOperations(OperationsContract):
-    """``fencing status``/``list``/``release --force`` on Redlock fences."""
-
-    make_fence = TestRedlockFence.make_fence
 
 
 def test_status_and_force_release_with_a_node_down(own_nodes: list[RedisServer]) -> None:

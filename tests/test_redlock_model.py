@@ -5,9 +5,10 @@ virtual time.
 The nodes run a Python model of the per-node scripts (``_redlock_scripts``: the same
 keys, arguments and replies, the lease's ``PX`` expiry on the node's own clock, and
 each node's clock off by up to an hour, so the clock floor cannot hide a quorum bug).
-Rules interleave everything the real world can: up to three acquisitions in flight at
-once, each script delivered to each node separately, a reply lost while its request
-still runs later, nodes partitioned and healed, nodes restarted **empty**, time passing,
+Rules interleave everything the real world can: up to three clients, each with an
+issuer of its own (its own view of the clocks, its own proposals), acquiring at once;
+each script delivered to each node separately, a reply lost while its request still
+runs later, nodes partitioned and healed, nodes restarted **empty**, time passing,
 releases. After every step the invariants of docs/redlock.md are checked on the whole
 history:
 
@@ -16,8 +17,9 @@ history:
 
 A node may be restarted empty only while the others keep the last committed token on
 more than a minority (the documented assumption: a minority at a time, once repaired).
-The control: the same machine with a broken variant that takes the token from one node
-instead of the maximum over a majority must find a violation.
+The controls: the same machine must find a violation in each of two broken variants, a
+committed token taken from one node instead of the maximum over a majority, and a
+proposed token counted once one node (not a majority) took it.
 """
 
 from __future__ import annotations
@@ -113,21 +115,27 @@ class Node:
         """The script's effect and reply, as Redis would give it to redis-py."""
         now = max(now_ms * 1000 + self.offset_us, self.last_us)  # expiry: no TIME call
         if script is ACQUIRE:
-            lease, counter, holder, ttl_ms = args
+            lease, counter, holder, ttl_ms, proposal = args
             now = self.clock_us(now_ms)
             last = self.counter(counter)
             candidate = max(now, last + 1 if last is not None else 0)
             current = self.get(lease, now)
-            if current is None or current == holder:
-                self.data[lease] = (holder, now + int(ttl_ms) * 1000)
-                return [1, b"%d" % candidate, -2]
-            return [0, b"%d" % candidate, self.pttl(lease, now)]
+            clock = b"%d" % now
+            if current is not None and current != holder:
+                return [0, b"%d" % candidate, self.pttl(lease, now), clock, 0]
+            expires = now + int(ttl_ms) * 1000
+            if int(proposal) >= candidate:
+                self.data[counter] = (proposal, None)
+                self.data[lease] = (proposal + b":" + holder, expires)
+                return [1, b"%d" % candidate, -2, clock, 1]
+            self.data[lease] = (holder, expires)
+            return [1, b"%d" % candidate, -2, clock, 0]
         if script is COMMIT:
-            lease, counter, holder, digits = args
+            lease, counter, holder, digits, taken = args
             last = self.counter(counter)
             if last is None or last < int(digits):
                 self.data[counter] = (digits, None)
-            if self.get(lease, now) == holder:
+            if self.get(lease, now) in (holder, taken):
                 self.data[lease] = (digits + b":" + holder, self.data[lease][1])
                 return 1
             return 0
@@ -138,8 +146,8 @@ class Node:
                 return 1
             return 0
         if script is RELEASE:
-            lease, _wake, one, other, _wake_ms = args
-            if self.get(lease, now) in (one, other):
+            lease, _wake, *values, _wake_ms = args
+            if self.get(lease, now) in values:
                 del self.data[lease]
                 return 1
             return 0
@@ -170,11 +178,27 @@ class Completed:
 
 
 class OneNodeToken(RedlockFlows):
-    """Broken on purpose: the token is the first granting node's candidate alone."""
+    """Broken on purpose: the token is the first granting node's candidate alone (and
+    always committed: no proposal is ever the token)."""
 
     @staticmethod
-    def token_of(grants: list[Grant]) -> int:
+    def token_of(grants: list[Grant], proposal: int) -> int:
         return grants[0].candidate
+
+    def proposal(self) -> int:
+        return 0
+
+
+class OneNodeTook(RedlockFlows):
+    """Broken on purpose: the proposal is the token once one node took it (and the
+    nodes that granted without taking it are left as they are)."""
+
+    def taken(self, granted: list[Grant]) -> bool:
+        return any(grant.accepted for grant in granted)
+
+    @staticmethod
+    def make_same(*args: Any) -> None:
+        pass
 
 
 class Acquisitions(RuleBasedStateMachine):
@@ -187,7 +211,8 @@ class Acquisitions(RuleBasedStateMachine):
         super().__init__()
         self.now_ms = START_MS
         self.nodes = [Node(0) for _ in range(NODES)]
-        self.flows = self.flows_class(NODES, clock=lambda: self.now_ms / 1000)
+        # an issuer per client (its own view of the clocks, its own proposals)
+        self.flows = [self.flows_class(NODES, clock=self.clock) for _ in range(3)]
         self.events = itertools.count()
         self.holders = itertools.count()
         self.attempts: dict[int, Attempt] = {}
@@ -195,6 +220,10 @@ class Acquisitions(RuleBasedStateMachine):
         self.last_holder: dict[int, str] = {}
         self.in_flight: list[tuple[int, Any, tuple[Any, ...]]] = []
         self.completed: list[Completed] = []
+
+    def clock(self) -> float:
+        """The clients' monotonic clock: the virtual time, in seconds."""
+        return self.now_ms / 1000
 
     @initialize(offsets=st.lists(st.sampled_from(OFFSETS), min_size=NODES, max_size=NODES))
     def clocks(self, offsets: list[int]) -> None:
@@ -215,7 +244,7 @@ class Acquisitions(RuleBasedStateMachine):
         if holder is None:
             holder = f"holder-{next(self.holders)}"
         self.last_holder[client] = holder
-        flow = self.flows.acquire("model", holder, TTL_MS)
+        flow = self.flows[client].acquire("model", holder, TTL_MS)
         began = next(self.events)
         self._begin(client, Attempt(flow, holder, began, next(flow)))
         while at_once and client in self.attempts:
@@ -296,7 +325,7 @@ class Acquisitions(RuleBasedStateMachine):
     def release(self, index: int) -> None:
         client = sorted(self.held)[index % len(self.held)]
         token, holder = self.held.pop(client)
-        self._run(self.flows.release("model", token, holder))
+        self._run(self.flows[client].release("model", token, holder))
 
     def _run(self, flow: Generator[Broadcast, None, Any]) -> Any:
         """A whole flow at once (release)."""
@@ -384,6 +413,10 @@ class BrokenModel(Acquisitions):
     flows_class = OneNodeToken
 
 
+class BrokenProposalModel(Acquisitions):
+    flows_class = OneNodeTook
+
+
 MODEL = settings(
     REPRODUCIBLE,
     max_examples=120,
@@ -396,10 +429,12 @@ def test_tokens_of_completed_acquisitions_are_unique_and_ordered() -> None:
     run_state_machine_as_test(RedlockModel, settings=MODEL)
 
 
-def test_a_token_read_from_one_node_is_caught() -> None:
-    """The control: the machine finds the broken variant's violation."""
+@pytest.mark.parametrize("broken", [BrokenModel, BrokenProposalModel])
+def test_a_token_from_one_node_is_caught(broken: type[Acquisitions]) -> None:
+    """The controls: the machine finds each broken variant's violation (a committed
+    token read from one node; a proposal counted when one node took it)."""
     search = settings(  # finding it is the point: no shrinking, one failure reported
         MODEL, max_examples=3000, phases=[Phase.generate], report_multiple_bugs=False
     )
     with pytest.raises(InvariantBroken):
-        run_state_machine_as_test(BrokenModel, settings=search)
+        run_state_machine_as_test(broken, settings=search)

@@ -40,7 +40,7 @@ from ._issuer import (
     SyncClient,
     check_min_replicas,
 )
-from ._redlock import AsyncRedlockFence, RedlockFence, RedlockIssuer
+from ._redlock import MIN_NODES, AsyncRedlockFence, RedlockFence, RedlockIssuer
 from ._sentinel import (
     SentinelURL,
     async_sentinel_client,
@@ -253,7 +253,8 @@ class RedlockBackend:
 
 def _redlock_urls(url: str) -> list[str]:
     """``redis[s]+redlock://[auth@]h1:p1,h2:p2[/db][?options]`` -> one ``redis[s]://`` URL
-    per host, each with the auth, path and options; ``ValueError`` for a malformed one."""
+    per host, each with the auth, path and options; ``ValueError`` for a malformed one
+    or fewer than ``MIN_NODES`` hosts."""
     scheme, _, rest = url.partition("://")
     base = scheme.lower().partition("+")[0]
     end = min((i for i in (rest.find("/"), rest.find("?")) if i >= 0), default=len(rest))
@@ -263,4 +264,9 @@ def _redlock_urls(url: str) -> list[str]:
         host, port = _host_port(part, url)
         where = f"[{host}]" if ":" in host else host
         urls.append(f"{base}://{auth}{at}{where}:{port}{rest[end:]}")
+    if len(urls) < MIN_NODES:
+        raise ValueError(
+            f"redis+redlock URL {url!r}: Redlock needs at least {MIN_NODES} host:port "
+            f"(independent masters), got {len(urls)}"
+        )
     return urls

@@ -311,10 +311,21 @@ class AsyncNodes:
 # -- the algorithm, written once --------------------------------------------------------------
 
 
+#: How far above its estimate of the nodes' clocks the client proposes a token (µs): the
+#: time a request takes to reach a node, and the rates at which clocks drift apart
+#: between two acquisitions. A proposal below a node's candidate is not taken there
+#: (the acquire then commits, one round more); tokens are not counts, so a margin
+#: costs nothing.
+PROPOSAL_MARGIN_US = 10_000
+#: Lua's numbers are doubles: every token a script compares stays below this.
+MAX_EXACT = 2**53
+
+
 class RedlockFlows:
     """Redlock's acquire, renew and release over ``nodes`` masters, as flows of
-    ``Broadcast`` steps. ``clock`` is monotonic seconds (the client's, used only to
-    subtract the time spent from a lease's validity)."""
+    ``Broadcast`` steps. ``clock`` is monotonic seconds (the client's, used to subtract
+    the time spent from a lease's validity, and to propose a token a little above the
+    nodes' clocks as last seen: ``proposal``)."""
 
     def __init__(
         self,
@@ -326,6 +337,33 @@ class RedlockFlows:
         self.quorum = quorum_of(nodes)
         self.release_timeout = release_timeout
         self.clock = clock
+        # per node: its clock (µs) minus ours when its last ACQUIRE was sent (or None)
+        self._offsets: list[float | None] = [None] * nodes
+        self._proposed = 0
+
+    def proposal(self) -> int:
+        """The token to propose now: above every node's clock as last seen (by
+        ``PROPOSAL_MARGIN_US``) and above this issuer's last proposal (so two attempts
+        of one acquisition never leave the same lease value); 0 (none) until every node
+        has been seen once, or past 2^53. Only a hint: a node takes it only above its
+        own candidate (docs/redlock.md)."""
+        offsets = self._offsets
+        if None in offsets:
+            return 0
+        ahead = max(offset for offset in offsets if offset is not None)
+        proposal = max(
+            int(ahead + self.clock() * 1_000_000) + PROPOSAL_MARGIN_US, self._proposed + 1
+        )
+        if proposal >= MAX_EXACT:
+            return 0
+        self._proposed = proposal
+        return proposal
+
+    def _learn(self, grants: dict[int, Grant], sent: float) -> None:
+        """Each answering node's clock relative to ours: read after ``sent``, so the
+        estimate is at or above it (the proposal errs high, never low)."""
+        for node, grant in grants.items():
+            self._offsets[node] = grant.clock - sent * 1_000_000
 
     def _step(
         self, calls: list[NodeCall | None], deadline: float, ttl_ms: int, **options: Any
@@ -365,15 +403,18 @@ class RedlockFlows:
                 raise reply
 
     def acquire(self, name: str, holder: str, ttl_ms: int) -> Flow[Broadcast, int | Busy]:
-        """Round 1 (lease and candidates), round 2 (commit the maximum and confirm): the
-        token once a majority confirmed within the validity; else the grants are given
-        back and ``Busy`` returned: the fence tries again (``FenceUnavailable`` when so
-        many nodes failed that no majority is possible)."""
+        """Round 1 (lease, candidates, and the proposed token ``P``): ``P`` once a
+        majority granted the lease and took ``P`` within the validity. Else round 2 (commit
+        the maximum and confirm): that token once a majority confirmed within the
+        validity. Else the grants are given back and ``Busy`` returned: the fence tries
+        again (``FenceUnavailable`` when so many nodes failed that no majority is
+        possible)."""
         keys = redlock_keys(name)
         who = holder.encode()
+        proposal = self.proposal()
         start = self.clock()
         deadline = start + ttl_ms / 1000
-        call = (ACQUIRE, (*keys, who, ttl_ms))
+        call = (ACQUIRE, (*keys, who, ttl_ms, b"%d" % proposal))
         first = self._step([call] * self.nodes, deadline, ttl_ms, fresh=True)
         commit: Broadcast | None = None
         token: int | None = None
@@ -381,14 +422,26 @@ class RedlockFlows:
             yield first
             self._raise_bugs(first.result)
             grants = {i: parse_grant(r) for i, r in enumerate(first.result) if answered(r)}
+            self._learn(grants, start)
             outcome: int | Busy
+            granted = [grant for grant in grants.values() if grant.granted]
             if len(grants) < self.quorum:
                 outcome = self._short(name, first.result, "acquire")
-            elif sum(grant.granted for grant in grants.values()) < self.quorum:
+            elif len(granted) < self.quorum:
                 outcome = busy_for(list(grants.values()), self.quorum)
+            elif self.taken(granted) and self._valid(ttl_ms, start):
+                token = proposal  # already on a majority's counters, in their leases
+                after = self._give_back(name, who, token, proposal, first, None, late=True)
+                self.make_same(after, grants, name, who, token)
+                if any(after.calls):  # and a grant that comes in late is given back
+                    yield after
+                return token
             else:
-                token = self.token_of(list(grants.values()))
-                commit_call: NodeCall = (COMMIT, (*keys, who, b"%d" % token))
+                token = self.token_of(list(grants.values()), proposal)
+                commit_call: NodeCall = (
+                    COMMIT,
+                    (*keys, who, b"%d" % token, lease_value(proposal, who)),
+                )
                 commit = self._step(  # to every node: also repairs one that lost its counter
                     [commit_call] * self.nodes, deadline, ttl_ms, after=self._late(first.result)
                 )
@@ -397,35 +450,56 @@ class RedlockFlows:
                 replies = commit.result
                 if sum(answered(reply) for reply in replies) < self.quorum:
                     outcome = self._short(name, replies, "commit")
-                    yield self._give_back(name, who, token, first, commit, wait=True)
+                    yield self._give_back(name, who, token, proposal, first, commit, wait=True)
                     return outcome
                 confirmed = sum(
                     grants[i].granted and parse_flag(replies[i], "COMMIT")
                     for i in grants
                     if answered(replies[i])
                 )
-                elapsed_ms = (self.clock() - start) * 1000
-                if confirmed >= self.quorum and validity_ms(ttl_ms, elapsed_ms) > 0:
+                if confirmed >= self.quorum and self._valid(ttl_ms, start):
                     # a grant that comes in late never counted: given back once it is in
-                    yield self._give_back(name, who, token, first, commit, late=True)
+                    yield self._give_back(name, who, token, proposal, first, commit, late=True)
                     return token
                 outcome = Busy(None)  # lost on the way, or too slow: try again
         except GeneratorExit:
             raise
         except FenceUnavailable:  # no majority answered: give back what the rest granted
-            yield self._give_back(name, who, token, first, commit, wait=True)
+            yield self._give_back(name, who, token, proposal, first, commit, wait=True)
             raise
         except BaseException:  # an interrupt or a cancellation: give back, wait for nothing
-            yield self._give_back(name, who, token, first, commit, wait=False)
+            yield self._give_back(name, who, token, proposal, first, commit, wait=False)
             raise
-        yield self._give_back(name, who, token, first, commit, wait=True)
+        yield self._give_back(name, who, token, proposal, first, commit, wait=True)
         return outcome
 
     @staticmethod
-    def token_of(grants: list[Grant]) -> int:
-        """The token of an acquisition: the maximum of every candidate that came back,
-        from a majority at least (the intersection argument of docs/redlock.md)."""
-        return max(grant.candidate for grant in grants)
+    def make_same(
+        after: Broadcast, grants: dict[int, Grant], name: str, who: bytes, token: int
+    ) -> None:
+        """Add to ``after`` (a step nobody waits for) a ``COMMIT`` of ``token`` to each
+        node that granted the lease but did not take the proposal: its lease becomes
+        this one (renewed and released with it) and its counter catches up."""
+        same = (COMMIT, (*redlock_keys(name), who, b"%d" % token, lease_value(token, who)))
+        for node, grant in grants.items():
+            if grant.granted and not grant.accepted:
+                after.calls[node] = same
+
+    def _valid(self, ttl_ms: int, start: float) -> bool:
+        """The lease granted since ``start`` is still valid (``validity_ms`` > 0)."""
+        return validity_ms(ttl_ms, (self.clock() - start) * 1000) > 0
+
+    def taken(self, granted: list[Grant]) -> bool:
+        """The proposal is the token at once: a majority granted the lease and took it."""
+        return sum(grant.accepted for grant in granted) >= self.quorum
+
+    @staticmethod
+    def token_of(grants: list[Grant], proposal: int) -> int:
+        """The token of an acquisition that commits: the maximum of every candidate that
+        came back, from a majority at least (the intersection argument of
+        docs/redlock.md), and of the proposal where a node took it (its counter)."""
+        taken = [proposal] if any(grant.accepted for grant in grants) else []
+        return max([grant.candidate for grant in grants] + taken)
 
     def _late(self, replies: list[Reply]) -> list[Pending | None]:
         return [reply if isinstance(reply, Pending) else None for reply in replies]
@@ -435,16 +509,19 @@ class RedlockFlows:
         name: str,
         who: bytes,
         token: int | None,
+        proposal: int,
         first: Broadcast,
         commit: Broadcast | None,
         wait: bool = False,
         late: bool = False,
     ) -> Broadcast:
-        """RELEASE of this acquisition's lease (bare or committed) on every node that
-        granted it or may have: all but those that answered "busy" in round 1; a node
-        whose reply is late gets it once that reply is in. ``late``: on those only."""
+        """RELEASE of this acquisition's lease (bare, with the proposal, or committed) on
+        every node that granted it or may have: all but those that answered "busy" in
+        round 1; a node whose reply is late gets it once that reply is in. ``late``: on
+        those only."""
         value = who if token is None else lease_value(token, who)
-        call: NodeCall = (RELEASE, (redlock_keys(name).lease, wake_key(name), value, who, WAKE_MS))
+        values = (value, who, lease_value(proposal, who))
+        call: NodeCall = (RELEASE, (redlock_keys(name).lease, wake_key(name), *values, WAKE_MS))
         calls: list[NodeCall | None] = []
         after: list[Pending | None] = []
         for node in range(self.nodes):
@@ -494,7 +571,7 @@ class RedlockFlows:
         """Delete the lease on every node where it is this exact lease: True when a
         majority had it; False when a majority answered that they did not."""
         value = lease_value(token, holder.encode())
-        call = (RELEASE, (redlock_keys(name).lease, wake_key(name), value, value, WAKE_MS))
+        call = (RELEASE, (redlock_keys(name).lease, wake_key(name), value, value, value, WAKE_MS))
         deadline = self.clock() + self.release_timeout
         step = Broadcast([call] * self.nodes, deadline, self.quorum, RELEASE_GRACE)
         yield step
@@ -552,6 +629,11 @@ AsyncClients = Sequence[redis.asyncio.Redis]
 _CLUSTERS = (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)
 
 
+#: The fewest masters Redlock takes: with two, a majority is both, so it survives no
+#: failure that one node alone would not; with one, it is a single server.
+MIN_NODES = 3
+
+
 def _address(client: Any) -> tuple[Any, ...] | None:
     """Where a client connects (host, port, db, or unix path, db), when it can be told."""
     kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
@@ -568,17 +650,15 @@ def _socket_timeout(client: Any) -> object:
 
 def check_clients(clients: object, kind: type, wanted: str, other: str) -> tuple[Any, ...]:
     """The clients as a tuple, or a ``TypeError``/``ValueError`` before any I/O: a
-    sequence (not a str) of at least one client of ``kind``, each a different object
-    and, where it can be told, a different server (two clients of one server would
-    fake a majority)."""
+    sequence (not a str) of at least ``MIN_NODES`` clients of ``kind``, each a different
+    object and, where it can be told, a different server (two clients of one server
+    would fake a majority)."""
     if isinstance(clients, (str, bytes)) or not isinstance(clients, Sequence):
         raise TypeError(
             f"clients must be a sequence of {wanted} clients (one per Redis master), "
             f"not {type(clients).__name__}"
         )
     found = tuple(clients)
-    if not found:
-        raise ValueError("clients must name at least one Redis master (three or more for Redlock)")
     seen: dict[tuple[Any, ...], int] = {}
     for index, client in enumerate(found):
         if isinstance(client, _CLUSTERS):
@@ -605,6 +685,12 @@ def check_clients(clients: object, kind: type, wanted: str, other: str) -> tuple
                     f"server {address!r}: each node must be an independent master"
                 )
             seen[address] = index
+    if len(found) < MIN_NODES:
+        raise ValueError(
+            f"Redlock needs at least {MIN_NODES} independent Redis masters, got "
+            f"{len(found)} client(s): with fewer, one node down stops it (for one server "
+            "use RedisFence)"
+        )
     return found
 
 

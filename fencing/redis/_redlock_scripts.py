@@ -8,18 +8,22 @@ fence never shares a lease or a counter with a single-server ``RedisFence``)::
                                        "<token>:<holder>" once committed; PX = the ttl
     fencing:redlock:{<name>}:counter   the highest token committed on this node; no expiry
 
-An acquisition is two rounds, each sent to every node at once (docs/redlock.md has the
-proof):
+An acquisition is one round, or two when it must commit, each sent to every node at
+once (docs/redlock.md has the proof):
 
-1. ``ACQUIRE``: take the lease if free (``SET NX PX``) and return this node's candidate,
-   ``max(counter + 1, node clock in µs)``; the counter is not written.
-2. ``COMMIT`` with ``T`` = the maximum of every candidate that came back: raise the
-   counter to ``T`` if it is below ("set only if greater"), and confirm that the lease
-   is still this holder's (renaming it ``"<T>:<holder>"``).
+1. ``ACQUIRE`` with a proposed token ``P``: take the lease if free (``SET NX PX``) and
+   return this node's candidate, ``max(counter + 1, node clock in µs)``, and its clock;
+   where the lease was granted and ``P`` >= the candidate, also take ``P``: the counter
+   and the lease (``"<P>:<holder>"``) are written at once. ``P`` is the token when a
+   majority took it.
+2. Else ``COMMIT`` with ``T`` = the maximum of every candidate that came back (and of
+   ``P`` where a node took it): raise the counter to ``T`` if it is below ("set only if
+   greater"), and confirm that the lease is still this holder's (renaming it
+   ``"<T>:<holder>"``).
 
-The token counts once a majority confirmed within the validity ``ttl - elapsed - drift``
-(``drift = ttl / 100 + 2 ms``). Every number a script handles is an integer below 2^53
-(the clock in µs is about 1.8e15), exact in Lua's doubles.
+The token counts once a majority took it (1) or confirmed it (2) within the validity
+``ttl - elapsed - drift`` (``drift = ttl / 100 + 2 ms``). Every number a script handles
+is an integer below 2^53 (the clock in µs is about 1.8e15), exact in Lua's doubles.
 
 Imports the scripts' ``Script``, the core's errors and the issuer protocols.
 """
@@ -37,33 +41,43 @@ from ._scripts import Script
 
 ACQUIRE = Script(
     """
--- fencing redlock round 1, on one node: take the lease if free, and read the token.
+-- fencing redlock round 1, on one node: take the lease if free, read the token, and
+-- take the client's proposed token if it is above this node's candidate.
 -- KEYS[1] lease key, KEYS[2] counter key
 -- ARGV[1] holder id (unique per acquisition); ARGV[2] lease ttl in ms
--- Returns {granted, candidate, pttl}:
---   granted   1 when the lease was free and is now ARGV[1] with PX ARGV[2], or was already
---             ARGV[1] (an earlier attempt of this acquisition; its PX is renewed); else 0
+-- ARGV[3] the proposed token P (digits; "0": none), below 2^53
+-- Returns {granted, candidate, pttl, clock, accepted}:
+--   granted   1 when the lease was free and is now this holder's with PX ARGV[2], or was
+--             already ARGV[1] (an earlier attempt of this acquisition; its PX is renewed);
+--             else 0
 --   candidate this node's token candidate as digits: max(counter + 1, clock in µs), so a
 --             node that lost its counter still answers above every token it issued
---             (unless its clock stepped back); the counter is written by COMMIT only
+--             (unless its clock stepped back); read before P is taken
 --   pttl      when busy, the lease's remaining ms (-1: no expiry); else -2
+--   clock     this node's clock in µs (digits): how the client proposes the next P
+--   accepted  1 when granted and P >= candidate: the counter is now P ("set only if
+--             greater": P is above it) and the lease "<P>:<holder>" (committed at once);
+--             else 0, and the lease is the bare holder id
 local now = redis.call('TIME')
-local candidate = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local clock = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local candidate = clock
 local last = tonumber(redis.call('GET', KEYS[2]))
 if last and last >= candidate then
   candidate = last + 1
 end
 local digits = string.format('%d', candidate)
+local clock_digits = string.format('%d', clock)
 local lease = redis.call('GET', KEYS[1])
-if not lease then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return {1, digits, -2}
+if lease and lease ~= ARGV[1] then
+  return {0, digits, redis.call('PTTL', KEYS[1]), clock_digits, 0}
 end
-if lease == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, digits, -2}
+if tonumber(ARGV[3]) >= candidate then
+  redis.call('SET', KEYS[2], ARGV[3])
+  redis.call('SET', KEYS[1], ARGV[3] .. ':' .. ARGV[1], 'PX', ARGV[2])
+  return {1, digits, -2, clock_digits, 1}
 end
-return {0, digits, redis.call('PTTL', KEYS[1])}
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, digits, -2, clock_digits, 0}
 """,
     2,
 )
@@ -72,17 +86,19 @@ COMMIT = Script(
     """
 -- fencing redlock round 2, on one node: make the token durable, confirm the lease.
 -- KEYS[1] lease key, KEYS[2] counter key
--- ARGV[1] holder id; ARGV[2] the token T (digits, the maximum of round 1's candidates)
+-- ARGV[1] holder id; ARGV[2] the token T (digits, the maximum of round 1's candidates);
+-- ARGV[3] "<P>:<holder>", the lease as round 1 left it where it took the proposal
 -- Raises the counter to T if it is below T or missing ("set only if greater": never
--- lowers it), whoever holds the lease. Then, if the lease is still ARGV[1] (held without
--- a break since round 1: holder ids are never reused), renames it "<T>:<holder>"
--- keeping its expiry and returns 1; else returns 0.
+-- lowers it), whoever holds the lease. Then, if the lease is still this acquisition's
+-- (ARGV[1] or ARGV[3]: held without a break since round 1, holder ids are never reused),
+-- renames it "<T>:<holder>" keeping its expiry and returns 1; else returns 0.
 local token = tonumber(ARGV[2])
 local last = tonumber(redis.call('GET', KEYS[2]))
 if not last or last < token then
   redis.call('SET', KEYS[2], ARGV[2])
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local lease = redis.call('GET', KEYS[1])
+if lease and (lease == ARGV[1] or lease == ARGV[3]) then
   redis.call('SET', KEYS[1], ARGV[2] .. ':' .. ARGV[1], 'KEEPTTL')
   return 1
 end
@@ -110,16 +126,17 @@ RELEASE = Script(
     """
 -- fencing redlock release (and the give-back of a grant that did not count), on one node.
 -- KEYS[1] lease key, KEYS[2] wake list (a waiter blocks on it with BLPOP)
--- ARGV[1], ARGV[2] the values that are this acquisition's lease: "<token>:<holder>", and
---                  for a give-back the bare holder id that round 1 wrote
--- ARGV[3] how long (ms) the wake-up waits in the list for a waiter that is not blocked yet
+-- ARGV[1], ARGV[2], ARGV[3] the values that are this acquisition's lease: "<token>:<holder>",
+--                  and for a give-back the bare holder id and the "<P>:<holder>" that
+--                  round 1 wrote
+-- ARGV[4] how long (ms) the wake-up waits in the list for a waiter that is not blocked yet
 -- Returns 1 when the lease was one of them and is deleted (and one wake-up is left in the
 -- list: never more than one), else 0 (nothing touched).
 local lease = redis.call('GET', KEYS[1])
-if lease and (lease == ARGV[1] or lease == ARGV[2]) then
+if lease and (lease == ARGV[1] or lease == ARGV[2] or lease == ARGV[3]) then
   redis.call('DEL', KEYS[1], KEYS[2])
   redis.call('RPUSH', KEYS[2], 1)
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
   return 1
 end
 return 0
@@ -214,20 +231,29 @@ class Grant:
     granted: bool
     candidate: int
     pttl: int | None  # the busy lease's remaining ms; None when granted or no expiry
+    clock: int = 0  # the node's clock in µs
+    accepted: bool = False  # granted with the proposed token as its counter and lease
 
 
 def parse_grant(reply: Any) -> Grant:
     """``ACQUIRE``'s reply; anything else is an error (never ignored)."""
     try:
-        granted, digits, pttl = reply
-        candidate = int(digits)
+        granted, digits, pttl, clock_digits, accepted = reply
+        candidate, clock = int(digits), int(clock_digits)
     except (TypeError, ValueError) as exc:
         raise issuer_error(
             "redis redlock", ValueError(f"unexpected ACQUIRE reply {reply!r}")
         ) from exc
-    if granted not in (0, 1) or candidate <= 0 or type(pttl) is not int:
+    if (
+        granted not in (0, 1)
+        or accepted not in (0, granted)
+        or candidate <= 0
+        or clock <= 0
+        or type(pttl) is not int
+    ):
         raise issuer_error("redis redlock", ValueError(f"unexpected ACQUIRE reply {reply!r}"))
-    return Grant(granted == 1, candidate, pttl if pttl >= 0 and granted == 0 else None)
+    busy_ms = pttl if pttl >= 0 and granted == 0 else None
+    return Grant(granted == 1, candidate, busy_ms, clock, accepted == 1)
 
 
 def parse_flag(reply: Any, script: str) -> bool:
