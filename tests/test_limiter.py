@@ -38,7 +38,7 @@ from waiting import PATIENCE
 import fencing
 import fencing.aio
 from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
-from fencing._limiter import Limiter
+from fencing._limiter import Admits, Limiter
 from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
 from fencing.testing.servers import PostgresServer, RedisServer, faketime_environment
@@ -156,15 +156,44 @@ def test_a_client_an_hour_off_admits_no_more_than_the_others(
 
 
 class _Counting:
-    """A memory store that counts the requests it decides."""
+    """A store that counts the requests it decides (for the others, the store it wraps)
+    and keeps its decisions."""
 
-    def __init__(self, issuer: MemoryIssuer) -> None:
+    def __init__(self, issuer: Admits) -> None:
         self.issuer = issuer
         self.calls = 0
+        self.admitted: list[bool] = []
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         self.calls += 1
-        return self.issuer.admit(name, limit, per_ms, window)
+        reply = self.issuer.admit(name, limit, per_ms, window)
+        self.admitted.append(reply.admitted)
+        return reply
+
+
+def test_a_waiter_is_admitted_at_its_first_ask_after_the_window_frees(
+    store_urls: list[str],
+) -> None:
+    """On every store and window: ``acquire`` on a full window asks twice, refused, then
+    (after sleeping the ``retry_in`` the store named, by its clock) admitted: admissions
+    resume within one round trip of the window freeing, without polling. (A stall that
+    outlasts the window lets the first ask in; then the round is run again.)"""
+    deadline = time.monotonic() + PATIENCE
+    for url in store_urls:
+        backend = fencing.connect(url)
+        for window in WINDOWS:
+            while time.monotonic() < deadline:
+                name = f"resume:{window}:{random.random()}"
+                store = _Counting(backend.limiter(name, 2, 0.2, window).store)  # type: ignore[attr-defined]
+                limiter = Limiter(store, name, 2, 0.2, window)
+                assert limiter.try_acquire() and limiter.try_acquire()
+                del store.admitted[:]
+                assert limiter.acquire(timeout=PATIENCE).admitted
+                if store.admitted != [True]:
+                    assert store.admitted == [False, True], (url, window)
+                    break
+            else:
+                raise AssertionError(f"never found the window full: {url} {window}")
 
 
 @pytest.mark.parametrize("window", ["fixed", "sliding"])
