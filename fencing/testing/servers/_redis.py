@@ -59,7 +59,10 @@ def faketime_environment(offset_file: str) -> dict[str, str]:
     """This process's environment for a child run under libfaketime: its **wall clock**
     off by the offset written in ``offset_file`` (read at every clock call, so a rewrite
     of the file moves the running child's clock; see ``RedisServer.jump``), its monotonic
-    clock left alone (faking it breaks sleeps). ``ServerError`` if libfaketime is missing.
+    clock left alone (faking it hangs timed waits). A Python child must then sleep with a
+    timed wait (``threading.Event().wait``): under libfaketime 0.9.10 its ``time.sleep``
+    fails with EINVAL (``clock_nanosleep`` on ``CLOCK_MONOTONIC`` to an absolute time).
+    ``ServerError`` if libfaketime is missing.
     """
     preload = faketime_preload()
     env = dict(os.environ)
