@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import advisory_family
+import limits_family as lf
 import replicas
 from harness import Stats, Table
 
@@ -112,6 +113,36 @@ def targets(tables: list[Table]) -> list[dict[str, Any]]:
     out.extend(_advisory_verdicts(tables))
     out.extend(_etcd_verdicts(tables))
     out.extend(_zookeeper_verdicts(tables))
+    out.extend(_limits_verdicts(tables))
+    return out
+
+
+def _limits_verdicts(tables: list[Table]) -> list[dict[str, Any]]:
+    """Issue 21: ``try_acquire`` within 1.1x of a bare one-script round trip (the TIME-only
+    script, and the limiter's own script called bare) and ahead of ``limits`` and
+    pyrate-limiter; a semaphore's acquire+release within 1.15x of the fence's (medians)."""
+    out = []
+    medians = {
+        stats.name: stats.median
+        for table in tables
+        if table.family in ("limiter", "semaphore")
+        for stats in table.rows
+        if stats.samples
+    }
+    pairs = [
+        (lf.SLIDING, lf.FLOOR, 1.1),
+        (lf.FIXED, lf.FLOOR, 1.1),
+        (lf.SLIDING, lf.RAW_SLIDING, 1.1),
+        (lf.FIXED, lf.RAW_FIXED, 1.1),
+        (lf.SLIDING, lf.LIMITS_MOVING, 1.0),
+        (lf.FIXED, lf.LIMITS_FIXED, 1.0),
+        (lf.SLIDING, lf.PYRATE, 1.0),
+        (lf.SEMAPHORE, lf.FENCE, 1.15),
+    ]
+    for row, base, limit in pairs:
+        if row in medians and base in medians:
+            ratio = medians[row] / medians[base]
+            out.append(_verdict(f"{row} / {base} (medians)", ratio, limit, False))
     return out
 
 

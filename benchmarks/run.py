@@ -31,6 +31,7 @@ import cluster
 import etcd_family
 import guards
 import handoff
+import limits_family
 import redlock_family
 import replicas
 import report
@@ -52,6 +53,7 @@ FAMILIES = {
     "http": web.run,
     "zookeeper": zookeeper_family.run,
     "advisory": advisory_family.run,
+    "limits": limits_family.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 

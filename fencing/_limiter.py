@@ -87,6 +87,15 @@ class InspectsLimits(Protocol):
         ...
 
 
+@runtime_checkable
+class AsyncInspectsLimits(Protocol):
+    """The asyncio ``InspectsLimits``."""
+
+    async def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        """See ``InspectsLimits.limit_use``."""
+        ...
+
+
 class Admits(Protocol):
     """A store of rate limits: ``admit`` decides one request of the limiter ``name``."""
 
@@ -276,6 +285,12 @@ class AsyncLimiter(LimiterCore):
     async def try_acquire(self) -> bool:
         """See ``Limiter.try_acquire``."""
         return (await self.attempt()).admitted
+
+    async def use(self) -> LimitUse:
+        """See ``Limiter.use`` (memory, Redis and SQL stores)."""
+        if not isinstance(self.store, AsyncInspectsLimits):
+            raise TypeError(f"{type(self.store).__name__} cannot report a limiter's use")
+        return await self.store.limit_use(self.name, self._args[2], self.window)
 
     async def acquire(self, timeout: float | None = None) -> Admission:
         """See ``Limiter.acquire``."""

@@ -164,6 +164,9 @@ class AsyncMemoryIssuer:
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         return self.sync.admit(name, limit, per_ms, window)
 
+    async def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        return self.sync.limit_use(name, per_ms, window)
+
     async def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.AsyncInspects``: see ``MemoryIssuer.status``."""
         return self.sync.status(name)

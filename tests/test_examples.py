@@ -95,6 +95,17 @@ EXPECTED: dict[str, list[str]] = {
         "and filled the cache",
         "cache holds: 'report computed with token",
     ],
+    "semaphore_limiter.py": [
+        "A holds slot ",
+        "a third worker gave up: both permits are held",
+        "with token 2 once A's lease expired",
+        "A's late write refused: stale fence token 1",
+        "B, a long holder of the other slot, still writes to its lane",
+        "try_acquire x4: [True, True, True, False]",
+        "in use: 3 of 3",
+        "sorry: nothing frees within 0.5 s",
+        "go: admitted=True once the 0.2 s window ended",
+    ],
 }
 
 

@@ -2,63 +2,47 @@
 
 The cross-process check runs real processes against one Redis, one SQLite file and one
 PostgreSQL, and reads the admission times the store returned (``Admission.at``: Redis
-``TIME``, the database's clock), never the clients' clocks; it asserts counts only. The
-memory limiter is checked on a virtual clock, where "sleeps until the moment one frees"
-is exact and costs no time.
+``TIME``, the database's clock), never the clients' clocks; it asserts counts only. A
+client whose clock libfaketime puts an hour behind shares the limit of Redis and
+PostgreSQL with a client on time. The memory limiter is checked on a virtual clock,
+where "sleeps until the moment one frees" is exact and costs no time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import multiprocessing
 import random
+import subprocess
+import sys
+import threading
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from limiting import (
+    LIMIT,
+    PER,
+    WINDOWS,
+    hammer,
+    limiters,
+    most_in_a_fixed_window,
+    most_in_any_interval,
+)
 from sqlalchemy import create_engine
+from waiting import PATIENCE
 
 import fencing
 import fencing.aio
 from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
-from fencing._limiter import Limiter
+from fencing._limiter import Admits, Limiter
 from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
-from fencing.testing.servers import PostgresServer, RedisServer
+from fencing.testing.servers import PostgresServer, RedisServer, faketime_environment
 from fencing.testing.simulation import VirtualClock
-
-LIMIT, PER = 5, 0.8
-
-
-def _micros(times: Sequence[float], per: float) -> tuple[list[int], int]:
-    """Times and ``per`` in whole microseconds, the stores' own unit (no float sums)."""
-    return sorted(round(at * 1e6) for at in times), round(per * 1e6)
-
-
-def most_in_any_interval(times: Sequence[float], seconds: float) -> int:
-    """The most admissions in any half-open interval ``[t, t + seconds)``."""
-    (ordered, per), most, first = _micros(times, seconds), 0, 0
-    for last, at in enumerate(ordered):
-        while ordered[first] <= at - per:
-            first += 1
-        most = max(most, last - first + 1)
-    return most
-
-
-def most_in_a_fixed_window(times: Sequence[float], seconds: float) -> int:
-    """The most admissions in one fixed window, each window starting at the first
-    admission at or after the end of the one before and lasting ``seconds``."""
-    (ordered, per), most, count = _micros(times, seconds), 0, 0
-    start: float = -math.inf
-    for at in ordered:
-        if at >= start + per:
-            start, count = at, 0
-        count += 1
-        most = max(most, count)
-    return most
 
 
 def test_the_checks_see_one_admission_too_many() -> None:
@@ -72,46 +56,33 @@ def test_the_checks_see_one_admission_too_many() -> None:
 
 def _hammer(urls: list[str], names: dict[str, str], seconds: float, out: Any) -> None:
     """A client process: for ``seconds`` (its own clock, only to stop), take admissions
-    from every limiter (both windows on each store of ``urls``) in turn, by
-    ``try_acquire``'s whole reply or by ``acquire``; report the store's time of each
-    admission, per store and window."""
-    limiters = {}
-    for index, url in enumerate(urls):
-        backend = fencing.connect(url)
-        for window, name in names.items():
-            limiter = backend.limiter(name, limit=LIMIT, per=PER, window=window)  # type: ignore[attr-defined]
-            limiters[f"{index}:{window}"] = limiter
-    got: dict[str, list[float]] = {key: [] for key in limiters}
+    from every limiter (both windows on each store of ``urls``); report the store's time
+    of each admission, per store and window."""
+    ready = limiters(urls, names)
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for key, limiter in limiters.items():
-            reply: Admission = limiter.attempt()
-            if not reply.admitted:
-                reply = limiter.acquire(timeout=10)
-            got[key].append(reply.at)
-    out.put(got)
+    out.put(hammer(ready, lambda got: time.monotonic() >= end))
 
 
-@pytest.fixture(params=["redis", "sql"])
-def store_urls(request: pytest.FixtureRequest, tmp_path: Path) -> list[str]:
-    """Stores of rate limits: the session's Redis; or a fresh SQLite file and the
-    session's PostgreSQL with the SDK's tables (``fencing migrate``), hammered by the
-    same processes (one start of the processes for both)."""
-    if request.param == "redis":
-        redis_server: RedisServer = request.getfixturevalue("redis_server")
-        return [f"redis://127.0.0.1:{redis_server.port}"]
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url("psycopg")
+@pytest.fixture
+def store_urls(
+    redis_server: RedisServer, postgres_server: PostgresServer, tmp_path: Path
+) -> list[str]:
+    """The stores of rate limits with a server clock, the session's Redis and its
+    PostgreSQL (with the SDK's tables, as ``fencing migrate`` makes them), and a fresh
+    SQLite file between them, whose clock is its host's."""
+    url = postgres_server.url("psycopg")
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()
-    return [f"sqlite:///{tmp_path / 'limits.db'}", url]
+    return [f"redis://127.0.0.1:{redis_server.port}", f"sqlite:///{tmp_path / 'limits.db'}", url]
 
 
 def test_processes_hammering_a_store_never_get_more_than_the_limit(
     store_urls: list[str],
 ) -> None:
-    names = {window: f"limit:{window}:{random.random()}" for window in ("fixed", "sliding")}
+    """Four processes take admissions from both windows of every store (one start of the
+    processes for all three); by the stores' times, the limit holds in every window."""
+    names = {window: f"limit:{window}:{random.random()}" for window in WINDOWS}
     ctx: Any = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     workers = [ctx.Process(target=_hammer, args=(store_urls, names, 1.6, out)) for _ in range(4)]
@@ -129,16 +100,103 @@ def test_processes_hammering_a_store_never_get_more_than_the_limit(
         assert most_in_any_interval(sliding, PER) <= LIMIT, store_urls[index]
 
 
-class _Counting:
-    """A memory store that counts the requests it decides."""
+#: The skewed client's offset, and how near it its clock must be seen (at its start).
+OFFSET, OFFSET_SECONDS, TOLERANCE = "-1h", -3600.0, 300.0
+CLIENT = Path(__file__).resolve().parent / "limiting.py"
+#: Admissions the skewed client takes of each limiter: it starts once the client on time
+#: is filling the windows, so it waits for these, among the other's.
+SKEWED_ADMISSIONS = 3
 
-    def __init__(self, issuer: MemoryIssuer) -> None:
+
+def test_a_client_an_hour_off_admits_no_more_than_the_others(
+    store_urls: list[str], tmp_path: Path
+) -> None:
+    """Time comes only from the server: one client process runs under libfaketime with
+    its wall clock an hour behind (checked: it prints its ``time.time()``) and takes
+    admissions from both windows on Redis and PostgreSQL, while a client of this process,
+    on time, takes admissions from the same limiters. By the stores' times (Redis
+    ``TIME``, PostgreSQL's ``clock_timestamp()``) every fixed window and every interval
+    of ``per`` admitted at most ``limit`` over both clients together: the skewed client
+    took nothing the limit did not leave it. (A limiter on the client's clock, as the
+    ``limits`` library's moving window, files the skewed client's admissions an hour
+    back, where the others no longer count them.)
+
+    A SQLite file has no server clock: its writers read their own host's clock inside
+    the file's write lock, so it assumes the processes of one host, which share one
+    clock (docs/limits.md); it is left out here."""
+    urls = [store_urls[0], store_urls[2]]
+    offset_file = tmp_path / "faketime.rc"
+    offset_file.write_text(OFFSET + "\n")
+    name = f"skew:{random.random()}"
+    skewed = subprocess.Popen(
+        [sys.executable, str(CLIENT), str(SKEWED_ADMISSIONS), name, *urls],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=faketime_environment(str(offset_file)),
+    )
+    finished = threading.Event()
+    on_time: dict[str, list[float]] = {}
+
+    def client_on_time() -> None:
+        names = {window: f"{name}:{window}" for window in WINDOWS}
+        on_time.update(hammer(limiters(urls, names), lambda _: finished.is_set()))
+
+    runner = threading.Thread(target=client_on_time)
+    runner.start()
+    try:
+        out, _ = skewed.communicate(timeout=PATIENCE)
+    finally:
+        finished.set()
+        runner.join(PATIENCE)
+    assert skewed.returncode == 0
+    clock, report = out.splitlines()
+    assert abs(float(clock) - time.time() - OFFSET_SECONDS) < TOLERANCE, "faketime did not take"
+    theirs: dict[str, list[float]] = json.loads(report)
+    for key, times in theirs.items():
+        assert len(times) >= SKEWED_ADMISSIONS and on_time[key], key
+        check = most_in_a_fixed_window if key.endswith("fixed") else most_in_any_interval
+        assert check(times + on_time[key], PER) <= LIMIT, key
+
+
+class _Counting:
+    """A store that counts the requests it decides (for the others, the store it wraps)
+    and keeps its decisions."""
+
+    def __init__(self, issuer: Admits) -> None:
         self.issuer = issuer
         self.calls = 0
+        self.admitted: list[bool] = []
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         self.calls += 1
-        return self.issuer.admit(name, limit, per_ms, window)
+        reply = self.issuer.admit(name, limit, per_ms, window)
+        self.admitted.append(reply.admitted)
+        return reply
+
+
+def test_a_waiter_is_admitted_at_its_first_ask_after_the_window_frees(
+    store_urls: list[str],
+) -> None:
+    """On every store and window: ``acquire`` on a full window asks twice, refused, then
+    (after sleeping the ``retry_in`` the store named, by its clock) admitted: admissions
+    resume within one round trip of the window freeing, without polling. (A stall that
+    outlasts the window lets the first ask in; then the round is run again.)"""
+    deadline = time.monotonic() + PATIENCE
+    for url in store_urls:
+        backend = fencing.connect(url)
+        for window in WINDOWS:
+            while time.monotonic() < deadline:
+                name = f"resume:{window}:{random.random()}"
+                store = _Counting(backend.limiter(name, 2, 0.2, window).store)  # type: ignore[attr-defined]
+                limiter = Limiter(store, name, 2, 0.2, window)
+                assert limiter.try_acquire() and limiter.try_acquire()
+                del store.admitted[:]
+                assert limiter.acquire(timeout=PATIENCE).admitted
+                if store.admitted != [True]:
+                    assert store.admitted == [False, True], (url, window)
+                    break
+            else:
+                raise AssertionError(f"never found the window full: {url} {window}")
 
 
 @pytest.mark.parametrize("window", ["fixed", "sliding"])
@@ -183,6 +241,8 @@ def test_use_counts_without_admitting_on_a_virtual_clock(window: str) -> None:
     )
     with pytest.raises(TypeError, match="cannot report"):
         Limiter(_Counting(MemoryIssuer()), "api", 1, 1.0).use()
+    with pytest.raises(TypeError, match="cannot report"):
+        asyncio.run(fencing.aio.Limiter(_AsyncCounting(), "api", 1, 1.0).use())
 
 
 def test_acquire_gives_up_when_nothing_frees_before_its_deadline() -> None:
@@ -203,12 +263,14 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
     one, two = issuer.limiter("m", 2, 30), issuer.aio_limiter("m", 2, 30)
     assert one.try_acquire() and await two.try_acquire()
     assert not await two.try_acquire() and not one.try_acquire()
+    assert (await two.use()).used == 2 == one.use().used
     backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
     name = f"aio:{random.random()}"
     blocking, aio = backend.limiter(name, 2, 30, "fixed"), backend.aio_limiter(name, 2, 30, "fixed")  # type: ignore[attr-defined]
     try:
         assert blocking.try_acquire() and await aio.try_acquire()
         assert not await aio.try_acquire() and not blocking.try_acquire()
+        assert (await aio.use()).used == 2 == blocking.use().used
         with pytest.raises(AcquireTimeout):
             await aio.acquire(timeout=1)
     finally:
@@ -240,6 +302,8 @@ async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
         refused = await aio.attempt()
         assert not refused.admitted and 0 < refused.retry_in <= 30
         assert not blocking.try_acquire()
+        used = await aio.use()
+        assert used.used == 2 and used.resets_in is not None and 0 < used.resets_in <= 30
         with pytest.raises(AcquireTimeout):
             await aio.acquire(timeout=1)
         assert backend.limiter(name + "-other", 2, 30, window).try_acquire()  # type: ignore[attr-defined]

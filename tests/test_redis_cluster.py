@@ -267,6 +267,28 @@ async def test_connect_cluster_url_gives_asyncio_cluster_fences(
     sync_fence.issuer.client.close()  # type: ignore[attr-defined]
 
 
+def test_a_semaphore_and_a_limiter_keep_their_keys_in_one_cluster_slot(
+    redis_cluster: RedisCluster,
+) -> None:
+    """Every key of every slot of a semaphore (a permit held in each), and a limiter's
+    keys of both windows, are in one cluster slot, whatever master it is on; the limiter
+    refuses past its limit there."""
+    backend = fencing.connect(redis_cluster.url)
+    client = backend.issuer.client  # type: ignore[attr-defined]
+    name = f"bounded:{uuid.uuid4().hex}"
+    semaphore = backend.semaphore(name, permits=4, ttl=30)  # type: ignore[attr-defined]
+    permits = [semaphore.acquire(timeout=0) for _ in range(4)]
+    for window in ("sliding", "fixed"):
+        limiter = backend.limiter(name, 1, 30, window)  # type: ignore[attr-defined]
+        assert limiter.try_acquire() and not limiter.try_acquire()
+    keys = list(client.scan_iter(match=f"*{name}*", target_nodes=client.ALL_NODES))
+    assert len(keys) >= 4 + 2, keys
+    assert len({client.keyslot(key) for key in keys}) == 1, keys
+    for permit in permits:
+        semaphore.release(permit)
+    client.close()
+
+
 def test_connect_cluster_url_with_one_live_node_among_dead_ones(
     redis_cluster: RedisCluster,
 ) -> None:

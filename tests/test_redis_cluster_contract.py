@@ -1,7 +1,8 @@
 """The public contracts (``fencing.testing.contract``) against Redis Cluster: the issuer
 blocking and asyncio (``redis.cluster.RedisCluster``,
-``redis.asyncio.cluster.RedisCluster``), its operations (status, names, force release)
-and the mark, on the session's cluster of 3 masters with a replica each.
+``redis.asyncio.cluster.RedisCluster``), its operations (status, names, force release),
+the mark and the semaphore (through ``fencing.connect``), on the session's cluster of 3
+masters with a replica each.
 
 Names are random, so the contract's fences land on all three masters.
 """
@@ -9,7 +10,7 @@ Names are random, so the contract's fences land on all three masters.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.cluster
@@ -20,13 +21,17 @@ from fencing import RedisMark
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
+    AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
     MakeAsyncFence,
+    MakeAsyncSemaphore,
     MakeFence,
     MakeMark,
+    MakeSemaphore,
     MarkContract,
     OperationsContract,
+    SemaphoreContract,
 )
 from fencing.testing.servers import RedisCluster
 
@@ -73,3 +78,22 @@ class TestRedisClusterMark(MarkContract):
     @pytest.fixture
     def make_mark(self, cluster_client: redis.cluster.RedisCluster) -> MakeMark:
         return lambda: RedisMark(cluster_client, f"mark:{uuid.uuid4().hex}")
+
+
+class TestRedisClusterSemaphore(SemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self, redis_cluster: RedisCluster) -> Iterator[MakeSemaphore]:
+        backend = fencing.connect(redis_cluster.url)
+        yield backend.semaphore  # type: ignore[attr-defined]
+        backend.close()  # type: ignore[attr-defined]
+
+
+class TestAsyncRedisClusterSemaphore(AsyncSemaphoreContract):
+    @pytest.fixture
+    async def make_semaphore(
+        self, redis_cluster: RedisCluster
+    ) -> AsyncIterator[MakeAsyncSemaphore]:
+        client = redis_cluster.async_client()
+        issuer = fencing.aio.RedisIssuer(client)
+        yield lambda name, permits, ttl: fencing.aio.Semaphore(issuer, name, permits, ttl)
+        await client.aclose()

@@ -1,11 +1,13 @@
 """``fencing.connect("redis+sentinel://...")``: the URL, the issuer contract through
-Sentinel (blocking and asyncio, with ``min_replicas=1``), and an unknown service.
+Sentinel (blocking and asyncio, with ``min_replicas=1``), the semaphore contract and a
+limiter through it, and an unknown service.
 
 A failover through Sentinel is in test_redis_sentinel_failover.py.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -19,11 +21,15 @@ from fencing.redis._sentinel import SentinelURL, parse_sentinel_url
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
+    AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
     MakeAsyncFence,
+    MakeAsyncSemaphore,
     MakeElection,
     MakeFence,
+    MakeSemaphore,
+    SemaphoreContract,
 )
 from fencing.testing.servers import SentinelGroup, ServerError
 
@@ -91,6 +97,47 @@ class TestSentinelElection(ElectionContract):
 
 class TestAsyncSentinelElection(AsyncElectionContract):
     make_fence = TestAsyncSentinelFence.make_fence
+
+
+class TestSentinelSemaphore(SemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self, stable_group: SentinelGroup) -> Iterator[MakeSemaphore]:
+        backend = fencing.connect(stable_group.url)
+        yield backend.semaphore  # type: ignore[attr-defined]
+        backend.close()  # type: ignore[attr-defined]
+
+
+class TestAsyncSentinelSemaphore(AsyncSemaphoreContract):
+    @pytest.fixture
+    async def make_semaphore(
+        self, stable_group: SentinelGroup
+    ) -> AsyncIterator[MakeAsyncSemaphore]:
+        backend = fencing.connect(stable_group.url)
+        made: list[fencing.aio.Semaphore] = []
+
+        def make(name: str, permits: int, ttl: float) -> fencing.aio.Semaphore:
+            made.append(backend.aio_semaphore(name, permits, ttl))  # type: ignore[attr-defined]
+            return made[-1]
+
+        yield make
+        for semaphore in made:  # a client of its own each
+            await client_of(semaphore.fences[0]).aclose()
+
+
+async def test_limiters_through_sentinel(stable_group: SentinelGroup) -> None:
+    """A blocking and an asyncio limiter of one name, through Sentinel, share its window."""
+    backend = fencing.connect(stable_group.url)
+    name = f"limit:{uuid.uuid4().hex}"
+    blocking = backend.limiter(name, 2, 30, "sliding")  # type: ignore[attr-defined]
+    aio = backend.aio_limiter(name, 2, 30, "sliding")  # type: ignore[attr-defined]
+    try:
+        assert blocking.try_acquire() and await aio.try_acquire()
+        refused = await aio.attempt()
+        assert not refused.admitted and 0 < refused.retry_in <= 30
+        assert not blocking.try_acquire() and (await aio.use()).used == 2
+    finally:
+        await aio.store.client.aclose()
+        backend.close()  # type: ignore[attr-defined]
 
 
 def test_an_unknown_service_says_so(stable_group: SentinelGroup) -> None:

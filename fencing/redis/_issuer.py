@@ -692,6 +692,10 @@ class AsyncRedisIssuer:
         """See ``RedisIssuer.admit``."""
         return parse_admission(await self.run(*limit_call(name, limit, per_ms, window)))
 
+    async def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        """See ``RedisIssuer.limit_use``."""
+        return parse_use(await self.run(*use_call(name, per_ms, window)))
+
     async def confirmed(
         self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
     ) -> R:

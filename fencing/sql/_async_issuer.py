@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._flow import Flow, run_async
-from .._limiter import Admission
+from .._limiter import Admission, LimitUse
 from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
 from ._issuer import Execute, SqlFlows, T
@@ -65,6 +65,10 @@ class AsyncSqlIssuer:
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """See ``SqlIssuer.admit``: the same transaction."""
         return await self._run(self.flows.admit(name, limit, per_ms, window))
+
+    async def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        """See ``SqlIssuer.limit_use``: the same statements."""
+        return await self._run(self.flows.limit_use(name, per_ms, window))
 
 
 def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:

@@ -12,7 +12,7 @@ from ._base import ServerError, free_port
 from ._etcd import Certificates, EtcdCluster, EtcdMember
 from ._pgbouncer import PgBouncer
 from ._postgres import PostgresServer, _postgres_bin
-from ._redis import RedisServer
+from ._redis import RedisServer, faketime_environment
 from ._redis_cluster import RedisCluster, RedisClusterNode
 from ._sentinel import SentinelGroup, SentinelServer
 from ._zookeeper import ZOOKEEPER_JAR, ZooKeeperEnsemble, ZooKeeperServer, four_letter
@@ -33,6 +33,7 @@ __all__ = [
     "ZooKeeperEnsemble",
     "ZooKeeperServer",
     "_postgres_bin",
+    "faketime_environment",
     "four_letter",
     "free_port",
 ]

@@ -55,6 +55,25 @@ def faketime_preload() -> str:
     return f"{debug}:{fake}"
 
 
+def faketime_environment(offset_file: str) -> dict[str, str]:
+    """This process's environment for a child run under libfaketime: its **wall clock**
+    off by the offset written in ``offset_file`` (read at every clock call, so a rewrite
+    of the file moves the running child's clock; see ``RedisServer.jump``), its monotonic
+    clock left alone (faking it hangs timed waits). A Python child must then sleep with a
+    timed wait (``threading.Event().wait``): under libfaketime 0.9.10 its ``time.sleep``
+    fails with EINVAL (``clock_nanosleep`` on ``CLOCK_MONOTONIC`` to an absolute time).
+    ``ServerError`` if libfaketime is missing.
+    """
+    preload = faketime_preload()
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = ":".join(filter(None, [preload, env.get("LD_PRELOAD", "")]))
+    env["FAKETIME_TIMESTAMP_FILE"] = offset_file
+    env["FAKETIME_NO_CACHE"] = "1"
+    env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+    env.pop("FAKETIME", None)
+    return env
+
+
 def server_time(port: int, timeout: float = 10.0) -> float:
     """The wall clock of the Redis server on ``port`` (its ``TIME``), in seconds."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
@@ -125,14 +144,7 @@ class RedisServer(_Server):
         if self.faketime is None:
             return None
         self._write_offset(self.faketime)
-        preload = faketime_preload()
-        env = dict(os.environ)
-        env["LD_PRELOAD"] = ":".join(filter(None, [preload, env.get("LD_PRELOAD", "")]))
-        env["FAKETIME_TIMESTAMP_FILE"] = self._faketime_file
-        env["FAKETIME_NO_CACHE"] = "1"  # read the file at every call: jump() takes at once
-        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
-        env.pop("FAKETIME", None)
-        return env
+        return faketime_environment(self._faketime_file)
 
     def start(self) -> RedisServer:
         args = [
