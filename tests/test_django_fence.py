@@ -1,0 +1,153 @@
+"""``fencing.django.fence``: the issuer on Django's own database (the ``fencing_leases``
+table of the app's migration), on a SQLite file and on PostgreSQL. The public contract
+(``fencing.testing.contract``) against it, then what is Django's own: a lease taken
+inside the caller's ``atomic()`` is committed at once and outlives that transaction's
+rollback, the tokens are clock-floored, a missing table is a setup error, bad input is
+refused."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import django_project
+import pytest
+
+import fencing
+from fencing.testing.contract import FenceContract, MakeFence, OperationsContract
+from fencing.testing.servers import PostgresServer
+
+
+@pytest.fixture(scope="session")
+def django_dbs(
+    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """Django set up once per process (tests/django_project.py)."""
+    yield django_project.configure(postgres_server, tmp_path_factory.mktemp("django"))
+    django_project.drop(postgres_server)
+
+
+@pytest.fixture(params=django_project.ALIASES, ids=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, django_dbs: Any) -> str:
+    return str(request.param)
+
+
+def fences_on(using: str) -> MakeFence:
+    import fencing.django as fd
+
+    def make(name: str, ttl: float) -> fencing.Fence:
+        return fd.fence(name, ttl, using=using)
+
+    return make
+
+
+class TestDjangoFence(FenceContract):
+    """The contract on the SQLite database. (Its statements are fencing.sql's, whose
+    contract runs on PostgreSQL too, tests/test_contract_issuers.py; here PostgreSQL runs
+    the operations' contract and the tests below, which take every statement through
+    Django's PostgreSQL cursor, at a fraction of the full contract's time.)"""
+
+    @pytest.fixture
+    def make_fence(self, django_dbs: Any) -> MakeFence:
+        return fences_on("default")
+
+
+class TestDjangoOperations(OperationsContract):
+    """``status``, ``names``, ``force_release`` (what the admin page and ``manage.py
+    fencing`` show and do), on SQLite and PostgreSQL."""
+
+    @pytest.fixture
+    def make_fence(self, db: str) -> MakeFence:
+        return fences_on(db)
+
+
+def name() -> str:
+    return f"dj:{uuid.uuid4().hex[:10]}"
+
+
+def test_a_lease_taken_in_the_callers_transaction_is_committed_at_once(db: str) -> None:
+    """A lease taken inside ``atomic()`` is visible to another holder before that
+    transaction ends, and its rollback neither frees it nor lowers the next token."""
+    from django.db import connections, transaction
+
+    import fencing.django as fd
+
+    fence_name = name()
+    fence = fd.fence(fence_name, 30, using=db)
+    seen: list[Any] = []
+
+    def read_elsewhere() -> None:  # Django's connection of another thread
+        seen.append(fd.Lease.objects.using(db).filter(name=fence_name).first())
+        connections[db].close()
+
+    with pytest.raises(RuntimeError, match="rolled back"), transaction.atomic(using=db):
+        token = fence.acquire(timeout=0)
+        other = threading.Thread(target=read_elsewhere)
+        other.start()
+        other.join(60)
+        raise RuntimeError("rolled back")
+    (lease,) = seen
+    assert lease is not None and lease.token == token and lease.holder is not None
+    assert isinstance(fence.issuer, fd.DjangoIssuer)
+    assert fence.issuer.status(fence_name).token == token  # still held
+    fence.release(token)
+    assert fence.acquire(timeout=0) > token
+
+
+def test_tokens_are_floored_by_the_databases_clock(db: str) -> None:
+    """A fence row deleted by hand does not restart its tokens: every token is at least
+    the database's clock in microseconds, as with fencing.sql."""
+    import fencing.django as fd
+
+    fence_name = name()
+    before = int(time.time() * 1e6) - 60_000_000  # a minute of leeway for clock skew
+    first = fd.fence(fence_name, 30, using=db).acquire(timeout=0)
+    assert first >= before
+    with fd.unfenced():
+        fd.Lease.objects.using(db).filter(name=fence_name).delete()
+    assert fd.fence(fence_name, 30, using=db).acquire(timeout=0) > first
+
+
+def test_the_leases_are_rows_of_the_migrated_table(db: str) -> None:
+    import fencing.django as fd
+
+    fence_name = name()
+    token = fd.fence(fence_name, 30, using=db).acquire(timeout=0)
+    lease = fd.Lease.objects.using(db).get(name=fence_name)
+    assert (lease.token, lease.holder is not None) == (token, True)
+
+
+def test_a_missing_table_is_a_setup_error_naming_the_command(db: str) -> None:
+    from django.db import connections
+
+    import fencing.django as fd
+
+    issuer = fd.DjangoIssuer(db)
+    with connections[db].cursor() as cursor:
+        cursor.execute("ALTER TABLE fencing_leases RENAME TO fencing_leases_away")
+    try:
+        with pytest.raises(fencing.FenceSetupError, match=r"manage\.py migrate fencing"):
+            fencing.Fence(issuer, name(), 1).acquire(timeout=0)
+    finally:
+        with connections[db].cursor() as cursor:
+            cursor.execute("ALTER TABLE fencing_leases_away RENAME TO fencing_leases")
+        issuer.close()
+    assert fencing.Fence(issuer, name(), 1).acquire(timeout=0) > 0  # reconnects
+
+
+def test_bad_input_is_refused(django_dbs: Any) -> None:
+    from django.db.utils import ConnectionDoesNotExist
+
+    import fencing.django as fd
+
+    with pytest.raises(TypeError, match="using"):
+        fd.DjangoIssuer(3)  # type: ignore[arg-type]
+    with pytest.raises(ConnectionDoesNotExist):
+        fd.DjangoIssuer("nope")
+    with pytest.raises(ValueError):
+        fd.fence("", 1)
+    with pytest.raises(ValueError):
+        fd.fence(name(), -1)
