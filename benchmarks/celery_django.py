@@ -1,6 +1,6 @@
 """Issue 24's costs: a ``FencedTask`` per task against a plain task and its peers, and a
 fenced ``save()`` against a plain one. ``python benchmarks/celery_django.py [--quick]``:
-not part of ``run.py``; about 40 s (``--quick``: 15 s).
+not part of ``run.py``; about 40 s on an idle 2-vCPU machine (``--quick``: 15 s).
 
 Tasks: each variant runs through Celery's own call path (``apply_async`` with
 ``task_always_eager``: the tracer a worker's pool runs, without the broker's round trip,
@@ -11,8 +11,9 @@ which would drown the difference), one Redis server for every issuer and peer:
 - FencedTask + ``fence_once``: also the record read and written (a ``FileOnceStore``);
 - fencekit ``idempotent_task``: its idempotency guard, lock and result memo on Redis;
 - celery-once ``QueueOnce``: its Redis lock taken at enqueue, dropped after the run;
-- and, not a task, a ``RedisFence`` acquire + release: the target's floor (a FencedTask
-  should cost one acquire + one release + one renewal timer over a plain task).
+- and, not tasks, a ``RedisFence`` acquire + release, and its ``hold()`` (the same plus
+  the renewal thread started and stopped): the target's floor (a FencedTask should
+  cost one acquire + one release + one renewal timer over a plain task).
 
 Saves: one existing row updated per call through Django's ORM, a plain model's
 ``save()`` against a ``FencedModel``'s ``save(fence_token=...)`` (the guarded ``UPDATE``
@@ -125,9 +126,14 @@ def task_variants(redis_url: str, folder: Path) -> dict[str, Op]:
     def acquire_release() -> None:
         floor.release(floor.acquire())
 
+    def hold() -> None:
+        with floor.hold():  # acquire, the renewal thread started and stopped, release
+            pass
+
     return {
         "plain task": lambda: plain.apply_async((0,)),
         "fence acquire + release (no task)": acquire_release,
+        "fence hold(): + renewal thread (no task)": hold,
         "FencedTask": lambda: fenced.apply_async((0,)),
         "FencedTask, fence_once (file records)": lambda: fenced_once.apply_async((next(keys),)),
         "fencekit idempotent_task": lambda: fencekit_task.apply_async((next(keys),)),
@@ -179,7 +185,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     quick = parser.parse_args().quick
-    rounds, per_round = (10, 20) if quick else (30, 30)
+    rounds, per_round = (8, 10) if quick else (20, 20)
     folder = Path(tempfile.mkdtemp())
     redis_server, pg = RedisServer().start(), PostgresServer().start()
     try:
@@ -203,7 +209,11 @@ def main() -> int:
         report("Celery: per task (eager call path, one Redis)", medians, "plain task")
         over = medians["FencedTask"] - medians["plain task"]
         floor = medians["fence acquire + release (no task)"]
-        print(f"FencedTask overhead {over:.1f} us; acquire + release alone {floor:.1f} us")
+        held = medians["fence hold(): + renewal thread (no task)"]
+        print(
+            f"FencedTask overhead {over:.1f} us; acquire + release alone {floor:.1f} us, "
+            f"with the renewal thread {held:.1f} us"
+        )
         for alias, label in (("default", "SQLite in memory"), ("pg", "PostgreSQL, loopback")):
             medians = measure(save_variants(alias), rounds, per_round)
             report(f"Django: one row updated per call, {label}", medians, "plain save()")

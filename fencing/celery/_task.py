@@ -30,6 +30,7 @@ Imports the core and Celery; never another backend.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -162,6 +163,12 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
 
     # -- the fence of one attempt ----------------------------------------------------
 
+    @functools.cached_property
+    def _run_signature(self) -> inspect.Signature:
+        """The task body's signature, bound to each run's arguments: computed once (it
+        costs more than the rest of naming the fence)."""
+        return inspect.signature(self.run)
+
     def fence_name(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """The fence name of a run with these arguments."""
         # read from the class: a function there would otherwise be bound to the task
@@ -169,7 +176,7 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
         if key is None:
             raise TypeError(f"task {self.name!r}: FencedTask needs fence_key")
         if isinstance(key, str):
-            bound = inspect.signature(self.run).bind(*args, **kwargs)
+            bound = self._run_signature.bind(*args, **kwargs)
             bound.apply_defaults()
             name: object = key.format(*args, **bound.arguments)
         else:
