@@ -35,6 +35,9 @@ WORK = Path(os.environ.get("FENCING_TEST_WORK", "."))
 #: to another (the Redis transport's visibility timeout); far above a deposit's run.
 VISIBILITY = 3
 
+# shared=False on every task: this module is reloaded by the test (a new app each time),
+# and a shared task would be added to every Celery app made later in the same process
+# (tests/test_celery_task.py's), twice: DuplicateTaskNameWarning.
 app = Celery("celery_app", broker=BROKER, backend=BROKER.rsplit("/", 1)[0] + "/2")
 app.conf.update(
     broker_transport_options={
@@ -74,7 +77,14 @@ def slow_step(account: str, token: int | None) -> None:
         time.sleep(0.01)
 
 
-@app.task(bind=True, base=FencedTask, fence_key="report:{name}", fence_ttl=5, fence_once=True)
+@app.task(
+    bind=True,
+    shared=False,
+    base=FencedTask,
+    fence_key="report:{name}",
+    fence_ttl=5,
+    fence_once=True,
+)
 def once_report(self: FencedTask, name: str) -> dict[str, Any]:
     """A report made at most once per name (``fencing_once_dir`` is set by the test's
     worker configuration below); each real run is logged."""
@@ -100,6 +110,7 @@ def django_account() -> Any:
 
 @app.task(
     bind=True,
+    shared=False,
     base=FencedTask,
     fence_key="django-account:{pk}",
     fence_ttl=1,
@@ -129,7 +140,7 @@ def fenced_django_deposit(self: FencedTask, pk: int, amount: int) -> dict[str, A
     return {"token": token, "pid": os.getpid()}
 
 
-@app.task(bind=True)
+@app.task(bind=True, shared=False)
 def plain_django_deposit(self: Any, pk: int, amount: int) -> dict[str, Any]:
     """The same task, unfenced (the control)."""
     from django.db.models import F

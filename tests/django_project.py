@@ -101,12 +101,19 @@ def admin_dsn(postgres: PostgresServer) -> str:
 
 
 def drop(postgres: PostgresServer) -> None:
-    """Close Django's connections and drop the ``pg`` database (once, at the session's end)."""
+    """Close Django's connections and the issuers' and drop the ``pg`` database (once,
+    at the session's end)."""
     name = _configured.pop("pg_name", None)
     if name is None:
         return
     from django.db import connections
 
+    import fencing.django as fd
+
+    for alias in ALIASES:  # the pools of fencing.django.fence's issuers
+        issuer = fd.fence("closing", using=alias).issuer
+        assert isinstance(issuer, fd.DjangoIssuer)
+        issuer.close()
     connections.close_all()
     with psycopg.connect(admin_dsn(postgres), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -1,7 +1,7 @@
 """``fencing.celery.FencedTask`` on real Celery workers (issue 24): a Redis broker and
 three prefork workers (``--concurrency=1``, ``acks_late``), separate processes started
-once for the module; nothing eager. The workers set Django up on a SQLite file shared
-with the test, which reads it with ``sqlite3``.
+once per test session (per xdist worker); nothing eager. The workers set Django up on a
+SQLite file shared with the test, which reads it with ``sqlite3``.
 
 The run: deposits into ``FencedModel`` rows, each task claiming and reading its row
 (``fenced_get``), working, and writing the deposit back with its token. One deposit is
@@ -79,7 +79,9 @@ def start_worker(
     )
 
 
-@pytest.fixture(scope="module")
+# Session, not module: another file's test run between two of these on the same xdist
+# worker would tear the workers down and start them again (about 5 s each time).
+@pytest.fixture(scope="session")
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
     work = tmp_path_factory.mktemp("celery")
     server = RedisServer().start()

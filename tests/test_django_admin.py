@@ -59,7 +59,8 @@ def test_the_page_lists_each_fence_with_holder_token_and_lease_left(client: Any)
     page = client.get(PAGE, {"q": prefix})
     assert page.status_code == 200
     text = page.content.decode()
-    holder = fd.DjangoIssuer().status(f"{prefix}:held").holder
+    assert isinstance(held.issuer, fd.DjangoIssuer)
+    holder = held.issuer.status(f"{prefix}:held").holder
     name, shown_holder, shown_token, left = row_of(text, f"{prefix}:held")
     assert (name, shown_holder, shown_token) == (f"{prefix}:held", holder, str(int(token)))
     assert 0 < float(left.removesuffix(" s")) <= 30
@@ -77,7 +78,8 @@ def test_the_page_is_read_only(client: Any) -> None:
     one = f"{PAGE}{name}/"
     assert client.post(f"{one}delete/", {"post": "yes"}).status_code == 403
     assert client.post(f"{one}change/", {"holder": "x", "token": "1"}).status_code == 403
-    assert fd.DjangoIssuer().status(name).token == token  # untouched
+    assert isinstance(fence.issuer, fd.DjangoIssuer)
+    assert fence.issuer.status(name).token == token  # untouched
     view = client.get(f"{one}change/")  # the view permission: a read-only form
     assert view.status_code == 200 and b"Save" not in view.content
     fence.release(token)

@@ -136,6 +136,7 @@ def test_a_missing_table_is_a_setup_error_naming_the_command(db: str) -> None:
             cursor.execute("ALTER TABLE fencing_leases_away RENAME TO fencing_leases")
         issuer.close()
     assert fencing.Fence(issuer, name(), 1).acquire(timeout=0) > 0  # reconnects
+    issuer.close()
 
 
 def test_bad_input_is_refused(django_dbs: Any) -> None:
