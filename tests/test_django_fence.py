@@ -152,3 +152,34 @@ def test_bad_input_is_refused(django_dbs: Any) -> None:
         fd.fence("", 1)
     with pytest.raises(ValueError):
         fd.fence(name(), -1)
+
+
+def test_a_forked_child_uses_connections_of_its_own(db: str) -> None:
+    """The parent's pooled connection is not the child's (a prefork worker): the child
+    takes a lease and closes its pool, and the parent's connection still works."""
+    import multiprocessing
+
+    import fencing.django as fd
+
+    parent_fence = fd.fence(name(), 30, using=db)
+    parent_fence.release(parent_fence.acquire(timeout=0))  # a connection in the pool
+    child_name = name()
+    child = multiprocessing.get_context("fork").Process(target=hold_in_child, args=(db, child_name))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert isinstance(parent_fence.issuer, fd.DjangoIssuer)
+    assert parent_fence.issuer.status(child_name).held  # the parent's connection still works
+    parent_fence.release(parent_fence.acquire(timeout=0))
+
+
+def hold_in_child(db: str, fence_name: str) -> None:
+    import os
+
+    import fencing.django as fd
+
+    fence = fd.fence(fence_name, 30, using=db)
+    fence.acquire(timeout=0)
+    assert isinstance(fence.issuer, fd.DjangoIssuer)
+    fence.issuer.close()  # on the parent's connection, this would end the parent's session
+    os._exit(0)

@@ -16,7 +16,8 @@ in autocommit; each operation is one transaction between ``BEGIN`` and ``COMMIT`
 SQLite ``BEGIN IMMEDIATE`` (the write lock up front, as ``fencing.sql`` takes it, so two
 processes cannot both see a free lease). A connection that fails is closed, never used
 again, and the error raised as ``FenceUnavailable`` (``FenceSetupError`` when the table
-is missing).
+is missing). A forked child (a prefork Celery worker, Gunicorn with ``--preload``) never
+uses its parent's connections: it opens its own.
 
 Imports the core, ``fencing.sql``'s flows and schema (the one copy of the issuer's SQL;
 an allowed exception to the backends' independence, see pyproject.toml) and Django.
@@ -25,6 +26,7 @@ an allowed exception to the backends' independence, see pyproject.toml) and Djan
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar, cast
@@ -88,6 +90,12 @@ class DjangoPort:
         return DjangoRows(self.cursor)
 
 
+#: Connections a forked child found in its pools: its parent's (the same sockets). Kept,
+#: never closed nor collected in the child: closing one (or freeing it, which closes it)
+#: would end the parent's session on PostgreSQL.
+_inherited: list[Any] = []
+
+
 def _missing_table(exc: Error, using: str) -> FenceSetupError | None:
     text = str(exc)
     if "fencing_leases" not in text:
@@ -122,6 +130,7 @@ class DjangoIssuer:
         self._begin = "BEGIN IMMEDIATE" if vendor == "sqlite" else "BEGIN"
         self._lock = threading.Lock()
         self._idle: list[Any] = []
+        self._pid = os.getpid()
 
     def __repr__(self) -> str:
         return f"DjangoIssuer(using={self.using!r})"
@@ -129,6 +138,9 @@ class DjangoIssuer:
     def _take(self) -> Any:
         """An idle connection of the pool, or a new one."""
         with self._lock:
+            if self._pid != os.getpid():  # a forked child: the parent's are not ours
+                _inherited.extend(self._idle)
+                self._idle, self._pid = [], os.getpid()
             if self._idle:
                 return self._idle.pop()
         conn = connections.create_connection(self.using)
