@@ -183,3 +183,33 @@ def hold_in_child(db: str, fence_name: str) -> None:
     assert isinstance(fence.issuer, fd.DjangoIssuer)
     fence.issuer.close()  # on the parent's connection, this would end the parent's session
     os._exit(0)
+
+
+def test_a_fenced_task_takes_its_leases_on_djangos_database(django_dbs: Any) -> None:
+    """``FencedTask(fence_issuer=fencing.django.issuer)``: the run's token comes from the
+    project's database (the fence's row shows it) and guards the row the task saves."""
+    from celery import Celery
+
+    import fencing.django as fd
+    from fencing.celery import FencedTask
+
+    Account = django_dbs
+    app = Celery("django-fenced", set_as_current=False, broker="memory://")
+    row = Account(name="task", balance=0)
+    row.save()
+
+    @app.task(
+        shared=False, bind=True, base=FencedTask, fence_key="acct:{pk}", fence_issuer=fd.issuer
+    )
+    def deposit(self: FencedTask, pk: int) -> int:
+        assert self.fence_token is not None
+        account = fd.fenced_get(Account, self.fence_token, pk=pk)
+        account.balance += 10
+        account.save(fence_token=self.fence_token)
+        return int(self.fence_token)
+
+    token = deposit(row.pk)
+    assert fd.Lease.objects.get(name=f"acct:{row.pk}").token == token
+    stored = Account.objects.get(pk=row.pk)
+    assert (stored.balance, stored.fence_token) == (10, token)
+    app.close()

@@ -39,12 +39,13 @@ from ._guard import (
 )
 
 if TYPE_CHECKING:
-    from ._issuer import DjangoIssuer, fence
+    from ._issuer import DjangoIssuer, fence, issuer
     from .models import FencedManager, FencedModel, FencedQuerySet, Lease
 
 _LAZY = {
     "DjangoIssuer": "fencing.django._issuer",
     "fence": "fencing.django._issuer",
+    "issuer": "fencing.django._issuer",
     "Lease": "fencing.django.models",
     "FencedManager": "fencing.django.models",
     "FencedModel": "fencing.django.models",
@@ -71,5 +72,6 @@ __all__ = [
     "fenced_get",
     "fenced_save",
     "fenced_update",
+    "issuer",
     "unfenced",
 ]

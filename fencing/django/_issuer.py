@@ -113,7 +113,7 @@ class DjangoIssuer:
     """The issuer on the Django database ``using`` (see the module docstring): fences,
     ``status``, ``names`` and ``force_release`` (``fencing.issuer.Inspects``,
     ``ForceReleases``) on its ``fencing_leases`` table. One per alias is enough
-    (``shared_issuer``)."""
+    (``issuer``)."""
 
     def __init__(self, using: str = DEFAULT_DB_ALIAS) -> None:
         if not isinstance(using, str):
@@ -199,13 +199,14 @@ _issuers: dict[str, DjangoIssuer] = {}
 _issuers_lock = threading.Lock()
 
 
-def shared_issuer(using: str = DEFAULT_DB_ALIAS) -> DjangoIssuer:
-    """The process's one issuer on the database ``using``."""
+def issuer(using: str = DEFAULT_DB_ALIAS) -> DjangoIssuer:
+    """The process's one issuer on the database ``using`` (the one ``fence`` uses); also a
+    ``FencedTask``'s ``fence_issuer``, so that Celery tasks take their leases there."""
     with _issuers_lock:
-        issuer = _issuers.get(using)
-        if issuer is None:
-            issuer = _issuers[using] = DjangoIssuer(using)
-        return issuer
+        shared = _issuers.get(using)
+        if shared is None:
+            shared = _issuers[using] = DjangoIssuer(using)
+        return shared
 
 
 def fence(
@@ -224,4 +225,4 @@ def fence(
             ...
             invoice.save(fence_token=token)
     """
-    return Fence(shared_issuer(using), name, ttl, reentrant=reentrant)
+    return Fence(issuer(using), name, ttl, reentrant=reentrant)
