@@ -154,35 +154,55 @@ def test_bad_input_is_refused(django_dbs: Any) -> None:
         fd.fence(name(), -1)
 
 
-def test_a_forked_child_uses_connections_of_its_own(db: str) -> None:
-    """The parent's pooled connection is not the child's (a prefork worker): the child
-    takes a lease and closes its pool, and the parent's connection still works."""
-    import multiprocessing
-
-    import fencing.django as fd
-
-    parent_fence = fd.fence(name(), 30, using=db)
-    parent_fence.release(parent_fence.acquire(timeout=0))  # a connection in the pool
-    child_name = name()
-    child = multiprocessing.get_context("fork").Process(target=hold_in_child, args=(db, child_name))
-    child.start()
-    child.join(60)
-    assert child.exitcode == 0
-    assert isinstance(parent_fence.issuer, fd.DjangoIssuer)
-    assert parent_fence.issuer.status(child_name).held  # the parent's connection still works
-    parent_fence.release(parent_fence.acquire(timeout=0))
-
-
-def hold_in_child(db: str, fence_name: str) -> None:
-    import os
-
-    import fencing.django as fd
-
-    fence = fd.fence(fence_name, 30, using=db)
-    fence.acquire(timeout=0)
-    assert isinstance(fence.issuer, fd.DjangoIssuer)
-    fence.issuer.close()  # on the parent's connection, this would end the parent's session
+#: Run in a fresh interpreter (a fork of the test process, which has threads of its
+#: own, could deadlock in the child): Django on the database of ``FENCING_TEST_DB``, a
+#: lease taken in the parent (a pooled connection), then a forked child that takes a
+#: lease and closes its pool; the parent's pooled connection must still work.
+FORK_SCRIPT = """
+import json, os, sys
+import django
+from django.conf import settings
+settings.configure(INSTALLED_APPS=["fencing.django"],
+                   DATABASES={"default": json.loads(os.environ["FENCING_TEST_DB"])})
+django.setup()
+import fencing.django as fd
+fence = fd.fence("fork:parent", 30)
+fence.release(fence.acquire(timeout=0))
+pid = os.fork()
+if pid == 0:
+    child = fd.fence("fork:child", 30)
+    child.acquire(timeout=0)
+    child.issuer.close()  # on the parent's connection, this would end the parent's session
     os._exit(0)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+assert fence.issuer.status("fork:child").held
+fence.release(fence.acquire(timeout=0))
+print("ok")
+"""
+
+
+def test_a_forked_child_uses_connections_of_its_own(django_dbs: Any) -> None:
+    """A prefork worker's case, on PostgreSQL (a forked SQLite connection shares no
+    session with its parent): the child's pool never holds the parent's connections."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from django.db import connections
+
+    database = dict(connections["pg"].settings_dict)
+    database = {key: database[key] for key in ("ENGINE", "NAME", "USER", "HOST", "PORT")}
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT],
+        env={**os.environ, "FENCING_TEST_DB": json.dumps(database)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
 def test_a_fenced_task_takes_its_leases_on_djangos_database(django_dbs: Any) -> None:
