@@ -3,23 +3,25 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SOURCES := fencing migrations tests examples benchmarks
 
-.PHONY: demo test lint docs bench peer
+.PHONY: demo test suite lint docs bench peer
 
 demo:
 	bash scripts/setup-test-env.sh demo
 	$(VENV)/bin/fencing demo $(ARGS)
 
-# What CI runs (.ci/run): the checks of `lint`, the docs site, the whole suite, then
-# redis-py's own lock tests against FencedLock and fencing.aio.FencedLock (`peer`).
-# The suite runs on 6 pytest-xdist workers: its tests mostly wait (for leases to expire,
-# servers to fail over, processes to pause), so 6 fit on 2 CPUs; the budget is 5 minutes
-# wall for all of `make test` on a 2-vCPU machine (docs/testing.md).
+# What CI runs (.ci/run): the setup, then side by side the checks of `lint`, the docs
+# site, the whole suite (`suite`) and redis-py's own lock tests against FencedLock and
+# fencing.aio.FencedLock (`peer`); each one's output is printed whole once it ends, and
+# any failure fails the run. The suite runs on 6 pytest-xdist workers: its tests mostly
+# wait (for leases to expire, servers to fail over, processes to pause), so 6 fit on 2
+# CPUs, and the other three fill what CPU the waiting leaves. The budget is 5 minutes wall
+# for all of `make test` on a 2-vCPU machine (docs/testing.md).
 test:
 	bash scripts/setup-test-env.sh
-	$(MAKE) lint
-	$(MAKE) docs
+	$(MAKE) --no-print-directory -j 4 --output-sync=target lint docs suite peer
+
+suite:
 	$(PY) -m pytest -q -n 6 --dist loadgroup
-	$(MAKE) peer
 
 # redis-py's lock tests, from its release's sdist on PyPI (network), on a throwaway server.
 peer:

@@ -14,8 +14,11 @@ Timeline of a leader that paused past its term (the reason terms are tokens)::
     leader B:               term ends -> campaign -> term 34 -> write(34) -> ok
     resource: accepts 34, then refuses 33 because 33 < 34
 
-``observe()`` polls ``status`` (no backend-specific watch yet): a term shorter than
-the polling period may be missed, never reported out of order.
+``observe()`` reads ``status`` and then waits on the engine's watch where the issuer
+has one (``fencing.issuer.WatchesLease``: etcd's watch, ZooKeeper's exists-watch, Redis
+keyspace notifications), else sleeps its polling period (``poll``, 0.5 s by default: the
+SQL and in-memory issuers); a term shorter than a wait may be missed, never reported out
+of order.
 
 Imports the fences and the issuer protocols; knows no backend.
 """
@@ -246,8 +249,9 @@ class Election(_ElectionBase):
     def observe(self, poll: float = DEFAULT_POLL) -> Iterator[Leader | None]:
         """The leader now, then each change (a new term, or ``None`` once nobody leads),
         read every ``poll`` seconds; an endless iterator (stop with ``break``). On an
-        issuer with a watch (``fencing.issuer.WatchesLease``: etcd, ZooKeeper) it reads
-        again as soon as the engine reports a change, and ``poll`` only bounds the wait.
+        issuer with a watch (``fencing.issuer.WatchesLease``: etcd, ZooKeeper, and Redis
+        when the server publishes keyspace notifications) it reads again as soon as the
+        engine reports a change, and ``poll`` only bounds the wait; on SQL it polls.
         A term shorter than that may be missed; changes are never reported out of order.
         An issuer that cannot be reached ends it with ``FenceUnavailable``: observe again
         (it starts with the leader then)."""

@@ -22,7 +22,7 @@ Optional capabilities, each its own protocol; a fence checks for them once:
   off with jitter.
 - ``WatchesLease``: ``await_change(name, token, seconds)`` blocks on the engine's watch
   until the lease of ``name`` may no longer be the one of ``token`` (or ``seconds``
-  pass), so ``Election.observe`` need not poll (etcd, ZooKeeper).
+  pass), so ``Election.observe`` need not poll (etcd, ZooKeeper, Redis).
 - ``HandOff``: a release hands the lease straight to the first queued waiter (Redis).
   ``try_acquire_queued`` also queues a waiter that finds the lease busy, and
   ``await_handoff`` waits for the token a release hands over.

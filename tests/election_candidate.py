@@ -6,7 +6,8 @@ each line ``write`` read on stdin writes VALUE to the ``FileStore`` STORE with i
 token and prints ``wrote`` or ``refused``.
 
 ``python election_candidate.py observer URL NAME``: prints ``leader <value> <token>``
-(or ``leader - -``) for each change ``observe()`` reports.
+(or ``leader - -``) for each change ``observe()`` reports; it polls only every 600 s,
+so what it reports in a test's time came through Redis' keyspace notifications.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def candidate(url: str, name: str, value: str, store: str, ttl: str) -> None:
 
 
 def observer(url: str, name: str) -> None:
-    for leader in fencing.connect(url).election(name).observe(poll=0.02):
+    for leader in fencing.connect(url).election(name).observe(poll=600):
         shown = "- -" if leader is None else f"{leader.value} {int(leader.token)}"
         print(f"leader {shown}", flush=True)
 

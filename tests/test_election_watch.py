@@ -1,13 +1,14 @@
-"""``observe()`` on etcd and ZooKeeper wakes on the engine's watch, not on its poll.
+"""``observe()`` through the engine's own leader killed during a term (etcd, ZooKeeper).
 
-Each observer polls every 600 s: a change reported before the test's deadline (60 s)
-can only have come through the watch (``fencing.issuer.WatchesLease``). The observer
-sees every term in order, and ``None`` once nobody leads.
+That an observer is woken by the engine's watch (``fencing.issuer.WatchesLease``) on
+etcd, ZooKeeper and Redis is the election contract's promise
+(``test_observers_see_every_change`` polls every 600 s on an issuer with a watch). Here
+each observer polls every 600 s too: a change reported before the test's deadline can
+only have come through the watch, also across the fail-over.
 """
 
 from __future__ import annotations
 
-import asyncio
 import queue
 import threading
 import uuid
@@ -17,104 +18,31 @@ from typing import Any
 from waiting import PATIENCE, joined
 
 import fencing
+from fencing.etcd import EtcdIssuer
+from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
 from fencing.issuer import AsyncWatchesLease, WatchesLease
-from fencing.testing.servers import EtcdCluster, ZooKeeperEnsemble, ZooKeeperServer
+from fencing.redis import RedisIssuer
+from fencing.redis.aio import RedisIssuer as AsyncRedisIssuer
+from fencing.sql import SqlIssuer
+from fencing.sql.aio import SqlIssuer as AsyncSqlIssuer
+from fencing.testing.servers import EtcdCluster, ZooKeeperEnsemble
+from fencing.zookeeper import ZooKeeperIssuer
+from fencing.zookeeper.aio import ZooKeeperIssuer as AsyncZooKeeperIssuer
 
 #: Far longer than the test's deadline: a change seen in time came through the watch.
 NEVER_POLLED = 600.0
 
 
-def _observed_through_the_watch(url: str) -> None:
-    backend: Any = fencing.connect(url)
-    name = f"observed:{uuid.uuid4().hex}"
-    election = backend.election(name, ttl=10)
-    assert isinstance(election.issuer, WatchesLease)
-    changes: queue.Queue[fencing.Leader | None] = queue.Queue()
-
-    def observe() -> None:
-        for leader in backend.election(name, ttl=10).observe(poll=NEVER_POLLED):
-            changes.put(leader)
-            if leader is not None and leader.value == "b":
-                break
-
-    def next_change() -> fencing.Leader | None:
-        return changes.get(timeout=PATIENCE)
-
-    observer = threading.Thread(target=observe, daemon=True)
-    try:
-        observer.start()
-        assert next_change() is None  # nobody leads yet
-        first = election.campaign("a")
-        seen = next_change()
-        assert seen is not None and (seen.value, seen.token) == ("a", first.token)
-        first.resign()
-        assert next_change() is None  # the resignation, through the watch
-        second = election.campaign("b")
-        seen = next_change()
-        assert seen is not None and (seen.value, seen.token) == ("b", second.token)
-        assert second.token > first.token
-        second.resign()
-        joined(observer)
-    finally:
-        backend.close()
-
-
-def test_etcd_observe_wakes_on_the_watch(etcd_cluster: EtcdCluster) -> None:
-    _observed_through_the_watch(etcd_cluster.url)
-
-
-def test_zookeeper_observe_wakes_on_the_watch(zookeeper_server: ZooKeeperServer) -> None:
-    _observed_through_the_watch(zookeeper_server.url)
-
-
-async def _aobserved_through_the_watch(url: str) -> None:
-    backend: Any = fencing.connect(url)
-    name = f"observed:{uuid.uuid4().hex}"
-    election = backend.aio_election(name, ttl=10)
-    assert isinstance(election.issuer, AsyncWatchesLease)
-    changes: asyncio.Queue[fencing.Leader | None] = asyncio.Queue()
-
-    async def observe() -> None:
-        async for leader in backend.aio_election(name, ttl=10).observe(poll=NEVER_POLLED):
-            await changes.put(leader)
-            if leader is not None and leader.value == "b":
-                break
-
-    async def next_change() -> fencing.Leader | None:
-        return await asyncio.wait_for(changes.get(), PATIENCE)
-
-    observer = asyncio.create_task(observe())
-    try:
-        assert await next_change() is None
-        first = await election.campaign("a")
-        seen = await next_change()
-        assert seen is not None and (seen.value, seen.token) == ("a", first.token)
-        await first.resign()
-        assert await next_change() is None
-        second = await election.campaign("b")
-        seen = await next_change()
-        assert seen is not None and (seen.value, seen.token) == ("b", second.token)
-        await second.resign()
-        await asyncio.wait_for(observer, PATIENCE)
-    finally:
-        observer.cancel()
-        result = backend.close()
-        if asyncio.iscoroutine(result):
-            await result
-
-
-async def test_etcd_asyncio_observe_wakes_on_the_watch(etcd_cluster: EtcdCluster) -> None:
-    await _aobserved_through_the_watch(etcd_cluster.url)
-
-
-async def test_zookeeper_asyncio_observe_wakes_on_the_watch(
-    zookeeper_server: ZooKeeperServer,
-) -> None:
-    await _aobserved_through_the_watch(zookeeper_server.url)
-
-
-def test_issuers_without_a_watch_poll() -> None:
-    assert not isinstance(fencing.MemoryIssuer(), WatchesLease)
+def test_which_issuers_watch() -> None:
+    """The issuers with an engine's watch declare it (the contract's observer then polls
+    every 600 s on them); the others are polled (SQL: every ``poll`` seconds)."""
+    watching = [RedisIssuer, EtcdIssuer, ZooKeeperIssuer]
+    assert all(issubclass(kind, WatchesLease) for kind in watching)
+    awatching = [AsyncRedisIssuer, AsyncEtcdIssuer, AsyncZooKeeperIssuer]
+    assert all(issubclass(kind, AsyncWatchesLease) for kind in awatching)
+    polled = [fencing.MemoryIssuer, SqlIssuer]
+    assert not any(issubclass(kind, WatchesLease) for kind in polled)
+    assert not issubclass(AsyncSqlIssuer, AsyncWatchesLease)
 
 
 # -- the engine's own leader killed during a term ----------------------------------------

@@ -567,3 +567,27 @@ def test_a_ttl_etcd_cannot_grant_is_refused_before_any_request(issuer: EtcdIssue
         fence.renew(token, ttl=too_long)
     fence.renew(token)
     fence.release(token)
+
+
+def test_grpc_aio_core_failure_is_retried_on_the_same_member_not_reported() -> None:
+    """grpc.aio reports ``INTERNAL: Internal error from Core`` for a bidirectional call
+    (a watch, a keep-alive) that the member ended while the client still wrote to it:
+    a client-side race under load, not the member's answer. A watch ends quietly on it
+    (the waiter looks again); any call is tried again on the same member. An
+    ``INTERNAL`` the member sent is still a failure."""
+    from fencing.etcd._cluster import Cluster
+    from fencing.etcd._issuer import _ran_out
+
+    def error(details: str) -> grpc.aio.AioRpcError:
+        empty = grpc.aio.Metadata()
+        return grpc.aio.AioRpcError(grpc.StatusCode.INTERNAL, empty, empty, details)
+
+    core, sent = error("Internal error from Core"), error("etcdserver: corrupt cluster")
+    assert _ran_out(core) and not _ran_out(sent)
+    cluster = Cluster(parse_etcd_url("etcd://127.0.0.1:1,127.0.0.1:2"))
+    far = time.monotonic() + 60
+    move, left = cluster._next_move(core, 0, far, False, False)
+    assert move == "retry" and left > 0 and cluster.member()[0] == 0  # not skipped
+    assert cluster._next_move(sent, 0, far, False, False) == ("fail", 0.0)
+    assert cluster._next_move(core, 0, time.monotonic(), False, False) == ("fail", 0.0)
+    cluster.close()

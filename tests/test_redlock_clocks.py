@@ -11,7 +11,6 @@ store accepts every holder's write, and still refuses the oldest token at the en
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +38,12 @@ def _state(servers: list[RedisServer]) -> list[tuple[int | None, int]]:
             raw = client.get(keys.counter)
             found.append((None if raw is None else int(raw), int(client.exists(keys.lease))))
     return found
+
+
+def _now_us(client: redis.Redis) -> int:
+    """A node's own clock (``TIME``), in microseconds."""
+    seconds, micros = client.time()
+    return seconds * 10**6 + micros
 
 
 def test_tokens_keep_increasing_while_a_node_clock_is_an_hour_off(
@@ -79,11 +84,11 @@ def test_tokens_keep_increasing_while_a_node_clock_is_an_hour_off(
     round_without(None)
     skewed.jump("+1h")  # the running node's clock jumps an hour ahead
     ahead = round_without(2)  # {skewed, 1}: the token follows the clock that is ahead
-    assert ahead > time.time() * 10**6 + HOUR_US // 2
+    assert ahead > _now_us(clients[1]) + HOUR_US // 2  # an hour ahead of an on-time node
     skewed.jump("-1h")  # and then two hours back: an hour behind the real time
     # the control: this node's clock alone (a per-node clock floor) would now give a
     # token more than an hour below the last one
-    assert (time.time() + skewed.clock_offset()) * 10**6 < tokens[-1] - HOUR_US
+    assert _now_us(clients[0]) < tokens[-1] - HOUR_US
     round_without(1)  # {skewed, 2}: its counter carries the token, not its clock
     skewed.stop()
     skewed.start()  # empty, its clock still an hour behind (checked by start)

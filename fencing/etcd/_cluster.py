@@ -11,6 +11,10 @@ decides, in one place for both (``_next_move``), what a failure means:
   partitioned): try the next member, with a short back-off, until the port's
   ``timeout`` has passed. With several members, one attempt gets at most ``timeout``
   divided by their number, so a member that answers nothing leaves time for the others;
+- ``INTERNAL: Internal error from Core``: not an answer from the member but grpc.aio's
+  own status when its core fails a batch (a bidirectional call, a watch or keep-alive,
+  that the member ended while the client still wrote its request): try again, on the
+  same member;
 - ``UNAUTHENTICATED`` with a user and password (the auth token expired): authenticate
   again, once, and retry;
 - ``PERMISSION_DENIED``: ``FenceSetupError`` (the etcd user lacks a role);
@@ -117,9 +121,10 @@ class _Failover:
             return _MISSING, 0.0
         if code == grpc.StatusCode.UNAUTHENTICATED and self.options.user and not reauthed:
             return _AUTH, 0.0
-        if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-            return _FAIL, 0.0
-        self.skip(index)
+        if not client_core_failed(exc):
+            if code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                return _FAIL, 0.0
+            self.skip(index)
         left = deadline - time.monotonic()
         return (_RETRY, left) if left > 0.001 else (_FAIL, 0.0)
 
@@ -209,6 +214,15 @@ class _Pause:
 
     async def aperform(self, port: object) -> None:
         await asyncio.sleep(self.seconds)
+
+
+def client_core_failed(exc: grpc.RpcError) -> bool:
+    """Whether ``exc`` is grpc.aio's status for a batch its own core failed (seen when a
+    member ends a bidirectional call while the client is still writing to it), not a
+    status the member sent."""
+    return bool(
+        exc.code() == grpc.StatusCode.INTERNAL and exc.details() == "Internal error from Core"
+    )
 
 
 def _failed(exc: grpc.RpcError) -> FencingError:

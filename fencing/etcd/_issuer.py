@@ -39,7 +39,7 @@ from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
 from ..issuer import Busy, FenceStatus
 from . import _messages as msg
-from ._cluster import AsyncCluster, Cluster
+from ._cluster import AsyncCluster, Cluster, client_core_failed
 from ._leases import Lease, LeasePool
 from ._url import EtcdOptions, parse_etcd_url
 
@@ -209,10 +209,15 @@ class WatchChange(WatchRelease):
 
 def _ran_out(exc: grpc.RpcError) -> bool:
     """The call's deadline passed: said by the client, or by the member (etcd's gRPC
-    server may end the stream first, with ``UNKNOWN: context deadline exceeded``)."""
+    server may end the stream first, with ``UNKNOWN: context deadline exceeded``, and
+    grpc.aio may read that end as its core's ``INTERNAL`` when it came while the
+    watch's request was still being written). A wait that ends early costs the waiter
+    one more look, never safety."""
     code = exc.code()
-    return code == grpc.StatusCode.DEADLINE_EXCEEDED or (
-        code == grpc.StatusCode.UNKNOWN and "deadline exceeded" in (exc.details() or "")
+    return (
+        code == grpc.StatusCode.DEADLINE_EXCEEDED
+        or (code == grpc.StatusCode.UNKNOWN and "deadline exceeded" in (exc.details() or ""))
+        or client_core_failed(exc)
     )
 
 

@@ -24,7 +24,10 @@ they keep increasing even when the counter key is lost (eviction, restart withou
 persistence, FLUSHALL, a failover that lost the last write), unless the Redis server's
 clock stepped back by more than the time that passed since the last token was issued.
 
-Imports the core (fences, errors, validation), the scripts module and redis-py.
+``await_change`` (what ``Election.observe`` waits on) subscribes to the lease key's
+keyspace notifications (``_watch``); the scripts publish nothing of their own.
+
+Imports the core (fences, errors, validation), the scripts and watch modules and redis-py.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ from ._scripts import (
     renew_args,
     status_args,
 )
+from ._watch import aawait_change, await_change
 
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
@@ -594,6 +598,12 @@ class RedisIssuer:
     def status(self, name: str) -> FenceStatus:
         return self.result_of(self.flows.status(name))
 
+    def await_change(self, name: str, token: int | None, seconds: float) -> None:
+        """``fencing.issuer.WatchesLease``: up to ``seconds``, until the server publishes
+        a change of the lease key (keyspace notifications, see ``_watch``; a server
+        that publishes none makes this a ``seconds`` sleep)."""
+        await_change(self.client, self.status, name, token, seconds)
+
     def force_release(self, name: str) -> FenceStatus:
         return self.result_of(self.flows.force_release(name))
 
@@ -717,6 +727,10 @@ class AsyncRedisIssuer:
     async def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.AsyncInspects``: see ``RedisIssuer.status``."""
         return await self.result_of(self.flows.status(name))
+
+    async def await_change(self, name: str, token: int | None, seconds: float) -> None:
+        """``fencing.issuer.AsyncWatchesLease``: see ``RedisIssuer.await_change``."""
+        await aawait_change(self.client, self.status, name, token, seconds)
 
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.flows.await_handoff(name, holder, seconds)

@@ -7,11 +7,13 @@ import asyncio
 import contextlib
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from ... import AcquireTimeout, AsyncElection, AsyncTerm, Election, Leader, LeaseLost, Term
+from ...issuer import AsyncWatchesLease, WatchesLease
 from ._helpers import (
     BAD_NAMES,
     BAD_TTLS,
@@ -39,6 +41,33 @@ BAD_VALUES: list[tuple[Any, type[Exception]]] = [
     ("nul\x00", ValueError),
     ("lone \ud800", ValueError),
 ]
+
+
+#: The polling period of an observer on an issuer with a watch: far longer than any
+#: wait of a test, so a change seen in time came through the engine's watch.
+NEVER_POLLED = 600.0
+#: The polling period of an observer on an issuer without one.
+POLLED = 0.02
+
+
+def _poll(issuer: object) -> float:
+    """How often the contract's observer polls ``issuer``: never in a test's time when it
+    has a watch (``WatchesLease``/``AsyncWatchesLease``), so the watch must wake it."""
+    return NEVER_POLLED if isinstance(issuer, (WatchesLease, AsyncWatchesLease)) else POLLED
+
+
+def _reported(
+    seen: list[Leader | None], token: object, check: Callable[[], object]
+) -> Callable[[], bool]:
+    """A wait's condition: the observer reported ``token`` (``None``: anything). ``check``
+    comes first: it re-raises the error of an observer that died, failing the test at
+    once instead of at the wait's deadline."""
+
+    def condition() -> bool:
+        check()
+        return any(token is None or (x is not None and x.token == token) for x in seen)
+
+    return condition
 
 
 def _changes(seen: list[Leader | None]) -> None:
@@ -127,24 +156,30 @@ class ElectionContract(LeaseTerms):
 
     def test_observers_see_every_change(self, make_election: MakeElection) -> None:
         """``observe()`` reports no leader, then each term, in order, and no leader
-        again, each change once."""
+        again, each change once. On an issuer with a watch (``WatchesLease``) the
+        observer polls only every 600 s: the watch must wake it (a Redis server must
+        publish keyspace notifications, see ``fencing.redis._watch``)."""
         name = self.fresh_name("observe")
         watcher, one = make_election(name, self.long_ttl), make_election(name, self.long_ttl)
         seen: list[Leader | None] = []
 
         def watch() -> None:
-            for leader in watcher.observe(poll=0.02):
+            for leader in watcher.observe(poll=_poll(watcher.issuer)):
                 seen.append(leader)
                 if leader is None and any(x is not None and x.value == "b" for x in seen):
                     return
 
         observer = _Background(watch)
-        self.wait_until(lambda: len(seen) >= 1, "the observer's first look")
+
+        def reported(token: object) -> Callable[[], bool]:
+            return _reported(seen, token, lambda: observer.running() or observer.result(0))
+
+        self.wait_until(reported(None), "the observer's first look")
         first = one.campaign("a", timeout=0)
-        self.wait_until(lambda: first.token in [x.token for x in seen if x], "term a seen")
+        self.wait_until(reported(first.token), "term a seen")
         first.resign()
         second = one.campaign("b", timeout=self.patience)
-        self.wait_until(lambda: second.token in [x.token for x in seen if x], "term b seen")
+        self.wait_until(reported(second.token), "term b seen")
         second.resign()
         observer.result(self.patience)
         _changes(seen)
@@ -281,19 +316,23 @@ class AsyncElectionContract(LeaseTerms):
         seen: list[Leader | None] = []
 
         async def watch() -> None:
-            async with contextlib.aclosing(watcher.observe(poll=0.02)) as changes:
+            async with contextlib.aclosing(watcher.observe(_poll(watcher.issuer))) as changes:
                 async for leader in changes:
                     seen.append(leader)
                     if leader is None and any(x is not None and x.value == "b" for x in seen):
                         return
 
         observer = asyncio.create_task(watch())
-        await self.await_until(lambda: len(seen) >= 1, "the observer's first look")
+
+        def reported(token: object) -> Callable[[], bool]:
+            return _reported(seen, token, lambda: observer.done() and observer.result())
+
+        await self.await_until(reported(None), "the observer's first look")
         first = await one.campaign("a", timeout=0)
-        await self.await_until(lambda: first.token in [x.token for x in seen if x], "a seen")
+        await self.await_until(reported(first.token), "term a seen")
         await first.resign()
         second = await one.campaign("b", timeout=self.patience)
-        await self.await_until(lambda: second.token in [x.token for x in seen if x], "b seen")
+        await self.await_until(reported(second.token), "term b seen")
         await second.resign()
         await asyncio.wait_for(observer, self.patience)
         _changes(seen)

@@ -73,7 +73,9 @@ class RedisServer(_Server):
     """A ``redis-server`` on a free loopback port, in its own directory.
 
     ``persistent=True`` turns on the append-only file (fsync always), so a restart keeps
-    the data; by default nothing is kept, like a cache that loses its counters.
+    the data; by default nothing is kept, like a cache that loses its counters. It
+    publishes keyspace notifications of sets, deletions, expiries and evictions (what
+    ``Election.observe`` waits on; the contract checks that an observer is woken).
 
     ``faketime="-1h"`` runs the server under libfaketime (Debian's ``faketime``
     package) with its **wall clock** that far off (``TIME``, key expiry, everything
@@ -142,6 +144,8 @@ class RedisServer(_Server):
             "--appendonly", "yes" if self.persistent else "no",
             "--appendfsync", "always",
             "--logfile", str(self.dir / "redis.log"),
+            # the lease keys' events, which Election.observe waits on (fencing.redis._watch)
+            "--notify-keyspace-events", "Kg$xe",
             *self.args,
         ]  # fmt: skip
         env = self._environment()
