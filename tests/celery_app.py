@@ -10,16 +10,15 @@ issuer and its work directory from the environment the test gives it:
   the Django of the ``django_deposit`` tasks, set up in the worker at their first run
   (never at import: the test process imports this module too).
 
-The tasks move money the way the pause scenario needs: a deposit claims the account (the
-fenced one, with its token), then does its slow step, then reads the balance and
-writes it back increased. A deposit whose test asked for a pause (a ``pause`` file)
+The tasks move money the way the pause scenario needs: a deposit claims the account's
+row (the fenced one, with its token) and reads it, then does its slow step, then writes
+the balance back increased. A deposit whose test asked for a pause (a ``pause`` file)
 reports its pid (a ``paused`` file) and waits at the slow step until the test opens
 the gate, so the test can freeze it there with SIGSTOP.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 from celery import Celery
 
-from fencing import FileStore, StaleTokenError
+from fencing import StaleTokenError
 from fencing.celery import FencedTask
 
 BROKER = os.environ.get("FENCING_TEST_BROKER", "redis://127.0.0.1:6379/1")
@@ -36,6 +35,9 @@ WORK = Path(os.environ.get("FENCING_TEST_WORK", "."))
 #: to another (the Redis transport's visibility timeout); far above a deposit's run.
 VISIBILITY = 3
 
+# shared=False on every task: this module is reloaded by the test (a new app each time),
+# and a shared task would be added to every Celery app made later in the same process
+# (tests/test_celery_task.py's), twice: DuplicateTaskNameWarning.
 app = Celery("celery_app", broker=BROKER, backend=BROKER.rsplit("/", 1)[0] + "/2")
 app.conf.update(
     broker_transport_options={
@@ -75,50 +77,14 @@ def slow_step(account: str, token: int | None) -> None:
         time.sleep(0.01)
 
 
-def balance_of(data: bytes) -> int:
-    value: int = json.loads(data)["balance"]
-    return value
-
-
 @app.task(
     bind=True,
+    shared=False,
     base=FencedTask,
-    fence_key="account:{account}",
-    fence_ttl=1,
-    # a redelivery that finds the lease still held (a slow machine) tries again later
-    fence_on_busy="retry",
-    fence_retry_countdown=0.5,
-    max_retries=None,
+    fence_key="report:{name}",
+    fence_ttl=5,
     fence_once=True,
-    fence_once_store=WORK / "once",
 )
-def fenced_deposit(self: FencedTask, account: str, amount: int) -> dict[str, Any]:
-    assert self.fence_token is not None
-    token = int(self.fence_token)
-    store = FileStore(WORK / f"{account}.json")
-    store.claim(token)  # claim before read: no older attempt writes after this
-    slow_step(account, token)
-    balance = balance_of(store.read()) + amount
-    try:
-        store.write(json.dumps({"balance": balance}).encode(), token)
-    except StaleTokenError:
-        log(account, f"refused {token}")
-        raise
-    log(account, f"applied {token}")
-    return {"token": token, "balance": balance, "pid": os.getpid()}
-
-
-@app.task(bind=True)
-def plain_deposit(self: Any, account: str, amount: int) -> dict[str, Any]:
-    path = WORK / f"{account}.json"
-    slow_step(account, None)
-    balance = balance_of(path.read_bytes()) + amount
-    path.write_text(json.dumps({"balance": balance}))
-    log(account, "applied")
-    return {"balance": balance, "pid": os.getpid()}
-
-
-@app.task(bind=True, base=FencedTask, fence_key="report:{name}", fence_ttl=5, fence_once=True)
 def once_report(self: FencedTask, name: str) -> dict[str, Any]:
     """A report made at most once per name (``fencing_once_dir`` is set by the test's
     worker configuration below); each real run is logged."""
@@ -144,6 +110,7 @@ def django_account() -> Any:
 
 @app.task(
     bind=True,
+    shared=False,
     base=FencedTask,
     fence_key="django-account:{pk}",
     fence_ttl=1,
@@ -173,7 +140,7 @@ def fenced_django_deposit(self: FencedTask, pk: int, amount: int) -> dict[str, A
     return {"token": token, "pid": os.getpid()}
 
 
-@app.task(bind=True)
+@app.task(bind=True, shared=False)
 def plain_django_deposit(self: Any, pk: int, amount: int) -> dict[str, Any]:
     """The same task, unfenced (the control)."""
     from django.db.models import F

@@ -20,6 +20,7 @@ from waiting import wait_until
 import fencing
 from fencing import AcquireTimeout, StaleTokenError
 from fencing.celery import FencedTask, FileOnceStore
+from fencing.issuer import Inspects
 from fencing.testing.servers import RedisServer
 
 
@@ -71,6 +72,7 @@ def test_fence_name_from_a_callable(app: Celery) -> None:
         ({"fence_key": "k", "fence_retry_countdown": float("inf")}, ValueError),
         ({"fence_key": "k", "fence_once_ttl": float("nan")}, ValueError),
         ({"fence_key": "k", "fence_url": b"redis://"}, TypeError),
+        ({"fence_key": "k", "fence_issuer": "redis://"}, TypeError),
     ],
 )
 def test_bad_options_fail_at_definition(
@@ -97,6 +99,31 @@ def test_token_inside_the_run_and_released_after(app: Celery) -> None:
     assert isinstance(token, int) and token > 0 and not lost
     assert job.fence_token is None  # outside a run
     assert fence(app, "job:21").acquire(timeout=0) > token  # released, and the next is newer
+
+
+def test_issuer_option_wins_over_the_url_an_issuer_or_a_callable(app: Celery) -> None:
+    """``fence_issuer``: an issuer itself, or a function called at each run (bound to
+    nothing: a function option is not a method of the task)."""
+    issuer = fencing.MemoryIssuer()
+    calls: list[str] = []
+
+    def per_run() -> fencing.MemoryIssuer:
+        calls.append("called")
+        return issuer
+
+    @app.task(shared=False, bind=True, base=FencedTask, fence_key="a", fence_issuer=issuer)
+    def on_issuer(self: FencedTask) -> int:
+        return int(self.fence_token or 0)
+
+    @app.task(shared=False, bind=True, base=FencedTask, fence_key="b", fence_issuer=per_run)
+    def on_callable(self: FencedTask) -> int:
+        return int(self.fence_token or 0)
+
+    first, second = on_issuer(), on_callable()
+    assert issuer.status("a").last_token == first and issuer.status("b").last_token == second
+    assert calls == ["called"]
+    on_url = fence(app, "a").issuer  # the app's fencing_url: not used
+    assert isinstance(on_url, Inspects) and on_url.status("a").last_token is None
 
 
 def test_released_when_the_task_fails(app: Celery) -> None:

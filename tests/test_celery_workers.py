@@ -1,24 +1,22 @@
 """``fencing.celery.FencedTask`` on real Celery workers (issue 24): a Redis broker and
-two prefork workers (``--concurrency=1``, ``acks_late``), separate processes started
-once for the module; nothing eager.
+three prefork workers (``--concurrency=1``, ``acks_late``), separate processes started
+once per test session (per xdist worker); nothing eager. The workers set Django up on a
+SQLite file shared with the test, which reads it with ``sqlite3``.
 
-The redelivery scenario, fenced and plain (the control): a deposit starts on one
-worker and is frozen there (SIGSTOP) past its lease's ttl and the broker's visibility
-timeout; the broker gives the message to the other worker, which runs it to the end;
-then the frozen worker is resumed and finishes its run too. Fenced, its write is
-refused (its token is older): the deposit is applied once. Plain, it is applied twice.
-A run whose process is SIGKILLed is delivered again and applied once.
-
-The same redelivery with a Django ``FencedModel`` row (the workers set Django up on a
-SQLite file shared with the test, which reads it with ``sqlite3``): the task claims and
-reads the row (``fenced_get``), works, and writes the deposit back with its token; the
-frozen run's write is refused, and the plain task's control deposits twice.
+The run: deposits into ``FencedModel`` rows, each task claiming and reading its row
+(``fenced_get``), working, and writing the deposit back with its token. One deposit is
+frozen (SIGSTOP) on its worker mid-task past its lease's ttl and the broker's visibility
+timeout: the broker gives the message to another worker, which runs it to the end with
+a larger token; the frozen run is then resumed and its write is refused. Another
+deposit's process is SIGKILLed mid-task: the task is delivered again and completes once.
+The others run meanwhile on whatever worker is free. At the end every deposit is applied
+exactly once. The same run with a plain task and a plain ``save()`` (the control)
+deposits twice on the frozen row.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import signal
 import sqlite3
@@ -33,7 +31,6 @@ from celery import Celery
 from celery.result import AsyncResult
 from waiting import PATIENCE, wait_until
 
-from fencing import FileStore
 from fencing.testing.servers import RedisServer
 
 pytestmark = pytest.mark.xdist_group("celery")  # the workers start once, on one xdist worker
@@ -82,7 +79,9 @@ def start_worker(
     )
 
 
-@pytest.fixture(scope="module")
+# Session, not module: another file's test run between two of these on the same xdist
+# worker would tear the workers down and start them again (about 5 s each time).
+@pytest.fixture(scope="session")
 def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
     work = tmp_path_factory.mktemp("celery")
     server = RedisServer().start()
@@ -99,7 +98,7 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
     procs: list[subprocess.Popen[bytes]] = []
     make_django_tables(work, env)
     try:
-        for name in ("a", "b"):
+        for name in ("a", "b", "c"):
             with open(work / f"{name}.out", "wb") as out:  # the worker keeps its own copy
                 procs.append(start_worker(name, work, env, out))
         with pytest.MonkeyPatch.context() as patch:  # celery_app reads them at import
@@ -107,7 +106,9 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
                 patch.setenv(key, value)
             app = importlib.reload(importlib.import_module("celery_app")).app
         try:
-            wait_until(lambda: len(app.control.ping(timeout=0.5) or []) == 2, "both workers up")
+            wait_until(
+                lambda: len(app.control.ping(timeout=0.5) or []) == 3, "the three workers up"
+            )
             yield Workers(work, app, procs)
         finally:
             app.close()
@@ -132,16 +133,17 @@ def make_django_tables(work: Path, env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "-c", script], cwd=work, env=env, check=True, timeout=PATIENCE)
 
 
-def django_row(workers: Workers) -> int:
+def django_row(workers: Workers, *, pause: bool = True) -> int:
     """A new ``Account`` row, balance 0, fence token 0, whose first deposit pauses at its
-    slow step; its pk."""
+    slow step if ``pause``; its pk."""
     with sqlite3.connect(workers.work / "django.db") as db:
         pk = db.execute(
             "INSERT INTO django_app_account (fence_token, name, balance, note) "
             "VALUES (0, 'e2e', 0, '')"
         ).lastrowid
     assert pk is not None
-    (workers.work / f"row{pk}.pause").touch()
+    if pause:
+        (workers.work / f"row{pk}.pause").touch()
     return pk
 
 
@@ -154,21 +156,12 @@ def django_stored(workers: Workers, pk: int) -> tuple[int, int]:
     return int(balance), int(token)
 
 
-def open_account(workers: Workers, account: str, *, fenced: bool) -> None:
-    """A balance of 0 (a ``FileStore`` if ``fenced``, else a plain file) whose first
-    deposit pauses at its slow step."""
-    path = workers.work / f"{account}.json"
-    data = json.dumps({"balance": 0}).encode()
-    if fenced:
-        FileStore(path).write(data, 0)
-    else:
-        path.write_bytes(data)
-    (workers.work / f"{account}.pause").touch()
-
-
-def freeze_first_attempt(workers: Workers, account: str, task: AsyncResult) -> int:
-    """Wait for the first attempt to reach its slow step, SIGSTOP the process running
-    it, open the gate for the attempt that follows; return the frozen pid."""
+def stop_first_attempt(
+    workers: Workers, account: str, task: AsyncResult, how: signal.Signals
+) -> int:
+    """Wait for the first attempt to reach its slow step, send ``how`` (SIGSTOP or
+    SIGKILL) to the process running it, open the gate for the attempt that follows;
+    return that process's pid."""
 
     def started() -> bool:
         if task.ready():  # failed before its slow step: say why now
@@ -177,70 +170,9 @@ def freeze_first_attempt(workers: Workers, account: str, task: AsyncResult) -> i
 
     wait_until(started, f"{account}: an attempt paused")
     pid, _token = workers.paused(account) or (0, "")
-    os.kill(pid, signal.SIGSTOP)
+    os.kill(pid, how)
     (workers.work / f"{account}.gate").touch()
     return pid
-
-
-def test_frozen_attempt_is_refused_after_redelivery(workers: Workers) -> None:
-    import celery_app
-
-    account = "fenced"
-    open_account(workers, account, fenced=True)
-    task = celery_app.fenced_deposit.delay(account, 10)
-    frozen = freeze_first_attempt(workers, account, task)
-    _, first = workers.paused(account) or (0, "")
-    try:
-        # the broker redelivers after the visibility timeout; the other worker runs it
-        done = workers.result(task.id)
-        assert done["pid"] != frozen
-        assert done["token"] > int(first)
-        assert done["balance"] == 10
-    finally:
-        os.kill(frozen, signal.SIGCONT)
-    # the frozen attempt resumes, reads the new balance, writes with its old token
-    wait_until(lambda: len(workers.lines(account)) == 2, "the frozen attempt finished")
-    assert workers.lines(account) == [f"applied {done['token']}", f"refused {first}"]
-    store = FileStore(workers.work / f"{account}.json")
-    assert json.loads(store.read()) == {"balance": 10}  # applied once
-    assert store.token == done["token"]
-
-
-def test_killed_attempt_is_run_again_once(workers: Workers) -> None:
-    """SIGKILL the process running the deposit: the task is delivered again, waits out
-    (retries past) the dead run's lease, and is applied once with a larger token."""
-    import celery_app
-
-    account = "killed"
-    open_account(workers, account, fenced=True)
-    task = celery_app.fenced_deposit.delay(account, 10)
-    wait_until(lambda: workers.paused(account) is not None, f"{account}: an attempt paused")
-    pid, first = workers.paused(account) or (0, "")
-    os.kill(pid, signal.SIGKILL)
-    (workers.work / f"{account}.gate").touch()
-    done = workers.result(task.id)
-    assert done["pid"] != pid
-    assert done["token"] > int(first)
-    assert workers.lines(account) == [f"applied {done['token']}"]
-    assert json.loads(FileStore(workers.work / f"{account}.json").read()) == {"balance": 10}
-
-
-def test_plain_task_applies_twice_after_redelivery(workers: Workers) -> None:
-    """The control: the same run with a plain task deposits twice."""
-    import celery_app
-
-    account = "plain"
-    open_account(workers, account, fenced=False)
-    task = celery_app.plain_deposit.delay(account, 10)
-    frozen = freeze_first_attempt(workers, account, task)
-    try:
-        done = workers.result(task.id)
-        assert done["pid"] != frozen
-    finally:
-        os.kill(frozen, signal.SIGCONT)
-    wait_until(lambda: len(workers.lines(account)) >= 2, "the frozen attempt finished")
-    balance = json.loads((workers.work / f"{account}.json").read_bytes())["balance"]
-    assert balance >= 20  # the deposit was applied twice (or more, on a stalled machine)
 
 
 def test_fence_once_returns_the_recorded_result(workers: Workers) -> None:
@@ -255,41 +187,74 @@ def test_fence_once_returns_the_recorded_result(workers: Workers) -> None:
     assert (workers.work / "once-reports" / "report%3Aq3.json").exists()
 
 
-def test_frozen_django_write_is_refused_after_redelivery(workers: Workers) -> None:
-    """A Django ``FencedModel`` row: the frozen run claimed and read it, the redelivered
-    run claims it with a larger token and deposits; the resumed run's write is refused
-    and the deposit is applied once."""
+#: Deposits of the run that neither pause nor are frozen or killed.
+OTHERS = 4
+
+
+class Run:
+    """One run of a deposit task over fresh rows: one frozen, one killed, ``OTHERS`` left
+    alone; what the test reads back."""
+
+    def __init__(self, workers: Workers, task: Any) -> None:
+        self.workers = workers
+        self.frozen_row, self.killed_row = django_row(workers), django_row(workers)
+        self.frozen_task = task.delay(self.frozen_row, 10)
+        self.frozen_pid = stop_first_attempt(
+            workers, f"row{self.frozen_row}", self.frozen_task, signal.SIGSTOP
+        )
+        self.frozen_token = self.paused_token(self.frozen_row)
+        self.killed_task = task.delay(self.killed_row, 10)
+        self.killed_pid = stop_first_attempt(
+            workers, f"row{self.killed_row}", self.killed_task, signal.SIGKILL
+        )
+        self.killed_token = self.paused_token(self.killed_row)
+        self.other_rows = [django_row(workers, pause=False) for _ in range(OTHERS)]
+        self.other_tasks = [task.delay(pk, 10) for pk in self.other_rows]
+
+    def paused_token(self, pk: int) -> str:
+        _, token = self.workers.paused(f"row{pk}") or (0, "")
+        return token
+
+    def results(self) -> list[dict[str, Any]]:
+        """Every task's result, the frozen one's redelivery and the killed one's included;
+        then the frozen run is resumed (whatever happened) and has finished."""
+        try:
+            tasks = [self.frozen_task, self.killed_task, *self.other_tasks]
+            done = [self.workers.result(task.id) for task in tasks]
+        finally:
+            os.kill(self.frozen_pid, signal.SIGCONT)
+        account = f"row{self.frozen_row}"
+        wait_until(lambda: len(self.workers.lines(account)) >= 2, "the frozen run finished")
+        return done
+
+
+def test_three_workers_one_frozen_one_killed_every_deposit_applied_once(
+    workers: Workers,
+) -> None:
     import celery_app
 
-    pk = django_row(workers)
-    account = f"row{pk}"
-    task = celery_app.fenced_django_deposit.delay(pk, 10)
-    frozen = freeze_first_attempt(workers, account, task)
-    _, first = workers.paused(account) or (0, "")
-    try:
-        done = workers.result(task.id)
-        assert done["pid"] != frozen
-        assert done["token"] > int(first)
-        assert django_stored(workers, pk) == (10, done["token"])
-    finally:
-        os.kill(frozen, signal.SIGCONT)
-    wait_until(lambda: len(workers.lines(account)) == 2, "the frozen attempt finished")
-    assert workers.lines(account) == [f"applied {done['token']}", f"refused {first}"]
-    assert django_stored(workers, pk) == (10, done["token"])  # applied once
+    run = Run(workers, celery_app.fenced_django_deposit)
+    frozen, killed, *others = run.results()
+    assert frozen["pid"] != run.frozen_pid and frozen["token"] > int(run.frozen_token)
+    assert killed["pid"] != run.killed_pid and killed["token"] > int(run.killed_token)
+    assert workers.lines(f"row{run.frozen_row}") == [
+        f"applied {frozen['token']}",
+        f"refused {run.frozen_token}",  # the resumed run's write
+    ]
+    assert workers.lines(f"row{run.killed_row}") == [f"applied {killed['token']}"]
+    rows = [run.frozen_row, run.killed_row, *run.other_rows]
+    for pk, done in zip(rows, [frozen, killed, *others], strict=True):
+        assert django_stored(workers, pk) == (10, done["token"])  # applied once each
 
 
-def test_plain_django_task_applies_twice_after_redelivery(workers: Workers) -> None:
+def test_plain_task_applies_the_frozen_deposit_twice(workers: Workers) -> None:
     """The control: the same run with a plain task and a plain ``save()``."""
     import celery_app
 
-    pk = django_row(workers)
-    account = f"row{pk}"
-    task = celery_app.plain_django_deposit.delay(pk, 10)
-    frozen = freeze_first_attempt(workers, account, task)
-    try:
-        assert workers.result(task.id)["pid"] != frozen
-    finally:
-        os.kill(frozen, signal.SIGCONT)
-    wait_until(lambda: len(workers.lines(account)) >= 2, "the frozen attempt finished")
-    balance, _ = django_stored(workers, pk)
+    run = Run(workers, celery_app.plain_django_deposit)
+    frozen, killed, *_ = run.results()
+    assert frozen["pid"] != run.frozen_pid and killed["pid"] != run.killed_pid
+    balance, _ = django_stored(workers, run.frozen_row)
     assert balance >= 20  # the deposit was applied twice (or more, on a stalled machine)
+    for pk in [run.killed_row, *run.other_rows]:
+        assert django_stored(workers, pk)[0] == 10

@@ -12,7 +12,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import psycopg
 import pytest
 from waiting import joined, wait_until
 
@@ -21,54 +20,21 @@ from fencing.testing.servers import PostgresServer
 
 django = pytest.importorskip("django")
 
-from django.conf import settings  # noqa: E402
+import django_project  # noqa: E402
 from django.db import IntegrityError, connections, transaction  # noqa: E402
 
 import fencing.django as fd  # noqa: E402
 
-ALIASES = ["default", "pg"]
+ALIASES = django_project.ALIASES
 
 
 @pytest.fixture(scope="session")
 def django_dbs(
     postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Any]:
-    """Django set up once per process: ``default`` a SQLite file, ``pg`` a new database on
-    the session's PostgreSQL; the test app's tables made by the schema editor."""
-    name = f"django_{uuid.uuid4().hex[:12]}"
-    admin = f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    path = tmp_path_factory.mktemp("django") / "django.db"
-    settings.configure(
-        INSTALLED_APPS=["fencing.django", "django_app"],
-        DATABASES={
-            "default": {
-                "ENGINE": "django.db.backends.sqlite3",
-                "NAME": str(path),
-                "OPTIONS": {"timeout": 60},
-            },
-            "pg": {
-                "ENGINE": "django.db.backends.postgresql",
-                "NAME": name,
-                "USER": "postgres",
-                "HOST": "127.0.0.1",
-                "PORT": str(postgres_server.port),
-            },
-        },
-        DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
-        USE_TZ=True,
-    )
-    django.setup()
-    from django_app.models import Account
-
-    for alias in ALIASES:
-        with connections[alias].schema_editor() as editor:
-            editor.create_model(Account)
-    yield Account
-    connections.close_all()
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    """Django set up once per process (tests/django_project.py); the ``Account`` model."""
+    yield django_project.configure(postgres_server, tmp_path_factory.mktemp("django"))
+    django_project.drop(postgres_server)
 
 
 @pytest.fixture(params=ALIASES, ids=["sqlite", "postgresql"])

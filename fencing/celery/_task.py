@@ -10,8 +10,9 @@ One run (an attempt: the first delivery, a retry or a redelivery) goes:
 
 1. the fence name is ``fence_key`` formatted with the task's arguments, bound by name
    with the task's signature (or ``fence_key(*args, **kwargs)`` if it is a callable);
-2. ``fence.hold()`` on the issuer of ``fence_url`` (the task option), else of the app's
-   ``fencing_url`` setting, else of ``$FENCING_URL`` (``fencing.connect()``'s default):
+2. ``fence.hold()`` on ``fence_issuer`` (the task option: an issuer, or a callable
+   returning one), else on the issuer of ``fence_url`` (the task option), else of the
+   app's ``fencing_url`` setting, else of ``$FENCING_URL`` (``fencing.connect()``'s default):
    the lease is acquired, renewed every ttl/3 in a background thread while the task runs,
    and released when it returns, fails or retries;
 3. busy (another attempt holds the lease): ``fence_on_busy`` says what to do: ``"skip"``
@@ -30,6 +31,7 @@ Imports the core and Celery; never another backend.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import logging
@@ -44,9 +46,10 @@ from celery import Task
 
 from .._connect import Backend, connect
 from .._errors import AcquireTimeout, LeaseLost
-from .._fence import Hold
+from .._fence import Fence, Hold
 from .._token import FenceToken
 from .._validate import check_name, check_timeout, check_ttl
+from ..issuer import Issuer
 from ._once import FileOnceStore, OnceStore, default_once_dir
 
 log = logging.getLogger("fencing.celery")
@@ -72,6 +75,13 @@ def _backend(url: str | None) -> Backend:
         return backend
 
 
+def _is_issuer(source: object) -> bool:
+    """Whether ``source`` is an issuer itself (not a callable that returns one)."""
+    return not isinstance(source, type) and all(
+        callable(getattr(source, call, None)) for call in ("try_acquire", "renew", "release")
+    )
+
+
 def _attempts() -> list[tuple[FencedTask, Hold]]:
     stack: list[tuple[FencedTask, Hold]] | None = getattr(_running, "stack", None)
     if stack is None:
@@ -91,6 +101,9 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
     - ``fence_ttl``: the lease's lifetime in seconds (default 30); renewed every ttl/3.
     - ``fence_url``: the issuer's URL. Wins over the app's ``fencing_url`` setting, which
       wins over ``$FENCING_URL`` (and then ``fencing.connect()``'s embedded default).
+    - ``fence_issuer``: an issuer (``fencing.issuer.Issuer``), or a callable returning
+      one, called at each run (``fencing.django.issuer``: Django's own database). Wins
+      over every URL.
     - ``fence_on_busy``: ``"skip"`` (default), ``"retry"`` or ``"wait"``.
     - ``fence_retry_countdown``: seconds before a ``"retry"`` (default: ``fence_ttl``).
       The task's ``max_retries`` applies (Celery's default is 3; ``None`` for no limit).
@@ -105,6 +118,7 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
     fence_key: str | Callable[..., str] | None = None
     fence_ttl: float = 30.0
     fence_url: str | None = None
+    fence_issuer: Issuer | Callable[[], Issuer] | None = None
     fence_on_busy: str = "skip"
     fence_retry_countdown: float | None = None
     fence_timeout: float | None = None
@@ -136,6 +150,12 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
             seconds = check_timeout(countdown)
             if seconds is None or not math.isfinite(seconds):
                 raise ValueError("fence_retry_countdown must be a finite number of seconds")
+        issuer = inspect.getattr_static(cls, "fence_issuer")
+        if issuer is not None and not (_is_issuer(issuer) or callable(issuer)):
+            raise TypeError(
+                f"fence_issuer must be an issuer or a callable returning one, not "
+                f"{type(issuer).__name__}"
+            )
         if cls.fence_url is not None and not isinstance(cls.fence_url, str):
             raise TypeError(f"fence_url must be a str, not {type(cls.fence_url).__name__}")
 
@@ -162,6 +182,12 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
 
     # -- the fence of one attempt ----------------------------------------------------
 
+    @functools.cached_property
+    def _run_signature(self) -> inspect.Signature:
+        """The task body's signature, bound to each run's arguments: computed once (it
+        costs more than the rest of naming the fence)."""
+        return inspect.signature(self.run)
+
     def fence_name(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """The fence name of a run with these arguments."""
         # read from the class: a function there would otherwise be bound to the task
@@ -169,7 +195,7 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
         if key is None:
             raise TypeError(f"task {self.name!r}: FencedTask needs fence_key")
         if isinstance(key, str):
-            bound = inspect.signature(self.run).bind(*args, **kwargs)
+            bound = self._run_signature.bind(*args, **kwargs)
             bound.apply_defaults()
             name: object = key.format(*args, **bound.arguments)
         else:
@@ -195,9 +221,19 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
             store = self.app.conf.get("fencing_once_dir") or default_once_dir()
         return FileOnceStore(Path(store))
 
+    def fence_of(self, name: str) -> Fence:
+        """The fence of a run: on ``fence_issuer`` if set, else on the issuer of
+        ``fencing_url()``."""
+        # read from the class: a function there would otherwise be bound to the task
+        source = inspect.getattr_static(self, "fence_issuer")
+        if source is None:
+            return _backend(self.fencing_url()).fence(name, ttl=self.fence_ttl)
+        issuer = source if _is_issuer(source) else source()
+        return Fence(issuer, name, self.fence_ttl)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         name = self.fence_name(args, kwargs)
-        fence = _backend(self.fencing_url()).fence(name, ttl=self.fence_ttl)
+        fence = self.fence_of(name)
         waits = self.fence_on_busy == "wait"
         hold = fence.hold(timeout=self.fence_timeout if waits else 0)
         try:

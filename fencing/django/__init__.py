@@ -7,11 +7,15 @@ that writes it (``fenced_save``, ``save(fence_token=...)``, ``fenced_update``).
 ``claim`` and ``fenced_get`` raise a row's token before you read it; ``fenced_delete``
 deletes with the same check. Plain ``save()`` of an existing row, ``delete()``,
 ``QuerySet.update()``, ``QuerySet.delete()`` and ``bulk_update()`` are refused unless
-inside ``unfenced()``. docs/django.md has the quick start.
+inside ``unfenced()``. ``fence(name, ttl)`` is a fence issued by Django's own database
+(the ``fencing_leases`` table of ``manage.py migrate``; no Redis needed), and the admin
+site gets a read-only page of those fences. docs/django.md has the quick start.
 
 A backend-level package: it imports the core and Django, never another backend.
 ``FencedModel``, ``FencedManager`` and ``FencedQuerySet`` come from
-``fencing.django.models``, loaded on first use (after ``django.setup()``).
+``fencing.django.models``, loaded on first use (after ``django.setup()``); ``fence`` and
+``DjangoIssuer`` from ``fencing.django._issuer``, loaded on first use too (it imports
+SQLAlchemy, which writes the issuer's SQL).
 """
 
 from __future__ import annotations
@@ -35,9 +39,14 @@ from ._guard import (
 )
 
 if TYPE_CHECKING:
-    from .models import FencedManager, FencedModel, FencedQuerySet
+    from ._issuer import DjangoIssuer, fence, issuer
+    from .models import FencedManager, FencedModel, FencedQuerySet, Lease
 
 _LAZY = {
+    "DjangoIssuer": "fencing.django._issuer",
+    "fence": "fencing.django._issuer",
+    "issuer": "fencing.django._issuer",
+    "Lease": "fencing.django.models",
     "FencedManager": "fencing.django.models",
     "FencedModel": "fencing.django.models",
     "FencedQuerySet": "fencing.django.models",
@@ -46,9 +55,11 @@ _LAZY = {
 __getattr__ = lazy_names(__name__, _LAZY)
 
 __all__ = [
+    "DjangoIssuer",
     "FencedManager",
     "FencedModel",
     "FencedQuerySet",
+    "Lease",
     "StaleRowError",
     "aclaim",
     "afenced_delete",
@@ -56,9 +67,11 @@ __all__ = [
     "afenced_save",
     "afenced_update",
     "claim",
+    "fence",
     "fenced_delete",
     "fenced_get",
     "fenced_save",
     "fenced_update",
+    "issuer",
     "unfenced",
 ]

@@ -1,9 +1,12 @@
 """The guard of ``FencedModel`` rows: guarded saves and updates, claims, the opt-out.
 
 Every guarded write is one ``UPDATE ... SET ..., fence_token = :token WHERE <rows> AND
-fence_token <= :token`` inside ``transaction.atomic``; when it falls short, the rows'
-current token is read in that same transaction and ``StaleRowError`` raised, which rolls
-the atomic block back: nothing is written. Imports Django's ORM, never the app's
+fence_token <= :token``. A save of one row is that statement alone (atomic by itself,
+like Django's own ``save()``); when it matches no row, nothing was written, and the row's
+current token is read for ``StaleRowError``. A write of many rows runs inside
+``transaction.atomic``: when it falls short, the rows' current token is read in that
+same transaction and ``StaleRowError`` raised, which rolls the atomic block back, so
+nothing is written. Imports Django's ORM, never the app's
 models (``FencedModel`` is defined in ``fencing.django.models``, which needs the app
 registry; the checks here read the model's ``fence_token`` field instead).
 """
@@ -99,7 +102,8 @@ def fenced_save(
     WHERE pk = :pk AND fence_token <= :token`` (all its concrete fields, or
     ``update_fields``, and ``fence_token = :token``); a new instance is inserted with
     ``fence_token = token``. ``StaleRowError`` (nothing written) when the row holds a
-    newer token (``current``) or no longer exists (``current is None``). Sends
+    newer token (``current``, read just after the refused statement) or no longer
+    exists (``current is None``). Sends
     ``pre_save`` and ``post_save`` as ``save()`` does."""
     value = check_mark_token(token)
     model = _fenced(type(instance))
@@ -115,12 +119,14 @@ def fenced_save(
         raise ValueError(f"{_resource(model)}: the instance has no primary key")
     names = None if update_fields is None else frozenset([*map(str, update_fields), FENCE_FIELD])
     signals.pre_save.send(sender=model, instance=instance, raw=False, using=db, update_fields=names)
-    rows = model._base_manager.db_manager(db).filter(pk=instance.pk)
-    with transaction.atomic(using=db):
-        values = {f.attname: f.pre_save(instance, False) for f in fields}
-        if not _write(rows.filter(fence_token__lte=value), fence_token=value, **values):
-            current = rows.values_list(FENCE_FIELD, flat=True).first()
-            raise StaleRowError(value, current, _resource(model, instance.pk))
+    rows = model._base_manager.db_manager(db)
+    values = {f.attname: f.pre_save(instance, False) for f in fields}
+    # One statement, atomic by itself (as a plain save() is): no transaction around it,
+    # which would cost a BEGIN and a COMMIT per save and protect nothing more.
+    guarded = rows.filter(pk=instance.pk, fence_token__lte=value)
+    if not _write(guarded, fence_token=value, **values):
+        current = rows.filter(pk=instance.pk).values_list(FENCE_FIELD, flat=True).first()
+        raise StaleRowError(value, current, _resource(model, instance.pk))
     setattr(instance, FENCE_FIELD, value)
     instance._state.db = db
     signals.post_save.send(

@@ -6,8 +6,9 @@ from django.apps import AppConfig
 
 
 class FencingConfig(AppConfig):
-    """``fencing.django``, under the app label ``fencing``. It ships no table: its one
-    model, ``FencedModel``, is abstract (your models subclass it)."""
+    """``fencing.django``, under the app label ``fencing``. Its one table is
+    ``fencing_leases`` (the ``Lease`` model, made by ``manage.py migrate``), the leases
+    of ``fencing.django.fence``; ``FencedModel`` is abstract (your models subclass it)."""
 
     name = "fencing.django"
     label = "fencing"

@@ -1,4 +1,5 @@
-"""``FencedModel``: the abstract model whose rows refuse writes with stale fence tokens.
+"""``FencedModel``: the abstract model whose rows refuse writes with stale fence tokens;
+``Lease``: a row of ``fencing_leases``, the table of ``fencing.django.fence``'s issuer.
 
 Defined here, not in ``fencing.django`` itself, because Django defines models only once
 its app registry is ready (``django.setup()``); ``fencing.django.FencedModel`` is this
@@ -142,3 +143,25 @@ class FencedModel(models.Model):
             using, keep_parents, fence_token=fence_token, unfenced=unfenced
         )
         return deleted
+
+
+class Lease(models.Model):
+    """One fence of ``fencing.django.fence``'s issuer: a row of ``fencing_leases`` (the
+    app's migration creates it; the same table as ``fencing.sql``'s, see
+    ``fencing.sql.leases``). ``token`` is the last token issued; ``holder`` and
+    ``expires_at`` (seconds since the epoch by the database's clock) the lease, empty
+    when free. Written only by the issuer's statements; here to be read (the admin page,
+    your queries)."""
+
+    name = models.CharField(max_length=256, primary_key=True)
+    token = models.BigIntegerField(default=0)
+    holder = models.CharField(max_length=64, null=True)
+    expires_at = models.FloatField(null=True)
+
+    class Meta:
+        db_table = "fencing_leases"
+        ordering = ("name",)
+        verbose_name = "fence"
+
+    def __str__(self) -> str:
+        return str(self.name)

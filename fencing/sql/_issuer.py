@@ -36,11 +36,9 @@ import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import (
-    Connection,
-    CursorResult,
     Engine,
     Executable,
     and_,
@@ -75,7 +73,27 @@ class Reply:
     rows: list[tuple[Any, ...]]
 
 
-def read(result: CursorResult[Any]) -> Reply:
+class Results(Protocol):
+    """What a flow reads of a statement's result: a ``CursorResult``, or the rows
+    ``fencing.django``'s issuer takes from a Django cursor."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+    @property
+    def returns_rows(self) -> bool: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Executes(Protocol):
+    """Where the flows' statements run blocking: a ``Connection`` in a transaction, or
+    ``fencing.django``'s port on a Django cursor (the same statements, compiled)."""
+
+    def execute(self, statement: Executable, /) -> Results: ...
+
+
+def read(result: Results) -> Reply:
     rows = [tuple(row) for row in result] if result.returns_rows else []
     return Reply(result.rowcount, rows)
 
@@ -89,7 +107,7 @@ class Execute:
     def __init__(self, statement: Executable) -> None:
         self.statement = statement
 
-    def perform(self, conn: Connection) -> None:
+    def perform(self, conn: Executes) -> None:
         self.result = read(conn.execute(self.statement))
 
     async def aperform(self, conn: AsyncConnection) -> None:

@@ -1,0 +1,1 @@
+"""The migrations of ``fencing.django`` (its ``fencing_leases`` table)."""
