@@ -115,6 +115,17 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture(scope="session")
+def django_dbs(
+    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[object]:
+    """Django set up once per process (tests/django_project.py); the ``Account`` model."""
+    import django_project
+
+    yield django_project.configure(postgres_server, tmp_path_factory.mktemp("django"))
+    django_project.drop(postgres_server)
+
+
+@pytest.fixture(scope="session")
 def etcd_cluster() -> Iterator[EtcdCluster]:
     """One 3-member etcd cluster for the session (about 2 s to start). Tests that kill or
     freeze a member restore it before they end (``restart``/``thaw``)."""

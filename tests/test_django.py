@@ -9,14 +9,13 @@ import itertools
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from waiting import joined, wait_until
 
 import fencing
-from fencing.testing.servers import PostgresServer
 
 django = pytest.importorskip("django")
 
@@ -26,15 +25,6 @@ from django.db import IntegrityError, connections, transaction  # noqa: E402
 import fencing.django as fd  # noqa: E402
 
 ALIASES = django_project.ALIASES
-
-
-@pytest.fixture(scope="session")
-def django_dbs(
-    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    """Django set up once per process (tests/django_project.py); the ``Account`` model."""
-    yield django_project.configure(postgres_server, tmp_path_factory.mktemp("django"))
-    django_project.drop(postgres_server)
 
 
 @pytest.fixture(params=ALIASES, ids=["sqlite", "postgresql"])

@@ -6,24 +6,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import django_project
 import pytest
 
-from fencing.testing.servers import PostgresServer
-
 PAGE = "/admin/fencing/lease/"
-
-
-@pytest.fixture(scope="session")
-def django_dbs(
-    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    """Django set up once per process (tests/django_project.py)."""
-    yield django_project.configure(postgres_server, tmp_path_factory.mktemp("django"))
-    django_project.drop(postgres_server)
 
 
 @pytest.fixture

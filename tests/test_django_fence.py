@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import django_project
@@ -18,16 +17,6 @@ import pytest
 
 import fencing
 from fencing.testing.contract import FenceContract, MakeFence, OperationsContract
-from fencing.testing.servers import PostgresServer
-
-
-@pytest.fixture(scope="session")
-def django_dbs(
-    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    """Django set up once per process (tests/django_project.py)."""
-    yield django_project.configure(postgres_server, tmp_path_factory.mktemp("django"))
-    django_project.drop(postgres_server)
 
 
 @pytest.fixture(params=django_project.ALIASES, ids=["sqlite", "postgresql"])
