@@ -17,7 +17,7 @@ import redis
 import redis.asyncio
 
 import locks
-from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
+from harness import Batch, Context, Table, Variant, atimed, run_rounds, timed
 
 ORDER = [
     locks.FLOOR_LOCK,
@@ -85,16 +85,8 @@ def _cycle(holder: locks.Holder) -> Callable[[], None]:
 
 
 def _async_batch(loop: asyncio.AbstractEventLoop, holder: locks.AsyncHolder) -> Batch:
-    async def many(n: int) -> list[int]:
-        out = []
-        for _ in range(n):
-            start = now_ns()
-            await holder.acquire()
-            await holder.release()
-            out.append(now_ns() - start)
-        return out
+    async def cycle() -> None:
+        await holder.acquire()
+        await holder.release()
 
-    def batch(n: int) -> list[int]:
-        return loop.run_until_complete(many(n))
-
-    return batch
+    return atimed(loop, cycle)

@@ -42,7 +42,7 @@ from sqlalchemy_dlock.factory import create_sadlock
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
 from fencing.sql import aio as sql_aio
 from fencing.sql._advisory import ACQUIRE, RELEASE
-from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
+from harness import Context, Table, Variant, atimed, run_rounds, timed
 
 FLOOR = "floor: pg_try_advisory_lock + pg_advisory_unlock"
 AA = "A/A: advisory floor, 2nd copy"
@@ -85,8 +85,8 @@ def run(ctx: Context) -> list[Table]:
         Variant(PALS, timed(_pals(locker, "bench:advisory:pals"))),
         Variant(PGLOCK, timed(_pglock(pglock, "bench:advisory:pglock"))),
         Variant(DLOCK, timed(_dlock(dlock_conn, "bench:advisory:dlock"))),
-        Variant(FLOOR_ASYNC, _async_batch(loop, _async_bare(afloor, "bench:advisory:afloor"))),
-        Variant(ADVISORY_ASYNC, _async_batch(loop, _async_cycle(afence))),
+        Variant(FLOOR_ASYNC, atimed(loop, _async_bare(afloor, "bench:advisory:afloor"))),
+        Variant(ADVISORY_ASYNC, atimed(loop, _async_cycle(afence))),
     ]
     try:
         stats = run_rounds(
@@ -213,18 +213,3 @@ def _async_cycle(fence: sql_aio.AdvisoryFence) -> Callable[[], Awaitable[None]]:
         await fence.release(await fence.acquire(timeout=0))
 
     return cycle
-
-
-def _async_batch(loop: asyncio.AbstractEventLoop, cycle: Callable[[], Awaitable[None]]) -> Batch:
-    async def many(n: int) -> list[int]:
-        out = []
-        for _ in range(n):
-            start = now_ns()
-            await cycle()
-            out.append(now_ns() - start)
-        return out
-
-    def batch(n: int) -> list[int]:
-        return loop.run_until_complete(many(n))
-
-    return batch

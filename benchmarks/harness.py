@@ -10,10 +10,11 @@ Imports only the standard library.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,23 @@ def timed(op: Callable[[], Any]) -> Batch:
             op()
             out.append(now_ns() - start)
         return out
+
+    return batch
+
+
+def atimed(loop: asyncio.AbstractEventLoop, op: Callable[[], Awaitable[Any]]) -> Batch:
+    """The asyncio ``timed``: each ``await op()`` timed on its own, on ``loop``."""
+
+    async def many(n: int) -> list[int]:
+        out = []
+        for _ in range(n):
+            start = now_ns()
+            await op()
+            out.append(now_ns() - start)
+        return out
+
+    def batch(n: int) -> list[int]:
+        return loop.run_until_complete(many(n))
 
     return batch
 

@@ -34,7 +34,7 @@ from fencing.redis import RedlockFence, RedlockIssuer
 from fencing.redis.aio import RedlockFence as AsyncRedlockFence
 from fencing.redis.aio import RedlockIssuer as AsyncRedlockIssuer
 from fencing.testing.servers import RedisServer
-from harness import Batch, Context, Stats, Table, Variant, now_ns, run_rounds, timed
+from harness import Batch, Context, Stats, Table, Variant, atimed, run_rounds, timed
 
 TTL = 10.0
 SIZES = (3, 5)
@@ -70,8 +70,8 @@ def _size(ctx: Context, size: int) -> Table:
             FLOOR: timed(_floor(clients, pool)),
             FENCE: timed(_fence_cycle(RedlockFence(clients, "bench:fence", TTL, issuer=issuer))),
             POTTERY: timed(_pottery(clients)),
-            AFLOOR: _async_batch(loop, _async_floor(aclients)),
-            AFENCE: _async_batch(
+            AFLOOR: atimed(loop, _async_floor(aclients)),
+            AFENCE: atimed(
                 loop, _async_fence(AsyncRedlockFence(aclients, "bench:afence", TTL, issuer=aissuer))
             ),
         }
@@ -160,18 +160,3 @@ def _async_fence(fence: AsyncRedlockFence) -> Callable[[], Any]:
         await fence.release(await fence.acquire())
 
     return cycle
-
-
-def _async_batch(loop: asyncio.AbstractEventLoop, cycle: Callable[[], Any]) -> Batch:
-    async def many(n: int) -> list[int]:
-        out = []
-        for _ in range(n):
-            start = now_ns()
-            await cycle()
-            out.append(now_ns() - start)
-        return out
-
-    def batch(n: int) -> list[int]:
-        return loop.run_until_complete(many(n))
-
-    return batch
