@@ -1,6 +1,10 @@
 # The two commands a newcomer needs: `make demo` (no server to install) and `make test`.
 VENV := .venv
 PY := $(VENV)/bin/python
+# The suite starts hundreds of Python processes (workers, holders, servers' clients): let
+# them keep the package's compiled bytecode (__pycache__, ignored by git) even where the
+# environment says PYTHONDONTWRITEBYTECODE, instead of each compiling it again
+unexport PYTHONDONTWRITEBYTECODE
 SOURCES := fencing migrations tests examples benchmarks
 
 .PHONY: demo test suite lint docs bench peer

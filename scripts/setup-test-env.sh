@@ -43,4 +43,4 @@ extras=dev
 # uv (from PyPI, into the venv) installs the package and its extras in seconds, where pip
 # takes most of a minute of the suite's budget
 .venv/bin/python -m pip install -q --disable-pip-version-check uv
-.venv/bin/python -m uv pip install -q --python .venv/bin/python -e ".[$extras]"
+.venv/bin/python -m uv pip install -q --compile-bytecode --python .venv/bin/python -e ".[$extras]"
