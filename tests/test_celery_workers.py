@@ -9,9 +9,10 @@ frozen (SIGSTOP) on its worker mid-task past its lease's ttl and the broker's vi
 timeout: the broker gives the message to another worker, which runs it to the end with
 a larger token; the frozen run is then resumed and its write is refused. Another
 deposit's process is SIGKILLed mid-task: the task is delivered again and completes once.
-The others run meanwhile on whatever worker is free. At the end every deposit is applied
-exactly once. The same run with a plain task and a plain ``save()`` (the control)
-deposits twice on the frozen row.
+The others run meanwhile on whatever worker is free. Delivery is at least once (a copy
+may come again after its first finished, on a loaded machine): the deposits are
+``fence_once`` tasks, so at the end every deposit is applied exactly once. The same run
+with a plain task and a plain ``save()`` (the control) deposits twice on the frozen row.
 """
 
 from __future__ import annotations
@@ -256,5 +257,5 @@ def test_plain_task_applies_the_frozen_deposit_twice(workers: Workers) -> None:
     assert frozen["pid"] != run.frozen_pid and killed["pid"] != run.killed_pid
     balance, _ = django_stored(workers, run.frozen_row)
     assert balance >= 20  # the deposit was applied twice (or more, on a stalled machine)
-    for pk in [run.killed_row, *run.other_rows]:
-        assert django_stored(workers, pk)[0] == 10
+    for pk in [run.killed_row, *run.other_rows]:  # at least once (at-least-once delivery)
+        assert django_stored(workers, pk)[0] >= 10
