@@ -99,6 +99,17 @@ def _worker_main(config: WorkerConfig, spec: dict[str, Any]) -> None:
     run_worker(config, _resources(spec, config.fenced))
 
 
+def _await_workers(processes: list[Any], logs: list[Path], limit: float = 60.0) -> None:
+    """Wait until every worker has started (opened its log), a minute at most: on a
+    loaded machine starting them takes seconds, which would otherwise eat the run (its
+    pauses then froze workers that had not begun)."""
+    deadline = time.monotonic() + limit
+    while not all(log.exists() for log in logs) and time.monotonic() < deadline:
+        if not all(process.is_alive() for process in processes):
+            return  # one died at its start: the checker reports what the logs show
+        time.sleep(0.01)
+
+
 def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosOutcome:
     rng = random.Random(config.seed)
     workdir = config.workdir or Path(tempfile.mkdtemp(prefix="fencing-chaos-"))
@@ -123,7 +134,6 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         + (", sql-row-postgresql" if config.postgres_url else "")
         + f", callable-guard; issuer: {issuer.description}"
     )
-    started = outcome.started = time.monotonic()
     # forkserver, not fork: the caller may have threads (a program's, a test process's
     # leftover renewers), and a worker forked while one of them held a lock waits on it
     # for ever (seen: a worker that never opened its log). The fork server is a process
@@ -131,7 +141,7 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     # shared with the workers, so that the run can go on until the staged pause is over
-    deadline = context.RawValue(ctypes.c_double, started + config.duration)
+    deadline = context.RawValue(ctypes.c_double, time.monotonic() + config.duration)
     processes = []
     try:
         for index in range(config.workers):
@@ -152,6 +162,10 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
             process.start()
             processes.append(process)
         logs = [log_path(workdir, index) for index in range(config.workers)]
+        _await_workers(processes, logs)
+        # the run, its pauses and the issuer's failures count from here
+        started = outcome.started = time.monotonic()
+        deadline.value = started + config.duration
         staged = _StagedPause([process.pid for process in processes], logs)
         _control(processes, issuer, config, rng, started, deadline, outcome, staged)
     finally:
