@@ -55,8 +55,10 @@ print(f"holder 1 read balance={mine.balance} with token {first:d}")
 time.sleep(0.3)  # holder 1 "pauses" past the TTL: the lease expires behind its back
 # (holder 2's acquire below waits for the expiry if this process ran slower than that)
 
-# holder 2 takes the lease with a newer token, claims, reads and writes
-second = lease.acquire()
+# holder 2 takes the lease with a newer token, claims, reads and writes (a fence of the
+# same name: the same lease and tokens; a ttl of its own, with room for its work)
+other = fence("account:1", ttl=30)
+second = other.acquire()
 theirs = fenced_get(Account, second, pk=1)
 theirs.balance += 10
 theirs.save(fence_token=second)
@@ -77,4 +79,4 @@ except fencing.UnfencedWriteError:
 print(f"the row: balance={Account.objects.get(pk=1).balance}")
 fenced_delete(theirs, second)  # deleted with the current token
 print(f"deleted with token {second:d}; rows left: {Account.objects.count()}")
-lease.release(second)
+other.release(second)

@@ -1,6 +1,6 @@
 """The chaos controller: workers, SIGSTOP/SIGCONT pauses, issuer failures, the check.
 
-``run_chaos(ChaosConfig(...))`` starts a throwaway issuer, sets up the resources, starts
+``run_chaos(ChaosConfig(...))`` starts a throwaway issuer, sets up the resources, forks
 the workers, and until the end of the run freezes a random worker with SIGSTOP for 0 to
 3x the TTL (at most half of them at once) while the issuer fails on schedule. The first
 worker to hold a lease also makes the staged pause (``worker``): frozen between a read
@@ -134,13 +134,8 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
         + (", sql-row-postgresql" if config.postgres_url else "")
         + f", callable-guard; issuer: {issuer.description}"
     )
-    # forkserver, not fork: the caller may have threads (a program's, a test process's
-    # leftover renewers), and a worker forked while one of them held a lock waits on it
-    # for ever (seen: a worker that never opened its log). The fork server is a process
-    # of one thread, started once, with the workers' modules already imported.
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
-    # shared with the workers, so that the run can go on until the staged pause is over
+    context = multiprocessing.get_context("fork")
+    # shared with the forked workers, so that the run can go on until the staged pause is over
     deadline = context.RawValue(ctypes.c_double, time.monotonic() + config.duration)
     processes = []
     try:
