@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fencing.cli.chaos.failover import run_failover_proof
+from failover_proof import failover_proof
+
 from fencing.cli.chaos.runner import ChaosConfig
 
 
 def test_cluster_failover_chaos(tmp_path: Path) -> None:
-    lines: list[str] = []
     # 4 s: the failover begins at 1 s and the replica serves at once (TAKEOVER), so the
     # workers write on it for more than 2 s, where the INCR-only control repeats tokens
     config = ChaosConfig(workers=3, duration=4, ttl=0.2, workdir=tmp_path, seed=5, cluster=True)
-    proof = run_failover_proof(config, say=lines.append)
+    proof, lines = failover_proof(config)
     print("\n".join(lines))
     assert any("on a Redis Cluster" in line for line in lines)
     fenced = proof.outcomes["fenced"]

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fencing.cli.chaos.failover import run_failover_proof
+from failover_proof import failover_proof
+
 from fencing.cli.chaos.runner import ChaosConfig
 
 
 def test_failover_chaos(tmp_path: Path) -> None:
-    lines: list[str] = []
     # 5 s: the failover begins at 1.25 s, the replica serves about 2.5 s later (Sentinel's
     # down-after and election), and the workers acquire and write on it for a second more,
     # where the INCR-only control hands tokens out again
-    proof = run_failover_proof(
-        ChaosConfig(workers=3, duration=5, ttl=0.2, workdir=tmp_path, seed=5), say=lines.append
+    proof, lines = failover_proof(
+        ChaosConfig(workers=3, duration=5, ttl=0.2, workdir=tmp_path, seed=5)
     )
     print("\n".join(lines))
     fenced = proof.outcomes["fenced"]
