@@ -73,6 +73,23 @@ def _write(queryset: Any, **values: Any) -> int:
     return rows
 
 
+def _stamp(row: Any, value: int, model: Any, pk: Any, **values: Any) -> None:
+    """Write ``values`` and the token ``value`` to the one ``row`` (a queryset) where its
+    token is not above ``value``; ``StaleRowError`` with its current token otherwise."""
+    if not _write(row.filter(fence_token__lte=value), fence_token=value, **values):
+        current = row.values_list(FENCE_FIELD, flat=True).first()
+        raise StaleRowError(value, current, _resource(model, pk))
+
+
+def _saved_row(model: Any, target: Any, using: str | None, verb: str) -> Any:
+    """The queryset of ``target``'s row on the database it is written to; ``ValueError``
+    for an instance never saved (what ``claim`` or ``delete``, ``verb``, cannot take)."""
+    if target._state.adding or target.pk is None:
+        raise ValueError(f"{_resource(model)}: {verb} a saved row, not a new instance")
+    db = using or target._state.db or router.db_for_write(model, instance=target)
+    return model._base_manager.db_manager(db).filter(pk=target.pk)
+
+
 def _updated_fields(model: Any, update_fields: Iterable[str] | None) -> list[Any]:
     fields = [
         f
@@ -123,10 +140,7 @@ def fenced_save(
     values = {f.attname: f.pre_save(instance, False) for f in fields}
     # One statement, atomic by itself (as a plain save() is): no transaction around it,
     # which would cost a BEGIN and a COMMIT per save and protect nothing more.
-    guarded = rows.filter(pk=instance.pk, fence_token__lte=value)
-    if not _write(guarded, fence_token=value, **values):
-        current = rows.filter(pk=instance.pk).values_list(FENCE_FIELD, flat=True).first()
-        raise StaleRowError(value, current, _resource(model, instance.pk))
+    _stamp(rows.filter(pk=instance.pk), value, model, instance.pk, **values)
     setattr(instance, FENCE_FIELD, value)
     instance._state.db = db
     signals.post_save.send(
@@ -164,15 +178,10 @@ def claim(target: Any, token: int, *, using: str | None = None) -> int:
         return fenced_update(target, token)
     value = check_mark_token(token)
     model = _fenced(type(target))
-    if target._state.adding or target.pk is None:
-        raise ValueError(f"{_resource(model)}: claim a saved row, not a new instance")
-    db = using or target._state.db or router.db_for_write(model, instance=target)
-    rows = model._base_manager.db_manager(db).filter(pk=target.pk)
-    with transaction.atomic(using=db):
-        if not _write(rows.filter(fence_token__lte=value), fence_token=value):
-            current = rows.values_list(FENCE_FIELD, flat=True).first()
-            raise StaleRowError(value, current, _resource(model, target.pk))
-        target.refresh_from_db(using=db)
+    rows = _saved_row(model, target, using, "claim")
+    with transaction.atomic(using=rows.db):
+        _stamp(rows, value, model, target.pk)
+        target.refresh_from_db(using=rows.db)
     return 1
 
 
@@ -223,16 +232,11 @@ def fenced_delete(
         return deleted
     model = _fenced(type(target))
     value = check_mark_token(token)
-    if target._state.adding or target.pk is None:
-        raise ValueError(f"{_resource(model)}: delete a saved row, not a new instance")
-    db = using or target._state.db or router.db_for_write(model, instance=target)
-    rows = model._base_manager.db_manager(db).filter(pk=target.pk)
-    with transaction.atomic(using=db):
-        if not _write(rows.filter(fence_token__lte=value), fence_token=value):
-            current = rows.values_list(FENCE_FIELD, flat=True).first()
-            raise StaleRowError(value, current, _resource(model, target.pk))
+    rows = _saved_row(model, target, using, "delete")
+    with transaction.atomic(using=rows.db):
+        _stamp(rows, value, model, target.pk)
         setattr(target, FENCE_FIELD, value)
-        result: tuple[int, dict[str, int]] = models.Model.delete(target, using=db)
+        result: tuple[int, dict[str, int]] = models.Model.delete(target, using=rows.db)
     return result
 
 
