@@ -218,6 +218,7 @@ def test_a_users_engine_is_switched_to_autocommit_and_given_back_as_it_was(
                 assert not conn.connection.dbapi_connection.autocommit  # type: ignore[union-attr]
     finally:
         issuer.close()
+        engine.dispose()  # the user's: the issuer leaves it open
 
 
 @pytest.mark.parametrize("driver", ["psycopg", "asyncpg"])
@@ -243,6 +244,7 @@ async def test_a_users_async_engine_is_switched_and_given_back_as_it_was(
                 assert level == engine.dialect.default_isolation_level != "AUTOCOMMIT"
     finally:
         await issuer.close()
+        await engine.dispose()  # the user's: the issuer leaves it open
 
 
 def test_a_released_connection_is_kept_for_the_next_acquire_holding_nothing(
@@ -264,6 +266,80 @@ def test_a_released_connection_is_kept_for_the_next_acquire_holding_nothing(
         fence.release(second)
     finally:
         issuer.close()
+
+
+def sessions(server: PostgresServer, app: str) -> int:
+    """How many server sessions connected with ``application_name`` ``app`` are open."""
+    with raw(server) as conn:
+        query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+        return int(conn.execute(query, (app,)).fetchone()[0])  # type: ignore[index]
+
+
+def test_close_disposes_of_the_issuers_own_engine_only(
+    advisory_url: str, postgres_server: PostgresServer
+) -> None:
+    """``close()`` on a user's engine leaves its pool alone (the idle connection the
+    lease gave back still serves the user: same backend); on an engine the issuer made
+    from a URL, every connection it opened is closed."""
+    app = uuid.uuid4().hex
+    url = f"{advisory_url}?application_name={app}"
+    engine = create_engine(url, pool_size=1, max_overflow=0, pool_timeout=PATIENCE)
+    issuer = AdvisoryIssuer(engine)
+    fence = AdvisoryFence(engine, unique("close-users"), ttl=30, issuer=issuer)
+    fence.release(fence.acquire(timeout=0))
+    pid = "SELECT pg_backend_pid()"
+    try:
+        with engine.connect() as conn:
+            before = conn.exec_driver_sql(pid).scalar()
+        issuer.close()
+        with engine.connect() as conn:
+            assert conn.exec_driver_sql(pid).scalar() == before
+    finally:
+        engine.dispose()
+    own = AdvisoryIssuer(url)
+    fence = AdvisoryFence(url, unique("close-own"), ttl=30, issuer=own)
+    fence.release(fence.acquire(timeout=0))  # a kept connection
+    own.await_release(fence.name, 1)  # and one idle in its pool (the waiter's)
+    assert sessions(postgres_server, app) >= 2
+    own.close()
+    wait_until(lambda: sessions(postgres_server, app) == 0, "the own engine's sessions end")
+
+
+async def test_close_disposes_of_the_async_issuers_own_engine_only(
+    advisory_url: str, postgres_server: PostgresServer
+) -> None:
+    """The same for the asyncio issuer; a blocking ``Engine`` passed to it is only a URL
+    (it makes an engine of its own), and is left alone too."""
+    app = uuid.uuid4().hex
+    url = f"{advisory_url}?application_name={app}"
+    engine = create_async_engine(url, pool_size=1, max_overflow=0, pool_timeout=PATIENCE)
+    issuer = AsyncAdvisoryIssuer(engine)
+    fence = AsyncAdvisoryFence(engine, unique("close-users"), ttl=30, issuer=issuer)
+    await fence.release(await fence.acquire(timeout=0))
+    pid = "SELECT pg_backend_pid()"
+    try:
+        async with engine.connect() as conn:
+            before = (await conn.exec_driver_sql(pid)).scalar()
+        await issuer.close()
+        async with engine.connect() as conn:
+            assert (await conn.exec_driver_sql(pid)).scalar() == before
+    finally:
+        await engine.dispose()
+    blocking = create_engine(url, pool_size=1, max_overflow=0, pool_timeout=PATIENCE)
+    with blocking.connect() as conn:
+        before = conn.exec_driver_sql(pid).scalar()
+    own = AsyncAdvisoryIssuer(blocking)
+    fence = AsyncAdvisoryFence(blocking, unique("close-own"), ttl=30, issuer=own)
+    await fence.release(await fence.acquire(timeout=0))  # a kept connection
+    await own.await_release(fence.name, 1)  # and one idle in its pool (the waiter's)
+    assert sessions(postgres_server, app) >= 3
+    await own.close()
+    try:
+        wait_until(lambda: sessions(postgres_server, app) == 1, "the own engine's sessions end")
+        with blocking.connect() as conn:
+            assert conn.exec_driver_sql(pid).scalar() == before
+    finally:
+        blocking.dispose()
 
 
 def test_a_forked_child_never_uses_its_parents_kept_connection(

@@ -184,6 +184,7 @@ async def test_transaction_pooler_is_refused_asyncio(
             assert try_lock(direct, name, unlock=True)
     finally:
         await issuer.close()
+        await engine.dispose()  # the user's: the issuer leaves it open
 
 
 def test_lease_connection_moved_is_refused_and_its_backend_ended(
@@ -228,6 +229,7 @@ def test_lease_connection_moved_is_refused_and_its_backend_ended(
             for other in squatters:
                 other.close()
             issuer.close()
+            engine.dispose()  # the user's: the issuer leaves it open
 
 
 # -- direct connections are proven without a probe ------------------------------------

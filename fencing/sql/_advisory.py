@@ -283,6 +283,16 @@ def advisory_engine(source: Engine | str | URL) -> Engine:
     return create_engine(url, pool_size=5, max_overflow=-1, isolation_level="AUTOCOMMIT")
 
 
+def owns(engine: object, source: object) -> bool:
+    """Whether an issuer made ``engine`` itself from ``source`` (a URL; for the asyncio
+    issuer also a blocking ``Engine``, of which it takes the URL) rather than taking the
+    user's engine as is (as ``SqlIssuer`` does). Its own engine is the issuer's alone: in
+    autocommit, unbounded, connections kept out of it, disposed of by ``close()``. A
+    user's engine is borrowed: switched to autocommit per checkout, its connections
+    always given back, never disposed of (the user goes on using it)."""
+    return engine is not source
+
+
 def once_more(exc: BaseException, attempt: int) -> bool:
     """Whether to run again, on a new connection, what failed with ``exc`` on attempt 1:
     only when the failure was a pooled connection found dead (a server restart, an idle
@@ -313,15 +323,15 @@ class AdvisoryIssuer:
 
     def __init__(self, engine: Engine | str) -> None:
         self.engine = advisory_engine(engine)
-        #: Its own engine is in autocommit (``advisory_engine``); a user's is switched.
-        self._autocommit = not isinstance(engine, Engine)
+        #: The engine is the issuer's own, not the user's (``owns``).
+        self._owned = owns(self.engine, engine)
         self._leases: dict[tuple[str, int, str], Lease] = {}
         self._lock = threading.Lock()
         #: Connections whose lease was released, kept out of the pool for the next
         #: acquires (a checkout and a return cost more than an unlock), on the issuer's own
         #: engine only, whose pool is private and unbounded: never kept from a user's pool.
         self._kept: list[PoolProxiedConnection] = []
-        self._keep = KEPT if self._autocommit else 0
+        self._keep = KEPT if self._owned else 0
         self._pid = os.getpid()
 
     def __repr__(self) -> str:
@@ -365,7 +375,7 @@ class AdvisoryIssuer:
             self._after_fork()
             if self._kept:
                 return self._kept.pop()
-        return _driver.checkout(self.engine, not self._autocommit)
+        return _driver.checkout(self.engine, not self._owned)
 
     def _give(self, conn: PoolProxiedConnection) -> None:
         """Keep ``conn``, which holds no lock, for the next acquire, or return it to the pool."""
@@ -373,7 +383,7 @@ class AdvisoryIssuer:
             if len(self._kept) < self._keep:
                 self._kept.append(conn)
                 return
-        _driver.checkin(self.engine, conn, not self._autocommit)
+        _driver.checkin(self.engine, conn, not self._owned)
 
     def _drop_kept(self) -> None:
         with self._lock:
@@ -414,7 +424,7 @@ class AdvisoryIssuer:
         connection only in the process that opened it)."""
         if self._pid != os.getpid():
             self._leases, self._kept, self._pid = {}, [], os.getpid()
-            if self._autocommit:
+            if self._owned:
                 self.engine.dispose(close=False)
 
     def _forget(self, name: str, token: int, holder: str) -> None:
@@ -463,14 +473,16 @@ class AdvisoryIssuer:
 
     def close(self) -> None:
         """End every lease this issuer holds (their connections are closed, so their locks
-        go) and dispose of the engine's pool."""
+        go) and dispose of the engine's pool if the engine is the issuer's own (``owns``):
+        a user's engine stays usable."""
         with self._lock:
             leases, self._leases = list(self._leases.values()), {}
         for lease in leases:
             with lease.guard:
                 _driver.discard(lease.connection)
         self._drop_kept()
-        self.engine.dispose()
+        if self._owned:
+            self.engine.dispose()
 
     def _lost(self, lease: Lease, name: str, token: int, holder: str) -> None:
         self._forget(name, token, holder)
@@ -485,7 +497,7 @@ class AdvisoryIssuer:
             for attempt in (1, 2):
                 conn = self.engine.connect()
                 try:
-                    if self._autocommit:  # SET LOCAL needs a transaction
+                    if self._owned:  # in autocommit; SET LOCAL needs a transaction
                         conn = conn.execution_options(isolation_level="READ COMMITTED")
                     with conn.begin():
                         conn.execute(timeout_sql(seconds))

@@ -47,6 +47,7 @@ from ._advisory import (
     is_lock_timeout,
     lock_params,
     once_more,
+    owns,
     socket_address,
     timeout_sql,
 )
@@ -69,10 +70,10 @@ class AsyncAdvisoryIssuer:
 
     def __init__(self, engine: AsyncEngine | Engine | str) -> None:
         self.engine = async_advisory_engine(engine)
-        self._autocommit = not isinstance(engine, AsyncEngine)  # see AdvisoryIssuer
+        self._owned = owns(self.engine, engine)  # see AdvisoryIssuer
         self._leases: dict[tuple[str, int, str], Lease] = {}
         self._kept: list[PoolProxiedConnection] = []  # see AdvisoryIssuer
-        self._keep = KEPT if self._autocommit else 0
+        self._keep = KEPT if self._owned else 0
 
     async def _run(self, conn: PoolProxiedConnection, statement: TextClause, params: Any) -> Any:
         """``_driver.run`` on the pool's (adapted) DBAPI connection, in SQLAlchemy's
@@ -116,7 +117,7 @@ class AsyncAdvisoryIssuer:
         """See ``AdvisoryIssuer._take``."""
         if self._kept:
             return self._kept.pop()
-        switch = not self._autocommit
+        switch = not self._owned
         return await greenlet_spawn(_driver.checkout, self.engine.sync_engine, switch)
 
     async def _give(self, conn: PoolProxiedConnection) -> None:
@@ -124,7 +125,7 @@ class AsyncAdvisoryIssuer:
         if len(self._kept) < self._keep:
             self._kept.append(conn)
         else:
-            switch = not self._autocommit
+            switch = not self._owned
             await greenlet_spawn(_driver.checkin, self.engine.sync_engine, conn, switch)
 
     async def _drop_kept(self) -> None:
@@ -193,13 +194,15 @@ class AsyncAdvisoryIssuer:
             return bool(row[0])
 
     async def close(self) -> None:
-        """End every lease this issuer holds and dispose of the engine's pool."""
+        """End every lease this issuer holds, and dispose of the engine's pool if it is
+        the issuer's own (see ``AdvisoryIssuer.close``)."""
         leases, self._leases = list(self._leases.values()), {}
         for lease in leases:
             async with lease.guard:
                 await _drop(lease.connection)
         await self._drop_kept()
-        await self.engine.dispose()
+        if self._owned:
+            await self.engine.dispose()
 
     async def _lost(self, lease: Lease, name: str, token: int, holder: str) -> None:
         self._leases.pop((name, token, holder), None)
@@ -213,7 +216,7 @@ class AsyncAdvisoryIssuer:
             for attempt in (1, 2):
                 conn = await self.engine.connect()
                 try:
-                    if self._autocommit:  # SET LOCAL needs a transaction
+                    if self._owned:  # in autocommit; SET LOCAL needs a transaction
                         conn = await conn.execution_options(isolation_level="READ COMMITTED")
                     async with conn.begin():
                         await conn.execute(timeout_sql(seconds))
