@@ -85,6 +85,32 @@ def test_update_fields_write_only_those_fields_and_the_token(Account: Any, db: s
         fd.fenced_save(row, 3, update_fields=["nope"])
 
 
+def test_a_save_is_one_update_and_expressions_are_guarded_too(Account: Any, db: str) -> None:
+    """An accepted save is one statement, the guarded UPDATE (a refused one reads the
+    current token after it); a value that is an expression (written through the ORM,
+    not the prepared statement) is guarded the same."""
+    from django.db.models import F
+    from django.test.utils import CaptureQueriesContext
+
+    row = new_row(Account, db, balance=1)
+    row.balance = 2
+    with CaptureQueriesContext(connections[db]) as accepted:
+        row.save(fence_token=3)
+    (update,) = [query["sql"] for query in accepted.captured_queries]
+    assert update.startswith("UPDATE") and "<=" in update
+    with CaptureQueriesContext(connections[db]) as refused, pytest.raises(fd.StaleRowError):
+        row.save(fence_token=2)
+    assert [q["sql"].split()[0] for q in refused.captured_queries] == ["UPDATE", "SELECT"]
+    row.balance = F("balance") + 10
+    row.save(fence_token=4)
+    assert stored(Account, db, row.pk) == (12, 4)
+    row.balance = F("balance") + 100
+    with pytest.raises(fd.StaleRowError) as stale:
+        row.save(fence_token=3)
+    assert stale.value.current == 4
+    assert stored(Account, db, row.pk) == (12, 4)
+
+
 def test_a_missing_row_is_told_apart_from_a_stale_token(Account: Any, db: str) -> None:
     row = new_row(Account, db)
     with fd.unfenced():  # another holder's delete, outside the guard
