@@ -31,8 +31,11 @@ _texts: dict[tuple[Any, ...], str] = {}
 
 
 def _plain(value: Any) -> bool:
-    """Whether ``value`` is bound as a parameter (not SQL of its own)."""
-    return not (hasattr(value, "resolve_expression") or hasattr(value, "as_sql"))
+    """Whether ``value`` is bound as a parameter: not SQL of its own, nor a model
+    instance (which Django's compiler turns into its key, or refuses)."""
+    return not any(
+        hasattr(value, name) for name in ("resolve_expression", "as_sql", "prepare_database_save")
+    )
 
 
 def _text(connection: Any, model: Any, fields: tuple[Any, ...], token_field: Any) -> str:
