@@ -1,6 +1,7 @@
 """Issue 24's costs: a ``FencedTask`` per task against a plain task and its peers, and a
 fenced ``save()`` against a plain one. ``python benchmarks/celery_django.py [--quick]``:
-not part of ``run.py``; about 40 s on an idle 2-vCPU machine (``--quick``: 15 s).
+not part of ``run.py``; about 40 s on an idle 2-vCPU machine (``--quick``: 15 s);
+``--saves``: the saves alone (no ``bench`` extra needed).
 
 Tasks: each variant runs through Celery's own call path (``apply_async`` with
 ``task_always_eager``: the tracer a worker's pool runs, without the broker's round trip,
@@ -16,8 +17,8 @@ which would drown the difference), one Redis server for every issuer and peer:
   cost one acquire + one release + one renewal timer over a plain task).
 
 Saves: one existing row updated per call through Django's ORM, a plain model's
-``save()`` against a ``FencedModel``'s ``save(fence_token=...)`` (the guarded ``UPDATE``
-in ``transaction.atomic``), on an in-memory SQLite (only Python is timed) and on a
+``save()`` against a ``FencedModel``'s ``save(fence_token=...)`` (the guarded ``UPDATE``,
+one statement), on an in-memory SQLite (only Python is timed) and on a
 loopback PostgreSQL. Target: fenced <= 1.1x plain.
 
 Variants run interleaved in rounds (the first one rotating), medians of per-call times.
@@ -181,10 +182,25 @@ def save_variants(alias: str) -> dict[str, Op]:
     return {"plain save()": plain_save, "save(fence_token=...)": fenced_save}
 
 
+def tasks(redis_url: str, folder: Path, rounds: int, per_round: int) -> None:
+    """The tasks' table and the FencedTask overhead line (needs the ``bench`` extra)."""
+    medians = measure(task_variants(redis_url, folder), rounds, per_round)
+    report("Celery: per task (eager call path, one Redis)", medians, "plain task")
+    over = medians["FencedTask"] - medians["plain task"]
+    floor = medians["fence acquire + release (no task)"]
+    held = medians["fence hold(): + renewal thread (no task)"]
+    print(
+        f"FencedTask overhead {over:.1f} us; acquire + release alone {floor:.1f} us, "
+        f"with the renewal thread {held:.1f} us"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    quick = parser.parse_args().quick
+    parser.add_argument("--saves", action="store_true", help="only the Django saves")
+    args = parser.parse_args()
+    quick = args.quick
     rounds, per_round = (8, 10) if quick else (20, 20)
     folder = Path(tempfile.mkdtemp())
     redis_server, pg = RedisServer().start(), PostgresServer().start()
@@ -205,15 +221,8 @@ def main() -> int:
         )
         django.setup()
         print(f"Python {sys.version.split()[0]}, {rounds} rounds x {per_round} calls per variant")
-        medians = measure(task_variants(redis_server.url, folder), rounds, per_round)
-        report("Celery: per task (eager call path, one Redis)", medians, "plain task")
-        over = medians["FencedTask"] - medians["plain task"]
-        floor = medians["fence acquire + release (no task)"]
-        held = medians["fence hold(): + renewal thread (no task)"]
-        print(
-            f"FencedTask overhead {over:.1f} us; acquire + release alone {floor:.1f} us, "
-            f"with the renewal thread {held:.1f} us"
-        )
+        if not args.saves:
+            tasks(redis_server.url, folder, rounds, per_round)
         for alias, label in (("default", "SQLite in memory"), ("pg", "PostgreSQL, loopback")):
             medians = measure(save_variants(alias), rounds, per_round)
             report(f"Django: one row updated per call, {label}", medians, "plain save()")

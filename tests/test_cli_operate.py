@@ -4,6 +4,7 @@ to the evicted holder (a newer token, refused at a guard)."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -516,7 +517,7 @@ def test_force_release_racing_holders_ends_exactly_the_lease_it_reports(
 
         return take_and_give_back
 
-    with opened(url) as operated:
+    with opened(argparse.Namespace(url=url)) as operated:
         issuer = releaser(operated)
         race_force_release(new_holder, lambda: issuer.force_release(name).token)
 

@@ -85,6 +85,32 @@ def test_update_fields_write_only_those_fields_and_the_token(Account: Any, db: s
         fd.fenced_save(row, 3, update_fields=["nope"])
 
 
+def test_a_save_is_one_update_and_expressions_are_guarded_too(Account: Any, db: str) -> None:
+    """An accepted save is one statement, the guarded UPDATE (a refused one reads the
+    current token after it); a value that is an expression (written through the ORM,
+    not the prepared statement) is guarded the same."""
+    from django.db.models import F
+    from django.test.utils import CaptureQueriesContext
+
+    row = new_row(Account, db, balance=1)
+    row.balance = 2
+    with CaptureQueriesContext(connections[db]) as accepted:
+        row.save(fence_token=3)
+    (update,) = [query["sql"] for query in accepted.captured_queries]
+    assert update.startswith("UPDATE") and "<=" in update
+    with CaptureQueriesContext(connections[db]) as refused, pytest.raises(fd.StaleRowError):
+        row.save(fence_token=2)
+    assert [q["sql"].split()[0] for q in refused.captured_queries] == ["UPDATE", "SELECT"]
+    row.balance = F("balance") + 10
+    row.save(fence_token=4)
+    assert stored(Account, db, row.pk) == (12, 4)
+    row.balance = F("balance") + 100
+    with pytest.raises(fd.StaleRowError) as stale:
+        row.save(fence_token=3)
+    assert stale.value.current == 4
+    assert stored(Account, db, row.pk) == (12, 4)
+
+
 def test_a_missing_row_is_told_apart_from_a_stale_token(Account: Any, db: str) -> None:
     row = new_row(Account, db)
     with fd.unfenced():  # another holder's delete, outside the guard
@@ -442,3 +468,35 @@ def test_manage_py_fencing_status_list_and_release(
         call_command("fencing", "status", "nightly", "--json")
         assert '"held": false' in capsys.readouterr().out
     assert backend.fence("nightly", ttl=60).acquire() > token
+
+
+def test_manage_py_fencing_database_operates_the_fences_of_django_s_own_database(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``manage.py fencing ... --database ALIAS`` reads and force-releases the leases of
+    ``fencing.django.fence`` in that database (the FENCING_URL setting does not apply);
+    ``--url`` with it, or an unknown alias, is a usage error; locks and rate limiters,
+    which this issuer has not, are exit 4."""
+    from django.core.management import CommandError, call_command
+    from django.test import override_settings
+
+    name = f"nightly:{uuid.uuid4().hex[:8]}"
+    token = fd.fence(name, ttl=60, using=db).acquire()
+    with override_settings(FENCING_URL="redis://127.0.0.1:1/0"):  # never dialled
+        call_command("fencing", "status", name, "--database", db)
+        shown = capsys.readouterr().out
+        assert shown.startswith(f"{name}: held by ") and f"with token {token:d}," in shown
+        call_command("fencing", "list", "--prefix", name, "--database", db)
+        assert capsys.readouterr().out.split() == [name]
+        call_command("fencing", "release", "--force", name, "--database", db)
+        assert f"token {token:d}" in capsys.readouterr().out
+        assert not fd.issuer(db).status(name).held
+        for wrong in (["--url", "sqlite:///x.db"], ["--database", "nowhere"]):
+            with pytest.raises(CommandError) as refused:
+                call_command("fencing", "status", name, "--database", db, *wrong)
+            assert refused.value.returncode == 2
+        for unsupported in (["--lock"], ["--limiter", "--per", "1"]):  # not on this issuer
+            with pytest.raises(CommandError) as refused:
+                call_command("fencing", "status", name, "--database", db, *unsupported)
+            assert refused.value.returncode == 4
+    assert fd.fence(name, ttl=60, using=db).acquire() > token

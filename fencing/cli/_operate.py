@@ -1,5 +1,6 @@
 """What the operators' commands (``fencing status``, ``list``, ``release``) share: the
-exit codes, the ``--url`` option, opening the issuer of a URL and reporting a fence.
+exit codes, the ``--url`` option, opening the issuer of a URL (or taking the one a host
+program gives) and reporting a fence.
 
 Exit codes, documented in docs/operations.md (scripts rely on them):
 
@@ -86,9 +87,16 @@ class Opened(NamedTuple):
 
 
 @contextmanager
-def opened(url: str | None) -> Iterator[Opened]:
-    """The backend of ``url`` (``None``: ``connect``'s default), closed when the command
+def opened(args: argparse.Namespace) -> Iterator[Opened]:
+    """The backend a command operates: ``args.backend`` when the program running the
+    command gave one (``manage.py fencing --database``: Django's own issuer), else the
+    backend of ``args.url`` (``None``: ``connect``'s default), closed when the command
     is done with it (a backend from ``connect`` exposes its issuer as ``issuer``)."""
+    given: Opened | None = getattr(args, "backend", None)
+    if given is not None:
+        yield given
+        return
+    url = args.url
     try:
         backend = connect(url)
     except (TypeError, ValueError) as exc:

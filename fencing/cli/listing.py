@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
 
 
 def listing(args: argparse.Namespace) -> int:
-    with opened(args.url) as backend:
+    with opened(args) as backend:
         issuer = inspector(backend)
         for name in issuer.names(args.prefix):
             print(as_json(issuer.status(name)) if args.json else name, flush=True)

@@ -110,7 +110,7 @@ def release(args: argparse.Namespace) -> int:
             f"refusing to release {name!r} without --force: it evicts whoever holds the "
             "lease (see `fencing status`); nothing changed",
         )
-    with opened(args.url) as backend:
+    with opened(args) as backend:
         if args.lock:
             ended = on_lock(lock_operator(backend).force_release_lock, name)
         else:

@@ -121,13 +121,13 @@ def status(args: argparse.Namespace) -> int:
             USAGE, f"--permits needs --semaphore and a count from 1 to {MAX_PERMITS}"
         )
     if args.semaphore:
-        with opened(args.url) as backend:
+        with opened(args) as backend:
             issuer = inspector(backend)
             for name in names:
                 _semaphore(issuer, name, args.permits, args.json)
         return OK
     show = as_json if args.json else as_text
-    with opened(args.url) as backend:
+    with opened(args) as backend:
         read = reader(backend, lock=args.lock)
         for name in names:
             print(show(read(name)), flush=True)
@@ -162,7 +162,7 @@ def _limiters(args: argparse.Namespace, names: list[str]) -> int:
         checked = [LimiterCore(name, limit, args.per, args.window, float) for name in names]
     except (TypeError, ValueError) as exc:
         raise CommandError(USAGE, str(exc)) from exc
-    with opened(args.url) as backend:
+    with opened(args) as backend:
         store = backend.issuer
         if not isinstance(store, InspectsLimits):
             raise CommandError(UNSUPPORTED, f"{shown(backend.url)} keeps no rate limits to read")

@@ -13,17 +13,19 @@ registry; the checks here read the model's ``fence_token`` field instead).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import functools
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import models, router, transaction
+from django.db import connections, models, router, transaction
 from django.db.models import Max, signals
 
 from .._validate import check_mark_token
 from ._errors import StaleRowError
+from ._statement import guarded_update
 
 #: The column every fenced model has (``FencedModel.fence_token``).
 FENCE_FIELD = "fence_token"
@@ -55,7 +57,10 @@ def _fenced(model: Any) -> Any:
     return _with_fence_field(model)
 
 
+@functools.cache
 def _with_fence_field(model: Any) -> Any:
+    """``model`` if it has the ``fence_token`` column, else ``TypeError`` (an error is
+    not cached; an answer is, once per class: every guarded write asks)."""
     meta = getattr(model, "_meta", None)  # None: django.db.models.Model itself
     if meta is None or meta.abstract or FENCE_FIELD not in {f.name for f in meta.concrete_fields}:
         raise TypeError(f"{model.__qualname__} is not a FencedModel (no {FENCE_FIELD} column)")
@@ -73,29 +78,57 @@ def _write(queryset: Any, **values: Any) -> int:
     return rows
 
 
-def _stamp(row: Any, value: int, model: Any, pk: Any, **values: Any) -> None:
-    """Write ``values`` and the token ``value`` to the one ``row`` (a queryset) where its
-    token is not above ``value``; ``StaleRowError`` with its current token otherwise."""
-    if not _write(row.filter(fence_token__lte=value), fence_token=value, **values):
-        current = row.values_list(FENCE_FIELD, flat=True).first()
+def _stamp(rows: Any, pk: Any, value: int, changes: Sequence[tuple[Any, Any]] = ()) -> None:
+    """Write ``changes`` (field, value pairs) and the token ``value`` to the row ``pk`` of
+    ``rows`` (a model's base queryset on one database) where its token is not above
+    ``value``; ``StaleRowError`` with its current token otherwise.
+
+    One ``UPDATE ... WHERE pk = :pk AND fence_token <= :token``, its text built once
+    (``_statement``), and a second query, for the current token, only when it is
+    refused. What that text cannot carry is written through the ORM, in one
+    transaction: a model with parents has its columns in several tables, which Django
+    writes by as many statements."""
+    model, db = rows.model, rows.db
+    connection = connections[db]
+    token_field = model._meta.get_field(FENCE_FIELD)
+    statement = guarded_update(connection, model, token_field, pk, value, changes)
+    if statement is not None:
+        with connection.cursor() as cursor:
+            cursor.execute(*statement)
+            written = cursor.rowcount
+    else:
+        with transaction.atomic(using=db):
+            values = {field.attname: changed for field, changed in changes}
+            guarded = rows.filter(pk=pk, fence_token__lte=value)
+            written = _write(guarded, fence_token=value, **values)
+    if not written:
+        current = rows.filter(pk=pk).values_list(FENCE_FIELD, flat=True).first()
         raise StaleRowError(value, current, _resource(model, pk))
 
 
 def _saved_row(model: Any, target: Any, using: str | None, verb: str) -> Any:
-    """The queryset of ``target``'s row on the database it is written to; ``ValueError``
-    for an instance never saved (what ``claim`` or ``delete``, ``verb``, cannot take)."""
+    """The base queryset of ``target``'s model on the database its row is written to;
+    ``ValueError`` for an instance never saved (what ``claim`` or ``delete``, ``verb``,
+    cannot take)."""
     if target._state.adding or target.pk is None:
         raise ValueError(f"{_resource(model)}: {verb} a saved row, not a new instance")
     db = using or target._state.db or router.db_for_write(model, instance=target)
-    return model._base_manager.db_manager(db).filter(pk=target.pk)
+    return model._base_manager.using(db)
 
 
-def _updated_fields(model: Any, update_fields: Iterable[str] | None) -> list[Any]:
-    fields = [
+@functools.cache
+def _writable(model: Any) -> tuple[Any, ...]:
+    """The fields a save of ``model`` writes: its concrete fields but the primary key,
+    ``fence_token`` (the guard sets it) and generated columns."""
+    return tuple(
         f
         for f in model._meta.concrete_fields
         if not f.primary_key and f.name != FENCE_FIELD and not getattr(f, "generated", False)
-    ]
+    )
+
+
+def _updated_fields(model: Any, update_fields: Iterable[str] | None) -> Sequence[Any]:
+    fields = _writable(model)
     if update_fields is None:
         return fields
     wanted = set(update_fields)
@@ -136,11 +169,12 @@ def fenced_save(
         raise ValueError(f"{_resource(model)}: the instance has no primary key")
     names = None if update_fields is None else frozenset([*map(str, update_fields), FENCE_FIELD])
     signals.pre_save.send(sender=model, instance=instance, raw=False, using=db, update_fields=names)
-    rows = model._base_manager.db_manager(db)
-    values = {f.attname: f.pre_save(instance, False) for f in fields}
+    changes = [(f, f.pre_save(instance, False)) for f in fields]
     # One statement, atomic by itself (as a plain save() is): no transaction around it,
-    # which would cost a BEGIN and a COMMIT per save and protect nothing more.
-    _stamp(rows.filter(pk=instance.pk), value, model, instance.pk, **values)
+    # which would cost a BEGIN and a COMMIT per save and protect nothing more. Its
+    # failure inside atomic() marks that block for rollback, as save()'s does.
+    with transaction.mark_for_rollback_on_error(using=db):
+        _stamp(model._base_manager.using(db), instance.pk, value, changes)
     setattr(instance, FENCE_FIELD, value)
     instance._state.db = db
     signals.post_save.send(
@@ -180,7 +214,7 @@ def claim(target: Any, token: int, *, using: str | None = None) -> int:
     model = _fenced(type(target))
     rows = _saved_row(model, target, using, "claim")
     with transaction.atomic(using=rows.db):
-        _stamp(rows, value, model, target.pk)
+        _stamp(rows, target.pk, value)
         target.refresh_from_db(using=rows.db)
     return 1
 
@@ -234,7 +268,7 @@ def fenced_delete(
     value = check_mark_token(token)
     rows = _saved_row(model, target, using, "delete")
     with transaction.atomic(using=rows.db):
-        _stamp(rows, value, model, target.pk)
+        _stamp(rows, target.pk, value)
         setattr(target, FENCE_FIELD, value)
         result: tuple[int, dict[str, int]] = models.Model.delete(target, using=rows.db)
     return result

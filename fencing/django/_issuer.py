@@ -41,8 +41,7 @@ from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError, issuer_error
 from .._fence import Fence
 from .._flow import Flow, run_sync
-from ..issuer import Busy, FenceStatus
-from ..sql._issuer import Execute, SqlFlows
+from ..sql._issuer import Execute, FlowsIssuer, SqlFlows
 from ..sql._schema import db_now
 
 T = TypeVar("T")
@@ -109,11 +108,11 @@ def _missing_table(exc: Error, using: str) -> FenceSetupError | None:
     )
 
 
-class DjangoIssuer:
+class DjangoIssuer(FlowsIssuer):
     """The issuer on the Django database ``using`` (see the module docstring): fences,
     ``status``, ``names`` and ``force_release`` (``fencing.issuer.Inspects``,
-    ``ForceReleases``) on its ``fencing_leases`` table. One per alias is enough
-    (``issuer``)."""
+    ``ForceReleases``, written once in ``FlowsIssuer``) on its ``fencing_leases`` table,
+    each flow run here on a Django cursor. One per alias is enough (``issuer``)."""
 
     def __init__(self, using: str = DEFAULT_DB_ALIAS) -> None:
         if not isinstance(using, str):
@@ -175,24 +174,6 @@ class DjangoIssuer:
         with self._lock:
             self._idle.append(conn)
         return value
-
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return self._run(self.flows.try_acquire(name, holder, ttl_ms))
-
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return self._run(self.flows.renew(name, token, holder, ttl_ms))
-
-    def release(self, name: str, token: int, holder: str) -> bool:
-        return self._run(self.flows.release(name, token, holder))
-
-    def status(self, name: str) -> FenceStatus:
-        return self._run(self.flows.status(name))
-
-    def names(self, prefix: str = "") -> Iterator[str]:
-        return iter(self._run(self.flows.names(prefix)))
-
-    def force_release(self, name: str) -> FenceStatus:
-        return self._run(self.flows.force_release(name))
 
 
 _issuers: dict[str, DjangoIssuer] = {}

@@ -17,7 +17,8 @@ token and holder in the same transaction; the counter stays, so the next token i
 higher than the one it ended.
 
 The operations are written once as flows of statements (``SqlFlows``, see ``_flow``);
-``SqlIssuer`` drives them on a ``Connection`` and ``AsyncSqlIssuer`` (``_async_issuer``)
+``SqlIssuer`` drives them on a ``Connection`` (its calls written once in ``FlowsIssuer``,
+shared with ``fencing.django``'s issuer) and ``AsyncSqlIssuer`` (``_async_issuer``)
 on an ``AsyncConnection``, each inside one transaction.
 Nothing wakes waiters on release (no capability): the core backs off with jitter.
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -281,7 +283,38 @@ class SqlFlows:
         return LimitUse(int(used), max(0, int(oldest) + per - now) / 1e6, now / 1e6)
 
 
-class SqlIssuer:
+class FlowsIssuer(ABC):
+    """The blocking issuer's calls (``Issuer``, ``Inspects``, ``ForceReleases``) as the
+    flows of ``flows``, each run in one transaction by ``_run``: written once for
+    ``SqlIssuer`` (on an engine) and ``fencing.django``'s issuer (on a Django cursor),
+    which differ only in where a flow runs."""
+
+    flows: SqlFlows
+
+    @abstractmethod
+    def _run(self, flow: Flow[Execute, T]) -> T:
+        """Run ``flow`` in one transaction and return what it returns."""
+
+    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
+        return self._run(self.flows.try_acquire(name, holder, ttl_ms))
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return self._run(self.flows.renew(name, token, holder, ttl_ms))
+
+    def release(self, name: str, token: int, holder: str) -> bool:
+        return self._run(self.flows.release(name, token, holder))
+
+    def status(self, name: str) -> FenceStatus:
+        return self._run(self.flows.status(name))
+
+    def names(self, prefix: str = "") -> Iterator[str]:
+        return iter(self._run(self.flows.names(prefix)))
+
+    def force_release(self, name: str) -> FenceStatus:
+        return self._run(self.flows.force_release(name))
+
+
+class SqlIssuer(FlowsIssuer):
     """Issuer on SQLite or PostgreSQL (an ``Engine`` or URL); see the module docstring.
 
     The ``fencing_leases`` table must exist: run ``fencing migrate`` (or
@@ -311,24 +344,6 @@ class SqlIssuer:
 
                 create_tables(self.engine)
             self._ready = True
-
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return self._run(self.flows.try_acquire(name, holder, ttl_ms))
-
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return self._run(self.flows.renew(name, token, holder, ttl_ms))
-
-    def release(self, name: str, token: int, holder: str) -> bool:
-        return self._run(self.flows.release(name, token, holder))
-
-    def status(self, name: str) -> FenceStatus:
-        return self._run(self.flows.status(name))
-
-    def names(self, prefix: str = "") -> Iterator[str]:
-        return iter(self._run(self.flows.names(prefix)))
-
-    def force_release(self, name: str) -> FenceStatus:
-        return self._run(self.flows.force_release(name))
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """One request of the rate limiter ``name``: one transaction, the database's clock."""
