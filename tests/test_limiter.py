@@ -24,9 +24,11 @@ from typing import Any
 
 import pytest
 from limiting import (
+    CONTROL_PER,
     LIMIT,
     PER,
     WINDOWS,
+    client_clock_admissions,
     hammer,
     limiters,
     most_in_a_fixed_window,
@@ -117,9 +119,12 @@ def test_a_client_an_hour_off_admits_no_more_than_the_others(
     on time, takes admissions from the same limiters. By the stores' times (Redis
     ``TIME``, PostgreSQL's ``clock_timestamp()``) every fixed window and every interval
     of ``per`` admitted at most ``limit`` over both clients together: the skewed client
-    took nothing the limit did not leave it. (A limiter on the client's clock, as the
-    ``limits`` library's moving window, files the skewed client's admissions an hour
-    back, where the others no longer count them.)
+    took nothing the limit did not leave it.
+
+    The control, in the same run: a moving window on the client's clock, as the ``limits``
+    library keeps it on Redis. The skewed client takes its admissions first, filed an
+    hour back; then this process, on time, drops them from the window and is admitted
+    ``limit`` times more: more than ``limit`` within one window by Redis ``TIME``.
 
     A SQLite file has no server clock: its writers read their own host's clock inside
     the file's write lock, so it assumes the processes of one host, which share one
@@ -149,7 +154,7 @@ def test_a_client_an_hour_off_admits_no_more_than_the_others(
         finished.set()
         runner.join(PATIENCE)
     assert skewed.returncode == 0
-    clock, report = out.splitlines()
+    clock, control, report = out.splitlines()
     # the child's clock, against this process's: an hour behind, not minutes (faketime took)
     assert float(clock) - time.time() < OFFSET_SECONDS + TOLERANCE, "faketime did not take"
     theirs: dict[str, list[float]] = json.loads(report)
@@ -157,6 +162,13 @@ def test_a_client_an_hour_off_admits_no_more_than_the_others(
         assert len(times) >= SKEWED_ADMISSIONS and on_time[key], key
         check = most_in_a_fixed_window if key.endswith("fixed") else most_in_any_interval
         assert check(times + on_time[key], PER) <= LIMIT, key
+    skewed_control: list[float] = json.loads(control)
+    assert len(skewed_control) == SKEWED_ADMISSIONS, skewed_control
+    key = f"{name}:client-clock"
+    on_time_control = client_clock_admissions(urls[0], key, LIMIT, CONTROL_PER, 2 * LIMIT)
+    assert len(on_time_control) == LIMIT, on_time_control
+    both = skewed_control + on_time_control
+    assert most_in_any_interval(both, CONTROL_PER) == SKEWED_ADMISSIONS + LIMIT, both
 
 
 class _Counting:
