@@ -79,6 +79,10 @@ def store_urls(
     return [f"redis://127.0.0.1:{redis_server.port}", f"sqlite:///{tmp_path / 'limits.db'}", url]
 
 
+#: How long each hammering process takes admissions (its own clock): a few windows.
+HAMMERING = 3.0
+
+
 def test_processes_hammering_a_store_never_get_more_than_the_limit(
     store_urls: list[str],
 ) -> None:
@@ -87,7 +91,9 @@ def test_processes_hammering_a_store_never_get_more_than_the_limit(
     names = {window: f"limit:{window}:{random.random()}" for window in WINDOWS}
     ctx: Any = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    workers = [ctx.Process(target=_hammer, args=(store_urls, names, 1.6, out)) for _ in range(4)]
+    workers = [
+        ctx.Process(target=_hammer, args=(store_urls, names, HAMMERING, out)) for _ in range(4)
+    ]
     for worker in workers:
         worker.start()
     reports = [out.get(timeout=120) for _ in workers]
