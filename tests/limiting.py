@@ -21,9 +21,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from waiting import PATIENCE
-
 import redis
+from waiting import PATIENCE
 
 import fencing
 from fencing._limiter import Limiter
