@@ -41,6 +41,7 @@ import fencing
 import fencing.aio
 from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
 from fencing._limiter import Admits, Limiter
+from fencing.redis._limits import parse_admission
 from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
 from fencing.testing.servers import PostgresServer, RedisServer, faketime_environment
@@ -373,3 +374,15 @@ def test_asyncio_runs() -> None:
 class _AsyncCounting:
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         return Admission(True, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    "reply", [None, [1, 0], [1, 0, b"now"], [2, 0, 1], [0, b"soon", 1], [0, 0, 1, 1], b"101"]
+)
+def test_a_limiter_reply_that_is_not_one_is_unavailable(reply: Any) -> None:
+    """The Redis limiter's reply parser takes ``{admitted 1/0, retry_in µs, now µs}`` and
+    nothing else: any other shape is ``FenceUnavailable``, never a guess."""
+    with pytest.raises(fencing.FenceUnavailable, match="unexpected reply"):
+        parse_admission(reply)
+    assert parse_admission([0, 250_000, 2_000_000]) == Admission(False, 0.25, 2.0)
+    assert parse_admission([1, -1, 3_000_000]) == Admission(True, 0.0, 3.0)
