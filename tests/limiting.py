@@ -128,7 +128,12 @@ def client_clock_admissions(url: str, key: str, limit: int, per: float, most: in
     window = client.register_script(CLIENT_CLOCK_WINDOW)
     got: list[float] = []
     for request in range(most):
-        args = [round(time.time() * 1e6), round(per * 1e6), limit, f"{time.time()}:{request}"]
+        args: list[int | str] = [
+            round(time.time() * 1e6),
+            round(per * 1e6),
+            limit,
+            f"{time.time()}:{request}",
+        ]
         admitted, seconds, micros = window(keys=[key], args=args)
         if not admitted:
             break
