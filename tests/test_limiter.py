@@ -24,9 +24,11 @@ from typing import Any
 
 import pytest
 from limiting import (
+    CONTROL_PER,
     LIMIT,
     PER,
     WINDOWS,
+    client_clock_admissions,
     hammer,
     limiters,
     most_in_a_fixed_window,
@@ -39,6 +41,7 @@ import fencing
 import fencing.aio
 from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
 from fencing._limiter import Admits, Limiter
+from fencing.redis._limits import parse_admission
 from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
 from fencing.testing.servers import PostgresServer, RedisServer, faketime_environment
@@ -77,6 +80,10 @@ def store_urls(
     return [f"redis://127.0.0.1:{redis_server.port}", f"sqlite:///{tmp_path / 'limits.db'}", url]
 
 
+#: How long each hammering process takes admissions (its own clock): a few windows.
+HAMMERING = 3.0
+
+
 def test_processes_hammering_a_store_never_get_more_than_the_limit(
     store_urls: list[str],
 ) -> None:
@@ -85,7 +92,9 @@ def test_processes_hammering_a_store_never_get_more_than_the_limit(
     names = {window: f"limit:{window}:{random.random()}" for window in WINDOWS}
     ctx: Any = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    workers = [ctx.Process(target=_hammer, args=(store_urls, names, 1.6, out)) for _ in range(4)]
+    workers = [
+        ctx.Process(target=_hammer, args=(store_urls, names, HAMMERING, out)) for _ in range(4)
+    ]
     for worker in workers:
         worker.start()
     reports = [out.get(timeout=120) for _ in workers]
@@ -117,9 +126,12 @@ def test_a_client_an_hour_off_admits_no_more_than_the_others(
     on time, takes admissions from the same limiters. By the stores' times (Redis
     ``TIME``, PostgreSQL's ``clock_timestamp()``) every fixed window and every interval
     of ``per`` admitted at most ``limit`` over both clients together: the skewed client
-    took nothing the limit did not leave it. (A limiter on the client's clock, as the
-    ``limits`` library's moving window, files the skewed client's admissions an hour
-    back, where the others no longer count them.)
+    took nothing the limit did not leave it.
+
+    The control, in the same run: a moving window on the client's clock, as the ``limits``
+    library keeps it on Redis. The skewed client takes its admissions first, filed an
+    hour back; then this process, on time, drops them from the window and is admitted
+    ``limit`` times more: more than ``limit`` within one window by Redis ``TIME``.
 
     A SQLite file has no server clock: its writers read their own host's clock inside
     the file's write lock, so it assumes the processes of one host, which share one
@@ -149,7 +161,7 @@ def test_a_client_an_hour_off_admits_no_more_than_the_others(
         finished.set()
         runner.join(PATIENCE)
     assert skewed.returncode == 0
-    clock, report = out.splitlines()
+    clock, control, report = out.splitlines()
     # the child's clock, against this process's: an hour behind, not minutes (faketime took)
     assert float(clock) - time.time() < OFFSET_SECONDS + TOLERANCE, "faketime did not take"
     theirs: dict[str, list[float]] = json.loads(report)
@@ -157,6 +169,13 @@ def test_a_client_an_hour_off_admits_no_more_than_the_others(
         assert len(times) >= SKEWED_ADMISSIONS and on_time[key], key
         check = most_in_a_fixed_window if key.endswith("fixed") else most_in_any_interval
         assert check(times + on_time[key], PER) <= LIMIT, key
+    skewed_control: list[float] = json.loads(control)
+    assert len(skewed_control) == SKEWED_ADMISSIONS, skewed_control
+    key = f"{name}:client-clock"
+    on_time_control = client_clock_admissions(urls[0], key, LIMIT, CONTROL_PER, 2 * LIMIT)
+    assert len(on_time_control) == LIMIT, on_time_control
+    both = skewed_control + on_time_control
+    assert most_in_any_interval(both, CONTROL_PER) == SKEWED_ADMISSIONS + LIMIT, both
 
 
 class _Counting:
@@ -355,3 +374,15 @@ def test_asyncio_runs() -> None:
 class _AsyncCounting:
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         return Admission(True, 0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    "reply", [None, [1, 0], [1, 0, b"now"], [2, 0, 1], [0, b"soon", 1], [0, 0, 1, 1], b"101"]
+)
+def test_a_limiter_reply_that_is_not_one_is_unavailable(reply: Any) -> None:
+    """The Redis limiter's reply parser takes ``{admitted 1/0, retry_in µs, now µs}`` and
+    nothing else: any other shape is ``FenceUnavailable``, never a guess."""
+    with pytest.raises(fencing.FenceUnavailable, match="unexpected reply"):
+        parse_admission(reply)
+    assert parse_admission([0, 250_000, 2_000_000]) == Admission(False, 0.25, 2.0)
+    assert parse_admission([1, -1, 3_000_000]) == Admission(True, 0.0, 3.0)

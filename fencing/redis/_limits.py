@@ -38,11 +38,10 @@ local count = redis.call('ZCARD', KEYS[1])
 if count < limit then
   local member = string.format('%d', now)
   local seq = 0
-  while redis.call('ZSCORE', KEYS[1], member) do  -- two admissions in one µs
+  while redis.call('ZADD', KEYS[1], 'NX', now, member) == 0 do  -- two admissions in one µs
     seq = seq + 1
     member = string.format('%d:%d', now, seq)
   end
-  redis.call('ZADD', KEYS[1], now, member)
   redis.call('PEXPIRE', KEYS[1], math.ceil(per / 1000) + 1)
   return {1, 0, now}
 end
@@ -129,11 +128,18 @@ def limit_call(name: str, limit: int, per_ms: int, window: str) -> tuple[Script,
 
 
 def parse_admission(reply: Any) -> Admission:
-    """``{admitted, retry_in µs, now µs}`` as an ``Admission`` (seconds)."""
+    """``{admitted, retry_in µs, now µs}`` as an ``Admission`` (seconds).
+
+    On the path of every request: unpacked and compared as they come (redis-py gives
+    ints), no conversion pass; anything else is ``FenceUnavailable``.
+    """
     try:
-        admitted, retry, now = (int(part) for part in reply)
+        admitted, retry, now = reply
+        at = now / 1e6
+        if admitted == 1:
+            return Admission(True, 0.0, at)
+        if admitted == 0:
+            return Admission(False, max(retry, 0) / 1e6, at)
     except (TypeError, ValueError):
-        raise FenceUnavailable(f"unexpected reply from the limiter script: {reply!r}") from None
-    if admitted not in (0, 1):
-        raise FenceUnavailable(f"unexpected reply from the limiter script: {reply!r}")
-    return Admission(bool(admitted), max(retry, 0) / 1e6, now / 1e6)
+        pass
+    raise FenceUnavailable(f"unexpected reply from the limiter script: {reply!r}")
