@@ -11,7 +11,7 @@ import contextlib
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost, new_holder_id
+from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost
 from ._errors import LeaseLost
 from ._flow import run_async
 from ._protocol import AsyncCalls, acquire_async, capabilities, release_async
@@ -58,10 +58,11 @@ class AsyncFence(FenceCore):
             again = self._reentered(owner)
             if again is not None:
                 return again
-            holder = new_holder_id()
+            holder = self._new_holder_id()
             token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
             return self._owns(owner, self._granted(token, holder))
-        holder, wait = self._acquiring(timeout)
+        holder = self._new_holder_id()
+        wait = None if timeout is None else check_timeout(timeout)  # None, the default: no check
         token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
         return self._granted(token, holder)
 

@@ -33,7 +33,7 @@ from ._protocol import (
     Waiting,
 )
 from ._token import FenceToken
-from ._validate import check_name, check_timeout, check_token_for, check_ttl
+from ._validate import check_name, check_token_for, check_ttl
 
 DEFAULT_TTL = 10.0
 
@@ -113,6 +113,9 @@ class FenceCore:
         # token -> holder id; single dict operations are atomic, so threads need no lock
         self._holders: dict[int, str] = {}
         self._last_hold: HoldState | None = None
+        #: Where the holder id of each acquisition comes from (an election's candidate
+        #: fence makes ids that carry its value).
+        self._new_holder_id: Callable[[], str] = new_holder_id
         #: Whether the owner of a lease may acquire it again (see the class docstring).
         self.reentrant = reentrant
         # reentrant only: owner -> its token, and token -> (owner, acquisitions)
@@ -137,11 +140,6 @@ class FenceCore:
         return self._last_hold is not None and self._last_hold.lost
 
     # -- flows -------------------------------------------------------------------------
-
-    def _acquiring(self, timeout: object) -> tuple[str, float | None]:
-        """An acquire's fresh holder id and its checked ``timeout`` (``None``, the
-        default, needs no check: this is on every acquire's path)."""
-        return new_holder_id(), None if timeout is None else check_timeout(timeout)
 
     def _granted(self, token: int, holder: str) -> FenceToken:
         """Remember the lease just granted to ``holder``, so ``renew``/``release`` can name it."""
@@ -188,7 +186,10 @@ class FenceCore:
 
     def _released(self, token: int, held: bool) -> None:
         """Forget the lease of ``token``; ``LeaseLost`` if the release found it gone."""
-        self._forget(token)
+        if self.reentrant:
+            self._forget(token)
+        else:  # _forget, inline: this is on every release's path
+            self._holders.pop(token, None)
         if not held:
             lost_log.warning(
                 "fence %r: lease of token %d lost (found at release)", self.name, token

@@ -112,10 +112,7 @@ class _CandidateFence(Fence):
 
     def __init__(self, election: Election, value: str) -> None:
         super().__init__(election.issuer, election.name, election.ttl, clock=election.clock)
-        self._holder_id = _holder_ids(value)
-
-    def _acquiring(self, timeout: object) -> tuple[str, float | None]:
-        return self._holder_id(), check_timeout(timeout)
+        self._new_holder_id = _holder_ids(value)
 
 
 class _AsyncCandidateFence(AsyncFence):
@@ -123,10 +120,7 @@ class _AsyncCandidateFence(AsyncFence):
 
     def __init__(self, election: AsyncElection, value: str) -> None:
         super().__init__(election.issuer, election.name, election.ttl, clock=election.clock)
-        self._holder_id = _holder_ids(value)
-
-    def _acquiring(self, timeout: object) -> tuple[str, float | None]:
-        return self._holder_id(), check_timeout(timeout)
+        self._new_holder_id = _holder_ids(value)
 
 
 class _ElectionBase:

@@ -16,7 +16,6 @@ from ._core import (
     HoldBase,
     HoldState,
     OnLost,
-    new_holder_id,
     pause_with,
 )
 from ._flow import run_sync
@@ -67,7 +66,8 @@ class Fence(FenceCore):
         """
         if self.reentrant:
             return self._acquire_reentrant(timeout)
-        holder, wait = self._acquiring(timeout)
+        holder = self._new_holder_id()
+        wait = None if timeout is None else check_timeout(timeout)  # None, the default: no check
         return self._granted(
             acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls), holder
         )
@@ -78,7 +78,7 @@ class Fence(FenceCore):
         again = self._reentered(owner)
         if again is not None:
             return again
-        holder = new_holder_id()
+        holder = self._new_holder_id()
         granted = acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls)
         return self._owns(owner, self._granted(granted, holder))
 

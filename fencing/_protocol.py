@@ -358,9 +358,13 @@ def queue_millis(remaining: float | None, max_block: float) -> int:
 
 class Waiting:
     """How one fence waits: its issuer's capabilities, its clock, its longest block and,
-    when it polls, its fixed ``interval`` if it has one (see ``WaitSchedule``)."""
+    when it polls, its fixed ``interval`` if it has one (see ``WaitSchedule``).
 
-    __slots__ = ("clock", "hands_off", "interval", "max_block", "wakes")
+    ``unbounded_ms`` is ``first_queue_millis`` of an acquire without a timeout, for a
+    lease that expires: the default acquire's, found once, not at every call.
+    """
+
+    __slots__ = ("clock", "hands_off", "interval", "max_block", "unbounded_ms", "wakes")
 
     def __init__(
         self,
@@ -375,6 +379,7 @@ class Waiting:
         self.clock = clock
         self.max_block = max_block
         self.interval = interval
+        self.unbounded_ms = queue_millis(None, max_block) if hands_off else 0
 
 
 def first_queue_millis(ttl_ms: int, timeout: float | None, waiting: Waiting) -> int:
@@ -386,8 +391,8 @@ def first_queue_millis(ttl_ms: int, timeout: float | None, waiting: Waiting) -> 
     """
     if not waiting.hands_off or ttl_ms <= 0 or timeout == 0:
         return 0
-    if timeout is None:  # queue_millis(None, ...), inline: the default, on every acquire's path
-        return round((waiting.max_block + QUEUE_GRACE) * 1000)
+    if timeout is None:
+        return waiting.unbounded_ms
     return queue_millis(timeout, waiting.max_block)
 
 
@@ -475,7 +480,10 @@ def acquire_sync(
     if not watched and (telemetry := live()) is not None:
         with AcquireWatch(telemetry, calls, holder) as watch:
             return watch.granted(acquire_sync(holder, ttl_ms, timeout, waiting, calls, True))
-    queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
+    if timeout is None and ttl_ms > 0:  # first_queue_millis, inline: the default acquire's
+        queue_ms = waiting.unbounded_ms
+    else:
+        queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
     reply = calls.attempt(holder, ttl_ms, queue_ms)
     if isinstance(reply, Busy):
         flow = wait_flow(calls.name, holder, ttl_ms, queue_ms > 0, reply, timeout, waiting)
@@ -514,7 +522,10 @@ async def acquire_async(
         with AcquireWatch(telemetry, calls, holder) as watch:
             granted = await acquire_async(holder, ttl_ms, timeout, waiting, calls, True)
             return watch.granted(granted)
-    queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
+    if timeout is None and ttl_ms > 0:  # first_queue_millis, inline: the default acquire's
+        queue_ms = waiting.unbounded_ms
+    else:
+        queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
     reply = await calls.attempt(holder, ttl_ms, queue_ms)
     if isinstance(reply, Busy):
         flow = wait_flow(calls.name, holder, ttl_ms, queue_ms > 0, reply, timeout, waiting)

@@ -81,7 +81,6 @@ from ._scripts import (
     parse_lock_status,
     parse_status,
     parse_wake,
-    release_args,
     renew_args,
     status_args,
 )
@@ -168,8 +167,14 @@ def run_script(client: SyncClient, script: Script, args: tuple[Any, ...]) -> Any
     try:
         return execute("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
     except NoScriptError:
-        client.script_load(script.text)
-        return execute("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
+        return rerun_script(client, script, args)
+
+
+def rerun_script(client: SyncClient, script: Script, args: tuple[Any, ...]) -> Any:
+    """``run_script`` after its EVALSHA met NOSCRIPT: load ``script``, EVALSHA again."""
+    client.script_load(script.text)
+    execute: Callable[..., Any] = client.execute_command
+    return execute("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
 
 
 async def arun_script(client: AsyncClient, script: Script, args: tuple[Any, ...]) -> Any:
@@ -177,8 +182,13 @@ async def arun_script(client: AsyncClient, script: Script, args: tuple[Any, ...]
     try:
         return await client.execute_command("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
     except NoScriptError:
-        await client.script_load(script.text)
-        return await client.execute_command("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
+        return await arerun_script(client, script, args)
+
+
+async def arerun_script(client: AsyncClient, script: Script, args: tuple[Any, ...]) -> Any:
+    """The asyncio twin of ``rerun_script``."""
+    await client.script_load(script.text)
+    return await client.execute_command("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
 
 
 class Eval(Generic[R]):
@@ -428,7 +438,7 @@ class RedisFlows:
 
     def release_call(self, name: str, token: int, holder: str) -> ScriptCall:
         """The script and arguments of ``release`` (the issuers run it directly)."""
-        return RELEASE, release_args(name, lease_value(token, holder))
+        return RELEASE, (fence_keys(name).lease, lease_value(token, holder))
 
     def release(self, name: str, token: int, holder: str) -> Eval[bool]:
         """A release as a step (for a flow: giving back an unreplicated lease)."""
@@ -538,9 +548,17 @@ class RedisIssuer:
         return step.result
 
     def run(self, script: Script, args: tuple[Any, ...]) -> Any:
-        """``script`` with ``args`` on the client: its raw reply (errors as ``result_of``)."""
+        """``script`` with ``args`` on the client: its raw reply (errors as ``result_of``).
+
+        ``run_script``, its first EVALSHA inline: this is on every acquire's and every
+        release's path."""
+        client = self.client
         try:
-            return run_script(self.client, script, args)
+            try:
+                execute: Callable[..., Any] = client.execute_command
+                return execute("EVALSHA", script.sha_arg, script.numkeys_arg, *args)
+            except NoScriptError:
+                return rerun_script(client, script, args)
         except BaseException as exc:
             raise self._raised(exc)  # noqa: B904 (its cause is set)
 
@@ -684,7 +702,13 @@ class AsyncRedisIssuer:
         try:
             if self._ready is not None:
                 await self._ready()
-            return await arun_script(self.client, script, args)
+            client = self.client
+            try:  # arun_script, its first EVALSHA inline (every acquire's and release's path)
+                return await client.execute_command(
+                    "EVALSHA", script.sha_arg, script.numkeys_arg, *args
+                )
+            except NoScriptError:
+                return await arerun_script(client, script, args)
         except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
 

@@ -700,11 +700,6 @@ def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple
     return (fence_keys(name).lease, value, b"%d" % ttl_ms, b"1" if add else b"0")
 
 
-def release_args(name: str, value: bytes) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``RELEASE`` for the lease holding ``value``."""
-    return (fence_keys(name).lease, value)
-
-
 def lock_acquire_args(
     keys: LockKeys, holder: str, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
 ) -> tuple[Any, ...]:
