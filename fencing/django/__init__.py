@@ -14,8 +14,9 @@ site gets a read-only page of those fences. docs/django.md has the quick start.
 A backend-level package: it imports the core and Django, never another backend.
 ``FencedModel``, ``FencedManager`` and ``FencedQuerySet`` come from
 ``fencing.django.models``, loaded on first use (after ``django.setup()``); ``fence`` and
-``DjangoIssuer`` from ``fencing.django._issuer``, loaded on first use too (it imports
-SQLAlchemy, which writes the issuer's SQL).
+``DjangoIssuer`` from ``fencing.django._issuer``, loaded on first use too. Nothing here
+imports SQLAlchemy: the issuer runs the text of ``fencing.sql``'s statements, generated
+into ``_sql`` (see ``_issuer``).
 """
 
 from __future__ import annotations

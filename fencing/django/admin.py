@@ -1,7 +1,7 @@
 """A read-only admin page of the fences of ``fencing.django.fence`` (with
 ``django.contrib.admin`` installed): each fence's name, holder, last token and the
-lease's time left, by the database's clock (``fencing.sql``'s ``db_now``, the clock the
-leases are kept on). Nothing can be added, changed or deleted here: a stuck lease is
+lease's time left, by the database's clock (``_sql.CLOCK``: ``fencing.sql``'s ``db_now``,
+the clock the leases are kept on). Nothing can be added, changed or deleted here: a stuck lease is
 ended with ``manage.py fencing release --force NAME``, which also keeps its token
 counter, so the next token is higher.
 """
@@ -15,7 +15,7 @@ from django.db import connections
 from django.db.models import ExpressionWrapper, F, FloatField
 from django.db.models.expressions import RawSQL
 
-from ._issuer import clock_sql
+from ._sql import CLOCK
 from .models import Lease
 
 
@@ -27,7 +27,7 @@ class LeaseAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: Any) -> Any:
         leases = super().get_queryset(request)
-        now = RawSQL(clock_sql(connections[leases.db].vendor), ())
+        now = RawSQL(CLOCK[connections[leases.db].vendor], ())
         return leases.annotate(left=ExpressionWrapper(F("expires_at") - now, FloatField()))
 
     @admin.display(description="lease left", ordering="left")  # type: ignore[untyped-decorator]

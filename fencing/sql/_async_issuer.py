@@ -2,7 +2,7 @@
 
 Separate from ``_issuer`` because SQLAlchemy's asyncio layer needs greenlet (the
 ``fencing[async]`` extra); sync users of ``fencing[sql]`` never import it.
-Imports the core async fence and flows, the sync issuer's flows, and SQLAlchemy's asyncio layer.
+Imports the core async fence and SQL flows, the statements' port, and SQLAlchemy's asyncio layer.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._flow import Flow, run_async
 from .._limiter import Admission, LimitUse
+from .._sql_flows import Execute, SqlFlows, T
 from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
-from ._issuer import Execute, SqlFlows, T
+from ._issuer_statements import AsyncSqlPort, statements
 
 
 class AsyncSqlIssuer:
@@ -29,14 +30,15 @@ class AsyncSqlIssuer:
     def __init__(self, engine: AsyncEngine | Engine | str) -> None:
         self.engine = async_issuer_engine(engine)
         self.dialect = self.engine.dialect.name
-        self.flows = SqlFlows(self.dialect)
+        self.flows = SqlFlows()
+        self.statements = statements(self.dialect)
         self._ready = False
 
     async def _run(self, flow: Flow[Execute, T]) -> T:
         await self._ensure_tables()
         with sql_errors(url=self.engine.url):
             async with self.engine.begin() as conn:
-                return await run_async(flow, conn)
+                return await run_async(flow, AsyncSqlPort(conn, self.statements))
 
     async def _ensure_tables(self) -> None:
         if self._ready:

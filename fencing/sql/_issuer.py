@@ -16,9 +16,11 @@ The operators' calls (``Inspects``, ``ForceReleases``): ``status`` is one read;
 token and holder in the same transaction; the counter stays, so the next token is
 higher than the one it ended.
 
-The operations are written once as flows of statements (``SqlFlows``, see ``_flow``);
-``SqlIssuer`` drives them on a ``Connection`` (its calls written once in ``FlowsIssuer``,
-shared with ``fencing.django``'s issuer) and ``AsyncSqlIssuer`` (``_async_issuer``)
+The operations are written once as flows of named statements (``SqlFlows``, in the
+core's ``fencing._sql_flows``, shared with ``fencing.django``'s issuer, which needs no
+SQLAlchemy); the statements themselves are SQLAlchemy constructs, built once per
+dialect (``_issuer_statements``). ``SqlIssuer`` drives the flows on a ``Connection``
+(its calls written once in ``FlowsIssuer``) and ``AsyncSqlIssuer`` (``_async_issuer``)
 on an ``AsyncConnection``, each inside one transaction.
 Nothing wakes waiters on release (no capability): the core backs off with jitter.
 
@@ -28,290 +30,24 @@ requests of one limiter (PostgreSQL's row lock, SQLite's ``BEGIN IMMEDIATE``) an
 the database's clock in µs read *after* the lock was taken; then, on that time, a count
 of the window's admissions, the deletion of those that no longer count, and the insert
 of the new one when it is admitted.
-Imports the core fences and flows, the schema and engine helpers, and SQLAlchemy.
+Imports the core fences and SQL flows, the statements and engine helpers, and SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any
 
-from sqlalchemy import (
-    Engine,
-    Executable,
-    and_,
-    delete,
-    func,
-    insert,
-    or_,
-    select,
-    update,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Engine
 
 from .._core import DEFAULT_TTL
 from .._fence import Fence
 from .._flow import Flow, run_sync
 from .._limiter import Admission, LimitUse
-from ..issuer import Busy, FenceStatus
+from .._sql_flows import Execute, FlowsIssuer, SqlFlows, T
 from ._engines import issuer_engine, sql_errors
-from ._schema import admissions, db_micros, db_now, leases
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What a statement returned, read the same way from sync and async results."""
-
-    rowcount: int
-    rows: list[tuple[Any, ...]]
-
-
-class Results(Protocol):
-    """What a flow reads of a statement's result: a ``CursorResult``, or the rows
-    ``fencing.django``'s issuer takes from a Django cursor."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    @property
-    def returns_rows(self) -> bool: ...
-
-    def __iter__(self) -> Iterator[Any]: ...
-
-
-class Executes(Protocol):
-    """Where the flows' statements run blocking: a ``Connection`` in a transaction, or
-    ``fencing.django``'s port on a Django cursor (the same statements, compiled)."""
-
-    def execute(self, statement: Executable, /) -> Results: ...
-
-
-def read(result: Results) -> Reply:
-    rows = [tuple(row) for row in result] if result.returns_rows else []
-    return Reply(result.rowcount, rows)
-
-
-class Execute:
-    """The one step of the SQL flows: run a statement in the flow's transaction."""
-
-    __slots__ = ("result", "statement")
-    result: Reply
-
-    def __init__(self, statement: Executable) -> None:
-        self.statement = statement
-
-    def perform(self, conn: Executes) -> None:
-        self.result = read(conn.execute(self.statement))
-
-    async def aperform(self, conn: AsyncConnection) -> None:
-        self.result = read(await conn.execute(self.statement))
-
-
-def _upsert(dialect: str) -> Any:
-    return postgresql.insert if dialect == "postgresql" else sqlite.insert
-
-
-def _greatest(dialect: str, *values: Any) -> Any:
-    """The largest of ``values`` (PostgreSQL ``greatest``, SQLite's scalar ``max``)."""
-    return func.greatest(*values) if dialect == "postgresql" else func.max(*values)
-
-
-def _held(dialect: str, name: str, token: int, holder: str) -> Any:
-    return and_(
-        leases.c.name == name,
-        leases.c.token == token,
-        leases.c.holder == holder,
-        leases.c.expires_at > db_now(dialect),
-    )
-
-
-class SqlFlows:
-    """The SQL issuer's operations as flows of statements for one dialect; no I/O.
-
-    Each flow runs in one transaction (the issuer opens it around the flow).
-    """
-
-    def __init__(self, dialect: str) -> None:
-        self.dialect = dialect
-
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> Flow[Execute, int | Busy]:
-        now, clock = db_now(self.dialect), db_micros(self.dialect)
-        insert = _upsert(self.dialect)(leases).values(
-            name=name, token=clock, holder=holder, expires_at=now + ttl_ms / 1000.0
-        )
-        take = Execute(
-            insert.on_conflict_do_update(
-                index_elements=[leases.c.name],
-                set_={
-                    "token": _greatest(self.dialect, leases.c.token + 1, clock),
-                    "holder": insert.excluded.holder,
-                    "expires_at": insert.excluded.expires_at,
-                },
-                where=or_(leases.c.holder.is_(None), leases.c.expires_at <= now),
-            ).returning(leases.c.token)
-        )
-        yield take
-        if take.result.rows:
-            return int(take.result.rows[0][0])
-        busy = Execute(select(leases.c.expires_at - now).where(leases.c.name == name))
-        yield busy
-        left = busy.result.rows[0][0] if busy.result.rows else None
-        return Busy(None if left is None else max(0.0, float(left)))
-
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[Execute, bool]:
-        step = Execute(
-            update(leases)
-            .where(_held(self.dialect, name, token, holder))
-            .values(expires_at=db_now(self.dialect) + ttl_ms / 1000.0)
-        )
-        yield step
-        return step.result.rowcount == 1
-
-    def release(self, name: str, token: int, holder: str) -> Flow[Execute, bool]:
-        step = Execute(
-            update(leases)
-            .where(_held(self.dialect, name, token, holder))
-            .values(holder=None, expires_at=None)
-        )
-        yield step
-        return step.result.rowcount == 1
-
-    def status(self, name: str, lock: bool = False) -> Flow[Execute, FenceStatus]:
-        """One read of the row of ``name``; ``lock``: keep it locked to the transaction's end."""
-        now = db_now(self.dialect)
-        live = and_(leases.c.holder.is_not(None), leases.c.expires_at > now)
-        query = select(leases.c.token, leases.c.holder, leases.c.expires_at - now, live).where(
-            leases.c.name == name
-        )
-        read = Execute(query.with_for_update() if lock else query)
-        yield read
-        if not read.result.rows:
-            return FenceStatus(name, held=False)
-        token, holder, left, held = read.result.rows[0]
-        if not held:
-            return FenceStatus(name, held=False, last_token=int(token))
-        return FenceStatus(name, True, holder, int(token), max(0.0, float(left)), int(token))
-
-    def names(self, prefix: str) -> Flow[Execute, list[str]]:
-        step = Execute(
-            select(leases.c.name)
-            .where(leases.c.name.startswith(prefix, autoescape=True))
-            .order_by(leases.c.name)
-        )
-        yield step
-        return [str(row[0]) for row in step.result.rows]
-
-    def force_release(self, name: str) -> Flow[Execute, FenceStatus]:
-        ended = yield from self.status(name, lock=True)
-        if ended.token is not None and ended.holder is not None:  # held: both are set
-            clear = Execute(
-                update(leases)
-                .where(leases.c.name == name, leases.c.token == ended.token)
-                .where(leases.c.holder == ended.holder)
-                .values(holder=None, expires_at=None)
-            )
-            yield clear
-        return ended
-
-    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Flow[Execute, Admission]:
-        """One request of the rate limiter ``name`` (see the module docstring)."""
-        per, table = per_ms * 1000, admissions
-        ours = and_(table.c.name == name, table.c.kind == window)
-        lock = _upsert(self.dialect)(table).values(
-            name=name, kind=window, seq=0, at=db_micros(self.dialect)
-        )
-        clock = Execute(
-            lock.on_conflict_do_update(
-                index_elements=[table.c.name, table.c.kind, table.c.seq],
-                set_={"at": db_micros(self.dialect)},  # evaluated once the row is locked
-            ).returning(table.c.at)
-        )
-        yield clock
-        now = int(clock.result.rows[0][0])
-        counted = and_(ours, table.c.seq > 0)
-        if window == "sliding":
-            yield Execute(delete(table).where(counted, table.c.at <= now - per))
-        window_of = Execute(
-            select(func.min(table.c.at), func.count(), func.max(table.c.seq)).where(counted)
-        )
-        yield window_of
-        start, count, last = window_of.result.rows[0]
-        count, last = int(count), int(last or 0)
-        if window == "fixed" and count and now >= int(start) + per:  # the window ended
-            yield Execute(delete(table).where(counted))
-            count = last = 0
-        if count < limit:
-            yield Execute(insert(table).values(name=name, kind=window, seq=last + 1, at=now))
-            return Admission(True, 0.0, now / 1e6)
-        if window == "fixed":
-            frees = int(start) + per
-        else:  # the oldest of the last ``limit`` admissions turns ``per`` old
-            oldest = Execute(
-                select(table.c.at)
-                .where(counted)
-                .order_by(table.c.at, table.c.seq)
-                .offset(count - limit)
-                .limit(1)
-            )
-            yield oldest
-            frees = int(oldest.result.rows[0][0]) + per
-        return Admission(False, max(0, frees - now) / 1e6, now / 1e6)
-
-    def limit_use(self, name: str, per_ms: int, window: str) -> Flow[Execute, LimitUse]:
-        """The use of the rate limiter ``name`` now; reads only (no lock row taken)."""
-        per, table = per_ms * 1000, admissions
-        clock = Execute(select(db_micros(self.dialect)))
-        yield clock
-        now = int(clock.result.rows[0][0])
-        counted = and_(table.c.name == name, table.c.kind == window, table.c.seq > 0)
-        if window == "sliding":
-            counted = and_(counted, table.c.at > now - per)
-        read = Execute(select(func.count(), func.min(table.c.at)).where(counted))
-        yield read
-        used, oldest = read.result.rows[0]
-        if not used or (window == "fixed" and now >= int(oldest) + per):
-            return LimitUse(0, None, now / 1e6)
-        return LimitUse(int(used), max(0, int(oldest) + per - now) / 1e6, now / 1e6)
-
-
-class FlowsIssuer(ABC):
-    """The blocking issuer's calls (``Issuer``, ``Inspects``, ``ForceReleases``) as the
-    flows of ``flows``, each run in one transaction by ``_run``: written once for
-    ``SqlIssuer`` (on an engine) and ``fencing.django``'s issuer (on a Django cursor),
-    which differ only in where a flow runs."""
-
-    flows: SqlFlows
-
-    @abstractmethod
-    def _run(self, flow: Flow[Execute, T]) -> T:
-        """Run ``flow`` in one transaction and return what it returns."""
-
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
-        return self._run(self.flows.try_acquire(name, holder, ttl_ms))
-
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        return self._run(self.flows.renew(name, token, holder, ttl_ms))
-
-    def release(self, name: str, token: int, holder: str) -> bool:
-        return self._run(self.flows.release(name, token, holder))
-
-    def status(self, name: str) -> FenceStatus:
-        return self._run(self.flows.status(name))
-
-    def names(self, prefix: str = "") -> Iterator[str]:
-        return iter(self._run(self.flows.names(prefix)))
-
-    def force_release(self, name: str) -> FenceStatus:
-        return self._run(self.flows.force_release(name))
+from ._issuer_statements import SqlPort, statements
 
 
 class SqlIssuer(FlowsIssuer):
@@ -326,14 +62,15 @@ class SqlIssuer(FlowsIssuer):
     def __init__(self, engine: Engine | str) -> None:
         self.engine = issuer_engine(engine)
         self.dialect = self.engine.dialect.name
-        self.flows = SqlFlows(self.dialect)
+        self.flows = SqlFlows()
+        self.statements = statements(self.dialect)
         self._ready = False
         self._ready_lock = threading.Lock()
 
     def _run(self, flow: Flow[Execute, T]) -> T:
         self._ensure_tables()
         with sql_errors(url=self.engine.url), self.engine.begin() as conn:
-            return run_sync(flow, conn)
+            return run_sync(flow, SqlPort(conn, self.statements))
 
     def _ensure_tables(self) -> None:
         if self._ready:

@@ -1,0 +1,188 @@
+"""The SQL issuers' statements as text for Django's cursors. GENERATED: do not edit.
+
+Written by ``python -m fencing.sql._generate`` from ``fencing.sql``'s SQLAlchemy
+constructs (``fencing/sql/_issuer_statements.py``), the one source of this SQL;
+tests/test_django_sql.py fails when this file is not what they compile to now.
+
+``STATEMENTS[vendor][name]`` (names: ``fencing._sql_flows.STATEMENTS``) is the SQL with
+``%s`` placeholders, the name of the value of each placeholder in order, and the
+constants among them (values written in the construct, such as the ``1`` of
+``token + 1``); the flow gives the others. ``CLOCK[vendor]`` is the database's clock in
+seconds since the epoch, the one the leases' expiries are on.
+
+Imports nothing.
+"""
+
+from __future__ import annotations
+
+STATEMENTS: dict[str, dict[str, tuple[str, tuple[str, ...], dict[str, object]]]] = {
+    "sqlite": {
+        "acquire": (
+            "INSERT INTO fencing_leases (name, token, holder, expires_at) VALUES (%s, CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT), %s, (CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) + %s)) ON CONFLICT (name) DO UPDATE SET token = max(fencing_leases.token + %s, CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT)), holder = excluded.holder, expires_at = excluded.expires_at WHERE fencing_leases.holder IS NULL OR fencing_leases.expires_at <= CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) RETURNING token",
+            ("fence", "julianday_'now'_-_2440587_5_*_86400_0_1", "holder_id", "ttl", "token_1", "julianday_'now'_-_2440587_5_*_86400_0_1",),
+            {"julianday_'now'_-_2440587_5_*_86400_0_1": 1000000, "token_1": 1},
+        ),
+        "lease_left": (
+            "SELECT fencing_leases.expires_at - CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) AS anon_1 \nFROM fencing_leases \nWHERE fencing_leases.name = %s",
+            ("fence",),
+            {},
+        ),
+        "renew": (
+            "UPDATE fencing_leases SET expires_at=(CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) + %s) WHERE fencing_leases.name = %s AND fencing_leases.token = %s AND fencing_leases.holder = %s AND fencing_leases.expires_at > CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE)",
+            ("ttl", "fence", "lease_token", "holder_id",),
+            {},
+        ),
+        "release": (
+            "UPDATE fencing_leases SET holder=%s, expires_at=%s WHERE fencing_leases.name = %s AND fencing_leases.token = %s AND fencing_leases.holder = %s AND fencing_leases.expires_at > CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE)",
+            ("holder", "expires_at", "fence", "lease_token", "holder_id",),
+            {"holder": None, "expires_at": None},
+        ),
+        "status": (
+            "SELECT fencing_leases.token, fencing_leases.holder, fencing_leases.expires_at - CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) AS anon_1, fencing_leases.holder IS NOT NULL AND fencing_leases.expires_at > CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) AS anon_2 \nFROM fencing_leases \nWHERE fencing_leases.name = %s",
+            ("fence",),
+            {},
+        ),
+        "status_locked": (
+            "SELECT fencing_leases.token, fencing_leases.holder, fencing_leases.expires_at - CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) AS anon_1, fencing_leases.holder IS NOT NULL AND fencing_leases.expires_at > CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) AS anon_2 \nFROM fencing_leases \nWHERE fencing_leases.name = %s",
+            ("fence",),
+            {},
+        ),
+        "names": (
+            "SELECT fencing_leases.name \nFROM fencing_leases \nWHERE (fencing_leases.name LIKE %s || '%%' ESCAPE '/') ORDER BY fencing_leases.name",
+            ("prefix",),
+            {},
+        ),
+        "clear": (
+            "UPDATE fencing_leases SET holder=%s, expires_at=%s WHERE fencing_leases.name = %s AND fencing_leases.token = %s AND fencing_leases.holder = %s",
+            ("holder", "expires_at", "fence", "lease_token", "holder_id",),
+            {"holder": None, "expires_at": None},
+        ),
+        "admit_lock": (
+            "INSERT INTO fencing_admissions (name, kind, seq, at) VALUES (%s, %s, %s, CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT)) ON CONFLICT (name, kind, seq) DO UPDATE SET at = CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT) RETURNING at",
+            ("limiter", "window", "seq", "julianday_'now'_-_2440587_5_*_86400_0_1", "julianday_'now'_-_2440587_5_*_86400_0_1",),
+            {"seq": 0, "julianday_'now'_-_2440587_5_*_86400_0_1": 1000000},
+        ),
+        "admit_expire": (
+            "DELETE FROM fencing_admissions WHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s AND fencing_admissions.at <= %s",
+            ("limiter", "window", "seq_1", "before",),
+            {"seq_1": 0},
+        ),
+        "admit_window": (
+            "SELECT min(fencing_admissions.at) AS min_1, count(*) AS count_1, max(fencing_admissions.seq) AS max_1 \nFROM fencing_admissions \nWHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s",
+            ("limiter", "window", "seq_1",),
+            {"seq_1": 0},
+        ),
+        "admit_reset": (
+            "DELETE FROM fencing_admissions WHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s",
+            ("limiter", "window", "seq_1",),
+            {"seq_1": 0},
+        ),
+        "admit_insert": (
+            "INSERT INTO fencing_admissions (name, kind, seq, at) VALUES (%s, %s, %s, %s)",
+            ("limiter", "window", "seq_no", "admitted_at",),
+            {},
+        ),
+        "admit_oldest": (
+            "SELECT fencing_admissions.at \nFROM fencing_admissions \nWHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s ORDER BY fencing_admissions.at, fencing_admissions.seq\n LIMIT 1 OFFSET %s",
+            ("limiter", "window", "seq_1", "skip",),
+            {"seq_1": 0},
+        ),
+        "clock": (
+            "SELECT CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT) AS anon_1",
+            ("julianday_'now'_-_2440587_5_*_86400_0_1",),
+            {"julianday_'now'_-_2440587_5_*_86400_0_1": 1000000},
+        ),
+        "limit_use": (
+            "SELECT count(*) AS count_1, min(fencing_admissions.at) AS min_1 \nFROM fencing_admissions \nWHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s AND fencing_admissions.at > %s",
+            ("limiter", "window", "seq_1", "after",),
+            {"seq_1": 0},
+        ),
+    },
+    "postgresql": {
+        "acquire": (
+            "INSERT INTO fencing_leases (name, token, holder, expires_at) VALUES (%s, CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT), %s, (CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) + %s)) ON CONFLICT (name) DO UPDATE SET token = greatest(fencing_leases.token + %s, CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT)), holder = excluded.holder, expires_at = excluded.expires_at WHERE fencing_leases.holder IS NULL OR fencing_leases.expires_at <= CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) RETURNING fencing_leases.token",
+            ("fence", "param_1", "holder_id", "ttl", "token_1", "param_1",),
+            {"param_1": 1000000, "token_1": 1},
+        ),
+        "lease_left": (
+            "SELECT fencing_leases.expires_at - CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) AS anon_1 \nFROM fencing_leases \nWHERE fencing_leases.name = %s",
+            ("fence",),
+            {},
+        ),
+        "renew": (
+            "UPDATE fencing_leases SET expires_at=(CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) + %s) WHERE fencing_leases.name = %s AND fencing_leases.token = %s AND fencing_leases.holder = %s AND fencing_leases.expires_at > CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)",
+            ("ttl", "fence", "lease_token", "holder_id",),
+            {},
+        ),
+        "release": (
+            "UPDATE fencing_leases SET holder=%s, expires_at=%s WHERE fencing_leases.name = %s AND fencing_leases.token = %s AND fencing_leases.holder = %s AND fencing_leases.expires_at > CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)",
+            ("holder", "expires_at", "fence", "lease_token", "holder_id",),
+            {"holder": None, "expires_at": None},
+        ),
+        "status": (
+            "SELECT fencing_leases.token, fencing_leases.holder, fencing_leases.expires_at - CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) AS anon_1, fencing_leases.holder IS NOT NULL AND fencing_leases.expires_at > CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) AS anon_2 \nFROM fencing_leases \nWHERE fencing_leases.name = %s",
+            ("fence",),
+            {},
+        ),
+        "status_locked": (
+            "SELECT fencing_leases.token, fencing_leases.holder, fencing_leases.expires_at - CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) AS anon_1, fencing_leases.holder IS NOT NULL AND fencing_leases.expires_at > CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) AS anon_2 \nFROM fencing_leases \nWHERE fencing_leases.name = %s FOR UPDATE",
+            ("fence",),
+            {},
+        ),
+        "names": (
+            "SELECT fencing_leases.name \nFROM fencing_leases \nWHERE (fencing_leases.name LIKE %s || '%%' ESCAPE '/') ORDER BY fencing_leases.name",
+            ("prefix",),
+            {},
+        ),
+        "clear": (
+            "UPDATE fencing_leases SET holder=%s, expires_at=%s WHERE fencing_leases.name = %s AND fencing_leases.token = %s AND fencing_leases.holder = %s",
+            ("holder", "expires_at", "fence", "lease_token", "holder_id",),
+            {"holder": None, "expires_at": None},
+        ),
+        "admit_lock": (
+            "INSERT INTO fencing_admissions (name, kind, seq, at) VALUES (%s, %s, %s, CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT)) ON CONFLICT (name, kind, seq) DO UPDATE SET at = CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT) RETURNING fencing_admissions.at",
+            ("limiter", "window", "seq", "param_1", "param_1",),
+            {"seq": 0, "param_1": 1000000},
+        ),
+        "admit_expire": (
+            "DELETE FROM fencing_admissions WHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s AND fencing_admissions.at <= %s",
+            ("limiter", "window", "seq_1", "before",),
+            {"seq_1": 0},
+        ),
+        "admit_window": (
+            "SELECT min(fencing_admissions.at) AS min_1, count(*) AS count_1, max(fencing_admissions.seq) AS max_1 \nFROM fencing_admissions \nWHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s",
+            ("limiter", "window", "seq_1",),
+            {"seq_1": 0},
+        ),
+        "admit_reset": (
+            "DELETE FROM fencing_admissions WHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s",
+            ("limiter", "window", "seq_1",),
+            {"seq_1": 0},
+        ),
+        "admit_insert": (
+            "INSERT INTO fencing_admissions (name, kind, seq, at) VALUES (%s, %s, %s, %s)",
+            ("limiter", "window", "seq_no", "admitted_at",),
+            {},
+        ),
+        "admit_oldest": (
+            "SELECT fencing_admissions.at \nFROM fencing_admissions \nWHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s ORDER BY fencing_admissions.at, fencing_admissions.seq \n LIMIT 1 OFFSET %s",
+            ("limiter", "window", "seq_1", "skip",),
+            {"seq_1": 0},
+        ),
+        "clock": (
+            "SELECT CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT) AS floor_1",
+            ("param_1",),
+            {"param_1": 1000000},
+        ),
+        "limit_use": (
+            "SELECT count(*) AS count_1, min(fencing_admissions.at) AS min_1 \nFROM fencing_admissions \nWHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s AND fencing_admissions.at > %s",
+            ("limiter", "window", "seq_1", "after",),
+            {"seq_1": 0},
+        ),
+    },
+}
+
+CLOCK: dict[str, str] = {
+    "sqlite": "CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE)",
+    "postgresql": "CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)",
+}
