@@ -11,6 +11,7 @@ tests/test_celery_workers.py set Django up from tests/django_app/settings.py ins
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,7 @@ def drop(postgres: PostgresServer) -> None:
     name = _configured.pop("pg_name", None)
     if name is None:
         return
+    from asgiref.sync import sync_to_async
     from django.db import connections
 
     import fencing.django as fd
@@ -115,5 +117,8 @@ def drop(postgres: PostgresServer) -> None:
         assert isinstance(issuer, fd.DjangoIssuer)
         issuer.close()
     connections.close_all()
+    # and those of the thread the async ORM ran its queries in (asgiref's one thread for
+    # sync_to_async): each thread has its own, dropped open when that thread ends at exit
+    asyncio.run(sync_to_async(connections.close_all)())
     with psycopg.connect(admin_dsn(postgres), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")

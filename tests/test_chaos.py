@@ -10,15 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from spawned_chaos import chaos
+
 from fencing.cli.chaos import checker
-from fencing.cli.chaos.runner import ChaosConfig, run_chaos
+from fencing.cli.chaos.runner import ChaosConfig
 
 
 def test_fenced_run_keeps_every_invariant(pg_url: str, tmp_path: Path) -> None:
-    lines: list[str] = []
-    outcome = run_chaos(
-        ChaosConfig(workers=4, duration=5, ttl=0.2, postgres_url=pg_url, workdir=tmp_path, seed=4),
-        say=lines.append,
+    outcome, lines = chaos(
+        ChaosConfig(workers=4, duration=5, ttl=0.2, postgres_url=pg_url, workdir=tmp_path, seed=4)
     )
     print("\n".join(lines))
     report = outcome.report
@@ -41,10 +41,8 @@ def test_fenced_run_keeps_every_invariant(pg_url: str, tmp_path: Path) -> None:
 def test_unfenced_run_loses_updates(tmp_path: Path) -> None:
     """Without the guards the same run loses updates, every run: the staged pause (the
     first holder frozen between its read and its write) overwrites a newer holder's write."""
-    lines: list[str] = []
-    outcome = run_chaos(
-        ChaosConfig(workers=4, duration=4, ttl=0.2, fenced=False, workdir=tmp_path),
-        say=lines.append,
+    outcome, lines = chaos(
+        ChaosConfig(workers=4, duration=4, ttl=0.2, fenced=False, workdir=tmp_path)
     )
     print("\n".join(lines))
     assert outcome.staged is not None, "the staged pause was never overtaken"

@@ -25,7 +25,7 @@ def demo(*args: str, state: Path) -> tuple[int, str]:
         [sys.executable, "-m", "fencing.cli", "demo", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,  # past the demo's own deadlines (60 s): its error says what it saw
         env=env,
         check=False,
     )
@@ -146,7 +146,9 @@ def test_demo_election_refuses_the_frozen_leaders_write(tmp_path: Path) -> None:
     assert code == 0, output
     assert f"issued by sqlite:///{tmp_path}/fencing/fencing.db" in output
     old = int(re.search(r"candidate 1  is elected leader: term (\d+)", output).group(1))  # type: ignore[union-attr]
-    found = re.search(r"(candidate [23])  is elected leader: term (\d+)", output)
+    # the new leader is the one of the others that wrote: the first elected (a later one,
+    # elected only if that one's term ran out on a loaded machine, resigns unwritten)
+    found = re.search(r"(candidate [23])  writes its last run with term (\d+): accepted", output)
     assert found is not None, output
     new_leader, new = found.group(1), int(found.group(2))
     assert new > old
@@ -165,11 +167,18 @@ def test_demo_election_refuses_the_frozen_leaders_write(tmp_path: Path) -> None:
     ):
         at = [next(i for i, line in enumerate(lines) if step in line) for step in order]
         assert at == sorted(at), output
-    elected = next(i for i, line in enumerate(lines) if f"{new_leader}  is elected" in line)
-    # another process asks leader(): after the election, in any order with the new
-    # leader's own write (two processes print them)
-    seen = f"election.leader() from another process: {new_leader.replace(' ', '-')}, term {new}"
-    assert next(i for i, line in enumerate(lines) if seen in line) > elected, output
+    # another process asks leader() once one of the others is elected, in any order with
+    # that one's own lines (two processes print them). Never candidate 1's old term; the
+    # new leader's if it was elected first and kept its term. On a loaded machine a renewer
+    # may stall past its term: then nobody leads for a moment, or (on_lost says so) another
+    elected = next(i for i, line in enumerate(lines) if re.search("candidate [23]  is elec", line))
+    asked = "election.leader() from another process: "
+    shown = next(line for line in lines[elected:] if asked in line).split(asked)[1]
+    assert re.fullmatch(r"nobody|candidate-[23], term \d+", shown), output
+    first = f"{new_leader}  is elected" in lines[elected]
+    kept = f"{new_leader}  on_lost: its term {new} is over" not in output
+    current = f"{new_leader.replace(' ', '-')}, term {new}"
+    assert shown in (current, "nobody") or not (first and kept), output
     assert f"candidate 1  on_lost: its term {old} is over" in output
     assert f"the row holds: 'last run by {new_leader} in term {new}' (fence_token {new})" in output
     assert "fencing worked" in output

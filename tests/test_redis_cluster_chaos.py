@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from failover_proof import failover_proof
+from spawned_chaos import failover_proof
 
 from fencing.cli.chaos.runner import ChaosConfig
 

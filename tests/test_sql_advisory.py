@@ -386,6 +386,45 @@ def test_a_forked_child_never_uses_its_parents_kept_connection(
         issuer.close()
 
 
+_AT_EXIT = """
+import atexit, gc, sys, weakref
+import psycopg
+
+made = []  # every connection opened, weakly
+opened = psycopg.Connection.__init__
+def tracked(self, *args, **kwargs):
+    opened(self, *args, **kwargs)
+    made.append(weakref.ref(self))
+psycopg.Connection.__init__ = tracked
+
+def count_open():  # registered first, so it runs last: after fencing's own at-exit
+    gc.collect()
+    still = [conn for conn in (ref() for ref in made) if conn is not None and not conn.closed]
+    print(len(still), "of", len(made), "open", flush=True)
+
+atexit.register(count_open)
+import fencing
+for url in sys.argv[1:]:
+    fence = fencing.connect(url).fence("at-exit", ttl=30)
+    fence.release(fence.acquire(timeout=10))  # the connection is kept, or pooled
+"""
+
+
+def test_connections_that_connect_opened_are_closed_at_exit(
+    backend: SqlBackend, pg_url: str
+) -> None:
+    """``fencing.connect(url)``'s issuers are the process's (one per URL, a pool each):
+    nobody else can close them, so they close at exit, instead of being dropped open
+    (psycopg's ResourceWarning) as the interpreter ends."""
+    urls = [backend.url, pg_url]  # an advisory lease's kept connection; a row's pool
+    result = subprocess.run(
+        [sys.executable, "-c", _AT_EXIT, *urls], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("0 of "), result.stdout + result.stderr
+    assert not result.stdout.startswith("0 of 0 "), result.stdout  # it saw the connections
+
+
 _HOLDER = """
 import sys, time, fencing
 fence = fencing.connect(sys.argv[1]).fence(sys.argv[2], ttl=30)

@@ -39,6 +39,7 @@ from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError, issuer_error
 from .._fence import Fence
 from .._flow import Flow, run_sync
+from .._shared import Shared
 from .._sql_flows import Execute, FlowsIssuer, Reply, SqlFlows, StatementName
 from ._sql import STATEMENTS
 
@@ -147,18 +148,14 @@ class DjangoIssuer(FlowsIssuer):
         return value
 
 
-_issuers: dict[str, DjangoIssuer] = {}
-_issuers_lock = threading.Lock()
+_issuers: Shared[str, DjangoIssuer] = Shared(DjangoIssuer, DjangoIssuer.close)
 
 
 def issuer(using: str = DEFAULT_DB_ALIAS) -> DjangoIssuer:
     """The process's one issuer on the database ``using`` (the one ``fence`` uses); also a
-    ``FencedTask``'s ``fence_issuer``, so that Celery tasks take their leases there."""
-    with _issuers_lock:
-        shared = _issuers.get(using)
-        if shared is None:
-            shared = _issuers[using] = DjangoIssuer(using)
-        return shared
+    ``FencedTask``'s ``fence_issuer``, so that Celery tasks take their leases there. Its
+    idle connections are closed at exit."""
+    return _issuers.get(using)
 
 
 def fence(

@@ -98,6 +98,7 @@ from sqlalchemy.pool import PoolProxiedConnection
 from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError
 from .._fence import Fence
+from .._shared import Shared
 from ..issuer import Busy, FenceStatus
 from . import _driver
 from ._engines import parse_sql_url, sql_errors
@@ -560,17 +561,13 @@ def _discard(conn: Connection) -> None:
         conn.close()
 
 
-_issuers: dict[str, AdvisoryIssuer] = {}
-_issuers_lock = threading.Lock()
+_issuers: Shared[str, AdvisoryIssuer] = Shared(AdvisoryIssuer, AdvisoryIssuer.close)
 
 
 def shared_advisory_issuer(url: str) -> AdvisoryIssuer:
-    """One blocking advisory issuer (and one pool) per URL in this process."""
-    with _issuers_lock:
-        issuer = _issuers.get(url)
-        if issuer is None:
-            issuer = _issuers[url] = AdvisoryIssuer(url)
-        return issuer
+    """One blocking advisory issuer (and one pool) per URL in this process, closed at
+    exit (its leases end with their connections, as they would with the process)."""
+    return _issuers.get(url)
 
 
 class AdvisoryFence(Fence):

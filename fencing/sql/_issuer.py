@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
 
 from sqlalchemy import Engine
 
@@ -45,6 +44,7 @@ from .._core import DEFAULT_TTL
 from .._fence import Fence
 from .._flow import Flow, run_sync
 from .._limiter import Admission, LimitUse
+from .._shared import Shared
 from .._sql_flows import Execute, FlowsIssuer, SqlFlows, T
 from ._engines import issuer_engine, sql_errors
 from ._issuer_statements import SqlPort, statements
@@ -91,18 +91,21 @@ class SqlIssuer(FlowsIssuer):
         return self._run(self.flows.limit_use(name, per_ms, window))
 
 
-_issuers: dict[object, SqlIssuer] = {}
+#: A URL's issuer owns its engine: its pool is disposed of at exit. An engine's issuer
+#: lives as long as the caller's engine, which is the caller's to dispose of.
+_issuers: Shared[str, SqlIssuer] = Shared(SqlIssuer, lambda issuer: issuer.engine.dispose())
 _engine_issuers: weakref.WeakKeyDictionary[Engine, SqlIssuer] = weakref.WeakKeyDictionary()
-_issuers_lock = threading.Lock()
+_engine_issuers_lock = threading.Lock()
 
 
 def shared_issuer(source: Engine | str) -> SqlIssuer:
     """One issuer (and one pool) per engine or URL in this process."""
-    with _issuers_lock:
-        cache: Any = _engine_issuers if isinstance(source, Engine) else _issuers
-        issuer: SqlIssuer | None = cache.get(source)
+    if not isinstance(source, Engine):
+        return _issuers.get(source)
+    with _engine_issuers_lock:
+        issuer = _engine_issuers.get(source)
         if issuer is None:
-            issuer = cache[source] = SqlIssuer(source)
+            issuer = _engine_issuers[source] = SqlIssuer(source)
         return issuer
 
 

@@ -12,9 +12,13 @@ the controller (any process may ask), shows each leader.
 
 The pause is placed, not hoped for: candidate 1 writes only once the word arrives, and
 the word is sent after the SIGSTOP, so the pause always falls between its read and its
-write. On SQLite the controller also checks that the frozen process holds no lock on
-the issuer's file (a renewal caught mid-transaction): if it does, it resumes it for a
-moment and freezes it again, so the others can be elected.
+write. Of the other two only the first elected writes: on a loaded machine its renewer
+may stall past its own term too, and the third is elected in turn; that one resigns
+unwritten (a one-shot ``first`` lock between the two), so the row ends with the first
+new leader's run whatever the timing, and the controller waits for no event that a
+lost term would skip. On SQLite the controller also checks that the frozen process
+holds no lock on the issuer's file (a renewal caught mid-transaction): if it does, it
+resumes it for a moment and freezes it again, so the others can be elected.
 
 Imports the public package and the demo's storage and timeline helpers.
 """
@@ -88,11 +92,13 @@ def _candidate(
     go: Any,
     stop: Any,
     resign: Any,
+    first: Any,
     word: Any,
     pipe: Any,
 ) -> None:
     """Campaign; once leading, read the row, (candidate 1: wait for the word,) write
-    the "last run" with the term token, then hand over or stop."""
+    the "last run" with the term token, then hand over or stop. Of the others only the
+    first elected writes (it takes ``first`` and keeps it); a later one resigns."""
     import fencing
 
     from .storage import SqlRow
@@ -117,6 +123,11 @@ def _candidate(
         token = int(term.token)
         term.on_lost(lambda error: report("lost", f"on_lost: its term {token} is over", token))
         report("acquire", f"is elected leader: term {token} (ttl {ttl:g}s)", token)
+        if who != OLD and not first.acquire(block=False):
+            term.resign()
+            report("release", f"resigns term {token}: the last run is written", token)
+            row.close()
+            return
         seen = row.read()
         report("read", f"reads {seen!r}; runs the job", token)
         if who == OLD and not word.poll(60):  # the controller freezes it before the word
@@ -178,10 +189,11 @@ def run_election_demo(url: str | None = None, *, ttl: float = 1.0) -> ElectionRe
     words = context.Pipe(duplex=False)  # to candidate 1: "write now"
     go_first, go_others = context.Event(), context.Event()
     stop, resign = context.Event(), context.Event()
+    first = context.Lock()  # taken by the first of the others elected, never given back
     processes = {}
     for who in CANDIDATES:
         go = go_first if who == OLD else go_others
-        args = (who, url, row_url, ttl, go, stop, resign, words[0], pipes[who][1])
+        args = (who, url, row_url, ttl, go, stop, resign, first, words[0], pipes[who][1])
         processes[who] = context.Process(target=_candidate, args=args)
     for process in processes.values():
         process.start()
@@ -201,18 +213,18 @@ def run_election_demo(url: str | None = None, *, ttl: float = 1.0) -> ElectionRe
         _note_leader(control, election)
         _freeze(control, frozen.pid, _sqlite_path(shown_url))
         words[1].send(b"write")  # it reads this only when resumed
-        elected = control.wait_for(OTHERS, "acquire")
-        result.new_leader = elected.who
+        control.wait_for(OTHERS, "acquire")
         _note_leader(control, election)
-        _seen(control, result, elected.who, "write-ok")
+        writer = _seen(control, result, OTHERS, "write-ok").who
+        result.new_leader = writer
         control.note("resume", f"SIGCONT {OLD}: it wakes up believing it leads")
         os.kill(frozen.pid, signal.SIGCONT)
         _seen(control, result, OLD, "release")
         _seen(control, result, OLD, "lost")
-        stop.set()  # the third candidate stops campaigning
-        _seen(control, result, next(who for who in OTHERS if who != elected.who), "release")
+        stop.set()  # the third candidate stops campaigning (or has resigned unwritten)
+        _seen(control, result, next(who for who in OTHERS if who != writer), "release")
         resign.set()
-        _seen(control, result, elected.who, "release")
+        _seen(control, result, writer, "release")
         _note_leader(control, election)
     finally:
         for process in processes.values():
@@ -230,11 +242,15 @@ def run_election_demo(url: str | None = None, *, ttl: float = 1.0) -> ElectionRe
     return result
 
 
-def _seen(control: _Controller, result: ElectionResult, who: str, kind: str) -> None:
-    """Return once ``who`` reported ``kind``: already (read while waiting for another
-    event: the candidates report in any order), or next."""
-    if not result._saw(who, kind):
-        control.wait_for(who, kind)
+def _seen(
+    control: _Controller, result: ElectionResult, who: str | tuple[str, ...], kind: str
+) -> DemoEvent:
+    """The first event ``kind`` of ``who`` (one name, or any of several): already
+    reported (read while waiting for another event: the candidates report in any
+    order), or the next."""
+    whos = (who,) if isinstance(who, str) else who
+    seen = next((e for e in result.events if e.who in whos and e.kind == kind), None)
+    return seen if seen is not None else control.wait_for(whos, kind)
 
 
 def _note_leader(control: _Controller, election: Any) -> None:

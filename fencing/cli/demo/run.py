@@ -26,7 +26,10 @@ import signal
 import time
 from dataclasses import dataclass, field
 from multiprocessing import connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .storage import Service
 
 DEMO_FENCE = "fencing-demo"
 DEFAULT_TTL = 1.0
@@ -191,11 +194,11 @@ def run_demo(
     shown_url = getattr(backend, "url", str(url))
     if http:  # the service runs here: its refusals are in the timeline, not the log
         logging.getLogger("fencing").setLevel(logging.ERROR)
-    service = Service(fenced).start() if http else None
+    service = Service(fenced) if http else None  # started by _play, once it has forked
     storage = ("http", service.url) if service is not None else ("sql", SqlRow.create())
     result = DemoResult(fenced=fenced, url=shown_url, ttl=ttl, http=http)
     try:
-        _play(result, url, storage, fenced, ttl)
+        _play(result, url, storage, fenced, ttl, service)
     finally:
         if service is not None:
             service.close()
@@ -210,9 +213,18 @@ def run_demo(
 
 
 def _play(
-    result: DemoResult, url: str | None, storage: tuple[str, str], fenced: bool, ttl: float
+    result: DemoResult,
+    url: str | None,
+    storage: tuple[str, str],
+    fenced: bool,
+    ttl: float,
+    service: Service | None,
 ) -> None:
-    """Run the two clients against ``storage`` and direct the pause."""
+    """Run the two clients against ``storage`` and direct the pause.
+
+    The clients are forked while this process has one thread, and ``service``'s thread
+    starts after: a child forked while another thread holds a lock (an import's, a
+    stream's, the event loop's) would wait on it for ever."""
     context = multiprocessing.get_context("fork")
     pipes = {who: context.Pipe(duplex=False) for who in ("client 1", "client 2")}
     go1, go2 = context.Event(), context.Event()
@@ -236,6 +248,8 @@ def _play(
     control = _Controller([reader for reader, _ in pipes.values()], result, timeout=30)
     frozen = clients["client 1"]
     try:
+        if service is not None:
+            service.start()
         shared = "one HTTP service's item" if result.http else "one row"
         control.note("info", f"starts two client processes sharing one fence and {shared}")
         go1.set()

@@ -168,7 +168,8 @@ class Service:
 
     def close(self) -> None:
         self._server.should_exit = True
-        self._thread.join(10)
+        if self._thread.ident is not None:  # started
+            self._thread.join(10)
 
 
 def open_storage(kind: str, url: str, fenced: bool) -> SqlRow | HttpItem:
