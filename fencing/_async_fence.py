@@ -14,6 +14,7 @@ from typing import Generic, TypeVar
 from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost
 from ._errors import LeaseLost
 from ._flow import run_async
+from ._owned import Owner
 from ._protocol import AsyncCalls, acquire_async, capabilities, release_async
 from ._token import FenceToken
 from ._validate import check_timeout
@@ -25,11 +26,13 @@ async def _pause(seconds: float) -> bool:
     return False
 
 
-class AsyncFence(FenceCore):
+class AsyncFence(FenceCore, Owner):
     """A named lease plus its token counter, on an asyncio issuer (see ``Fence``).
 
     ``clock`` gives the deadlines' time; waiting itself is ``asyncio.sleep``.
     ``reentrant=True`` as for ``Fence``, with the asyncio task as the owner.
+    ``await fence.aclose()`` closes the connections opened for this fence alone (see
+    ``Owner.aclose``).
     """
 
     _calls: AsyncCalls

@@ -20,8 +20,11 @@ PostgreSQL, ``?lease=advisory`` (session-level advisory locks, see docs/sql.md);
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
 ``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens); both take
 ``reentrant=True`` (see ``Fence``); ``.election(name, ttl=...)`` and
-``.aio_election(name, ttl=...)`` give leader elections (see ``fencing.Election``). The
-embedded default is a SQLite file in the per-user state directory
+``.aio_election(name, ttl=...)`` give leader elections (see ``fencing.Election``). Each
+asyncio object a backend makes (``aio_fence``, ``aio_election``, ``aio_semaphore``,
+``aio_limiter``) opens its connections on the event loop that uses it; ``await
+obj.aclose()`` closes them before that loop ends. The embedded default is a SQLite file
+in the per-user state directory
 (``$XDG_STATE_HOME/fencing/fencing.db``, by default ``~/.local/state/fencing/fencing.db``),
 so every process of one user shares it whatever its working directory; it needs no
 server and creates its table on first use.
@@ -73,7 +76,8 @@ class Backend(Protocol):
     def aio_fence(
         self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
     ) -> AsyncFence:
-        """An asyncio fence of that name, sharing leases and tokens with ``fence``."""
+        """An asyncio fence of that name, sharing leases and tokens with ``fence``; its
+        ``aclose()`` closes the connections opened for it."""
         ...
 
     def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:

@@ -39,6 +39,7 @@ from ._async_fence import AsyncFence, AsyncHold
 from ._core import DEFAULT_TTL, Clock, OnLost
 from ._errors import LeaseLost
 from ._fence import Fence, Hold
+from ._owned import Owner
 from ._token import FenceToken
 from ._validate import check_name, check_timeout, check_ttl
 from .issuer import AsyncIssuer, AsyncWatchesLease, FenceStatus, Issuer, WatchesLease
@@ -352,9 +353,9 @@ class AsyncTerm:
         await self._end(exc_type, exc, tb)
 
 
-class AsyncElection(_ElectionBase):
+class AsyncElection(_ElectionBase, Owner):
     """The asyncio ``Election`` (``fencing.aio.Election``), on an asyncio issuer with
-    ``status`` (``fencing.issuer.AsyncInspects``)."""
+    ``status`` (``fencing.issuer.AsyncInspects``); ``aclose`` as ``AsyncFence.aclose``."""
 
     _awaits = True
 

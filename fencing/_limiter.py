@@ -32,6 +32,7 @@ from typing import Protocol, runtime_checkable
 from ._errors import AcquireTimeout, FenceUnavailable
 from ._flow import Flow, run_async, run_sync
 from ._metrics import admission_refused, waiting
+from ._owned import Owner
 from ._validate import check_count, check_name, check_period, check_timeout
 
 #: The windows a limiter may have.
@@ -264,9 +265,9 @@ class Limiter(LimiterCore):
             return run_sync(self._acquire_flow(wait), self._port)
 
 
-class AsyncLimiter(LimiterCore):
+class AsyncLimiter(LimiterCore, Owner):
     """The asyncio ``Limiter`` (``fencing.aio.Limiter``): the same windows in the same
-    store as a blocking limiter of that name."""
+    store as a blocking limiter of that name; ``aclose`` as ``AsyncFence.aclose``."""
 
     def __init__(
         self, store: AsyncAdmits, name: str, limit: int, per: float, window: str = "sliding"

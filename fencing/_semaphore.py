@@ -31,6 +31,7 @@ from ._errors import LeaseLost
 from ._fence import Fence, Holding
 from ._flow import Flow, run_async, run_sync
 from ._metrics import permits_changed, waiting
+from ._owned import Owner
 from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, TryAcquire, WaitSchedule
 from ._token import FenceToken
 from ._validate import check_count, check_name, check_timeout, check_ttl
@@ -220,9 +221,10 @@ class Semaphore(SemaphoreCore[Fence]):
         return SemaphoreHold(self, timeout)
 
 
-class AsyncSemaphore(SemaphoreCore[AsyncFence]):
+class AsyncSemaphore(SemaphoreCore[AsyncFence], Owner):
     """The asyncio ``Semaphore`` (``fencing.aio.Semaphore``): the same slots, leases and
-    tokens as a blocking semaphore of that name on the same issuer."""
+    tokens as a blocking semaphore of that name on the same issuer; ``aclose`` as
+    ``AsyncFence.aclose``."""
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
+from .._owned import owned
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import AsyncEtcdFence, AsyncEtcdIssuer, EtcdFence, EtcdIssuer
 from ._url import parse_etcd_url
@@ -16,13 +17,13 @@ from ._url import parse_etcd_url
 
 class EtcdBackend:
     """Fences on the etcd cluster of ``url`` (one issuer, so one set of channels, for all
-    blocking fences; the asyncio fences share one issuer too, opened per event loop)."""
+    blocking fences; each asyncio fence, election and semaphore has an issuer of its own,
+    its channels opened on the event loop that uses it and closed by its ``aclose()``)."""
 
     def __init__(self, url: str) -> None:
         self.options = parse_etcd_url(url)  # a bad URL fails here, not at the first acquire
         self.url = url
         self._issuer: EtcdIssuer | None = None
-        self._aio_issuer: AsyncEtcdIssuer | None = None
 
     def __repr__(self) -> str:
         return f"EtcdBackend({self.options.endpoints!r})"
@@ -40,7 +41,8 @@ class EtcdBackend:
     def aio_fence(
         self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
     ) -> AsyncFence:
-        return AsyncEtcdFence(self._async_issuer(), name, ttl, reentrant=reentrant)
+        issuer = AsyncEtcdIssuer(self.options)
+        return owned(AsyncEtcdFence(issuer, name, ttl, reentrant=reentrant), issuer)
 
     def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
@@ -48,7 +50,8 @@ class EtcdBackend:
 
     def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """The asyncio election of that name (see ``fencing.aio.Election``)."""
-        return AsyncElection(self._async_issuer(), name, ttl)
+        issuer = AsyncEtcdIssuer(self.options)
+        return owned(AsyncElection(issuer, name, ttl), issuer)
 
     def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
         """A semaphore of ``permits`` slots, each slot a fence of this cluster (its key's
@@ -57,15 +60,11 @@ class EtcdBackend:
 
     def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
         """The asyncio ``semaphore``: the same keys, on the asyncio issuer."""
-        return AsyncSemaphore(self._async_issuer(), name, permits, ttl)
-
-    def _async_issuer(self) -> AsyncEtcdIssuer:
-        if self._aio_issuer is None:
-            self._aio_issuer = AsyncEtcdIssuer(self.options)
-        return self._aio_issuer
+        issuer = AsyncEtcdIssuer(self.options)
+        return owned(AsyncSemaphore(issuer, name, permits, ttl), issuer)
 
     def close(self) -> None:
         """Close the blocking fences' channels (they reopen if a fence is used again);
-        the asyncio fences' channels belong to the event loop that opened them."""
+        each asyncio object's channels are closed by its ``aclose()``."""
         if self._issuer is not None:
             self._issuer.close()

@@ -496,8 +496,11 @@ class AsyncEtcdIssuer:
         """``fencing.issuer.AsyncInspects``: see ``EtcdIssuer.status``."""
         return await run_async(self.flows.status(name), self.cluster)
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
+        """Close the channels (used again, the issuer opens new ones)."""
         await self.cluster.close()
+
+    close = aclose  # the name before aclose, kept for callers of the earlier releases
 
 
 class EtcdFence(Fence):

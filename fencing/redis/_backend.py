@@ -30,6 +30,7 @@ from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
 from .._limiter import AsyncLimiter, Limiter
+from .._owned import owned
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import (
     AsyncClient,
@@ -71,7 +72,8 @@ def fence_options(url: str) -> tuple[str, dict[str, Any]]:
 
 class RedisBackend:
     """Fences on the Redis server of ``url`` (one client for all blocking fences; each
-    asyncio fence opens its own, on the event loop that uses it)."""
+    asyncio fence, election, semaphore and limiter has a client of its own, on the event
+    loop that uses it, closed by its ``aclose()``)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -100,9 +102,10 @@ class RedisBackend:
     def aio_fence(
         self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
     ) -> AsyncFence:
-        return AsyncRedisFence(
+        fence = AsyncRedisFence(
             self.new_async_client(), name, ttl, reentrant=reentrant, **self._options
         )
+        return owned(fence, fence.issuer)
 
     def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election named ``name`` on this backend (see ``fencing.Election``)."""
@@ -110,7 +113,8 @@ class RedisBackend:
 
     def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """The asyncio election of that name (see ``fencing.aio.Election``)."""
-        return AsyncElection(AsyncRedisIssuer(self.new_async_client(), **self._options), name, ttl)
+        issuer = self._new_async_issuer()
+        return owned(AsyncElection(issuer, name, ttl), issuer)
 
     def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
         """A semaphore of ``permits`` slots, each slot a fence of this server (its keys in
@@ -119,8 +123,8 @@ class RedisBackend:
 
     def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
         """The asyncio ``semaphore`` (a client of its own, on the event loop that uses it)."""
-        issuer = AsyncRedisIssuer(self.new_async_client(), **self._options)
-        return AsyncSemaphore(issuer, name, permits, ttl)
+        issuer = self._new_async_issuer()
+        return owned(AsyncSemaphore(issuer, name, permits, ttl), issuer)
 
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
         """At most ``limit`` admissions per ``per`` seconds: one script per request, on the
@@ -131,12 +135,16 @@ class RedisBackend:
         self, name: str, limit: int, per: float, window: str = "sliding"
     ) -> AsyncLimiter:
         """The asyncio ``limiter`` (a client of its own, on the event loop that uses it)."""
-        issuer = AsyncRedisIssuer(self.new_async_client(), **self._options)
-        return AsyncLimiter(issuer, name, limit, per, window)
+        issuer = self._new_async_issuer()
+        return owned(AsyncLimiter(issuer, name, limit, per, window), issuer)
+
+    def _new_async_issuer(self) -> AsyncRedisIssuer:
+        """An asyncio issuer on a new client, for one asyncio object (which owns it)."""
+        return AsyncRedisIssuer(self.new_async_client(), **self._options)
 
     def close(self) -> None:
         """Close the blocking fences' client's connections (it reconnects if a fence is
-        used again); each asyncio fence has a client of its own."""
+        used again); each asyncio object's own client is closed by its ``aclose()``."""
         if self._client is not None:
             self._client.close()
 
@@ -216,8 +224,8 @@ class RedlockBackend:
     password@]host:port,host:port,host:port[/db][?option=value...]`` (``rediss+redlock://``
     for TLS): one client per host, each made by redis-py from the URL with that host
     (auth, database and options shared). The blocking fences share one issuer (its
-    threads and clients); each asyncio fence has clients of its own, on its event loop.
-    No I/O happens until a fence is used.
+    threads and clients); each asyncio fence has clients of its own, on its event loop,
+    closed by its ``aclose()``. No I/O happens until a fence is used.
     """
 
     def __init__(self, url: str) -> None:
@@ -240,7 +248,8 @@ class RedlockBackend:
 
     def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
         clients = [redis.asyncio.Redis.from_url(url) for url in self._urls]
-        return AsyncRedlockFence(clients, name, ttl)
+        fence = AsyncRedlockFence(clients, name, ttl)
+        return owned(fence, fence.issuer)
 
     def close(self) -> None:
         """Close the blocking issuer's connections and threads (made again on next use)."""

@@ -764,6 +764,11 @@ class AsyncRedisIssuer:
         step = self.flows.await_handoff(name, holder, seconds)
         return None if step is None else await self.confirmed(step, name, holder)
 
+    async def aclose(self) -> None:
+        """Close the client's connections (it reconnects if used again): for the client
+        that a backend made for one asyncio object, which that object's ``aclose`` calls."""
+        await self.client.aclose()
+
 
 class RedisFence(Fence):
     """A fence whose leases and tokens live in Redis; safe across processes and hosts.

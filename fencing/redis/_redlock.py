@@ -932,6 +932,11 @@ class AsyncRedlockIssuer:
             pass
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - start)))
 
+    async def aclose(self) -> None:
+        """Close every node's client's connections (each reconnects if used again): for
+        the clients a backend made for one asyncio fence, which its ``aclose`` calls."""
+        await asyncio.gather(*(client.aclose() for client in self.clients))
+
 
 class RedlockFence(Fence):
     """A fence on N independent Redis masters: Redlock's lease, and a token that a

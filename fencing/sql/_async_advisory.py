@@ -193,9 +193,9 @@ class AsyncAdvisoryIssuer:
                 await _drop(conn)
             return bool(row[0])
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """End every lease this issuer holds, and dispose of the engine's pool if it is
-        the issuer's own (see ``AdvisoryIssuer.close``)."""
+        the issuer's own (see ``AdvisoryIssuer.close``); used again, it reconnects."""
         leases, self._leases = list(self._leases.values()), {}
         for lease in leases:
             async with lease.guard:
@@ -203,6 +203,8 @@ class AsyncAdvisoryIssuer:
         await self._drop_kept()
         if self._owned:
             await self.engine.dispose()
+
+    close = aclose  # the name before aclose, kept for callers of the earlier releases
 
     async def _lost(self, lease: Lease, name: str, token: int, holder: str) -> None:
         self._leases.pop((name, token, holder), None)

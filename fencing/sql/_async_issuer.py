@@ -29,6 +29,7 @@ class AsyncSqlIssuer:
 
     def __init__(self, engine: AsyncEngine | Engine | str) -> None:
         self.engine = async_issuer_engine(engine)
+        self._owns_engine = self.engine is not engine  # made here, from a URL or an Engine
         self.dialect = self.engine.dialect.name
         self.flows = SqlFlows()
         self.statements = statements(self.dialect)
@@ -71,6 +72,13 @@ class AsyncSqlIssuer:
     async def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
         """See ``SqlIssuer.limit_use``: the same statements."""
         return await self._run(self.flows.limit_use(name, per_ms, window))
+
+    async def aclose(self) -> None:
+        """Dispose of the engine's pool if the issuer made the engine (from a URL or a
+        blocking ``Engine``), never an ``AsyncEngine`` passed in; used again, the pool
+        opens new connections."""
+        if self._owns_engine:
+            await self.engine.dispose()
 
 
 def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:

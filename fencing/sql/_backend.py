@@ -10,6 +10,7 @@ Imports the SQL issuers (the asyncio ones on first use: they need greenlet).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
 from .._async_fence import AsyncFence
@@ -17,16 +18,22 @@ from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
 from .._limiter import AsyncLimiter, Limiter
+from .._owned import owned
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, shared_issuer
+
+if TYPE_CHECKING:  # the asyncio issuer needs greenlet: imported on first use
+    from ._async_issuer import AsyncSqlIssuer
 
 #: The values of the URL's ``lease`` option.
 LEASES = ("row", "advisory")
 
 
 class SqlBackend:
-    """Fences in a SQLite file or PostgreSQL database (see the module docstring)."""
+    """Fences in a SQLite file or PostgreSQL database (see the module docstring); each
+    asyncio fence, election, semaphore and limiter has an engine of its own, on the event
+    loop that uses it, disposed of by its ``aclose()``."""
 
     def __init__(self, url: str) -> None:
         parsed = parse_sql_url(url)  # a bad SQL URL fails here, not at the first acquire
@@ -73,10 +80,12 @@ class SqlBackend:
         if self.lease == "advisory":
             from ._async_advisory import AsyncAdvisoryFence
 
-            return AsyncAdvisoryFence(self.engine_url, name, ttl, reentrant=reentrant)
-        from ._async_issuer import AsyncSqlFence
+            fence: AsyncFence = AsyncAdvisoryFence(self.engine_url, name, ttl, reentrant=reentrant)
+        else:
+            from ._async_issuer import AsyncSqlFence
 
-        return AsyncSqlFence(self.engine_url, name, ttl, reentrant=reentrant)
+            fence = AsyncSqlFence(self.engine_url, name, ttl, reentrant=reentrant)
+        return owned(fence, fence.issuer)
 
     def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
         """A semaphore of ``permits`` slots, each slot a row of ``fencing_leases``."""
@@ -86,9 +95,8 @@ class SqlBackend:
     def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
         """The asyncio ``semaphore``: the same rows, leases and tokens."""
         self._rows_only("semaphore")
-        from ._async_issuer import shared_async_issuer
-
-        return AsyncSemaphore(shared_async_issuer(self.engine_url), name, permits, ttl)
+        issuer = self._new_async_issuer()
+        return owned(AsyncSemaphore(issuer, name, permits, ttl), issuer)
 
     def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election named ``name`` on this backend (see ``fencing.Election``):
@@ -99,9 +107,8 @@ class SqlBackend:
     def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """The asyncio election of that name (see ``fencing.aio.Election``)."""
         self._rows_only("election")
-        from ._async_issuer import shared_async_issuer
-
-        return AsyncElection(shared_async_issuer(self.engine_url), name, ttl)
+        issuer = self._new_async_issuer()
+        return owned(AsyncElection(issuer, name, ttl), issuer)
 
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
         """At most ``limit`` admissions per ``per`` seconds, counted in
@@ -113,9 +120,15 @@ class SqlBackend:
     ) -> AsyncLimiter:
         """The asyncio ``limiter``: the same rows (an engine of its own, on the event loop
         that uses it)."""
-        from ._async_issuer import shared_async_issuer
+        issuer = self._new_async_issuer()
+        return owned(AsyncLimiter(issuer, name, limit, per, window), issuer)
 
-        return AsyncLimiter(shared_async_issuer(self.engine_url), name, limit, per, window)
+    def _new_async_issuer(self) -> AsyncSqlIssuer:
+        """An asyncio issuer with an engine of its own, for one asyncio object (which
+        owns it: its ``aclose()`` disposes of the engine)."""
+        from ._async_issuer import AsyncSqlIssuer
+
+        return AsyncSqlIssuer(self.engine_url)
 
     def _rows_only(self, what: str) -> None:
         if self.lease != "row":

@@ -1,8 +1,9 @@
 """``fencing.connect("zookeeper://...")``: fences on the ZooKeeper ensemble of a URL.
 
 One kazoo client (one session) per backend, shared by its blocking and asyncio fences
-and started on first use, not by ``connect``. Imports the issuers, the URL parser and
-kazoo.
+and started on first use, not by ``connect``; ``backend.close()`` ends it, and an
+asyncio object's ``aclose()`` leaves it alone (it owns nothing of its own). Imports the
+issuers, the URL parser and kazoo.
 """
 
 from __future__ import annotations
