@@ -17,6 +17,7 @@ Imports nothing from the package.
 
 from __future__ import annotations
 
+import warnings
 from typing import Protocol, TypeVar, runtime_checkable
 
 
@@ -54,3 +55,20 @@ def owned(obj: Obj, issuer: object) -> Obj:
         raise TypeError(f"{issuer!r} cannot be closed: it has no aclose()")
     obj._closes = issuer
     return obj
+
+
+class OldClose:
+    """Mixin of the asyncio issuers whose ``aclose`` was once named ``close``: that name,
+    deprecated (it warns, then closes; removed in 1.0)."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Deprecated: ``aclose()``."""
+        warnings.warn(
+            f"{type(self).__name__}.close() is now aclose(); close() goes in 1.0",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        await self.aclose()

@@ -177,3 +177,9 @@ async def test_aclose_leaves_a_client_or_engine_passed_in_open(
     finally:
         await client.aclose()
         await engine.dispose()
+
+
+async def test_the_asyncio_issuers_old_close_warns_and_closes() -> None:
+    issuer = fencing.aio.EtcdIssuer("etcd://127.0.0.1:1")  # no I/O: no channel opened yet
+    with pytest.warns(DeprecationWarning, match=r"close\(\) is now aclose\(\)"):
+        await issuer.close()

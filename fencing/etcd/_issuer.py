@@ -37,6 +37,7 @@ from .._core import DEFAULT_TTL
 from .._errors import FenceUnavailable
 from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
+from .._owned import OldClose
 from ..issuer import Busy, FenceStatus
 from . import _messages as msg
 from ._cluster import AsyncCluster, Cluster, client_core_failed
@@ -466,7 +467,7 @@ class EtcdIssuer:
         self.cluster.close()
 
 
-class AsyncEtcdIssuer:
+class AsyncEtcdIssuer(OldClose):
     """``EtcdIssuer`` on ``grpc.aio``: the same flows, keys, leases and tokens."""
 
     def __init__(self, cluster: str | EtcdOptions) -> None:
@@ -499,8 +500,6 @@ class AsyncEtcdIssuer:
     async def aclose(self) -> None:
         """Close the channels (used again, the issuer opens new ones)."""
         await self.cluster.close()
-
-    close = aclose  # the name before aclose, kept for callers of the earlier releases
 
 
 class EtcdFence(Fence):

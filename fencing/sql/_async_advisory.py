@@ -26,6 +26,7 @@ from sqlalchemy.util import greenlet_spawn
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError
+from .._owned import OldClose
 from .._token import FenceToken
 from ..issuer import Busy
 from . import _driver, _xact
@@ -65,7 +66,7 @@ def async_advisory_engine(source: AsyncEngine | Engine | str) -> AsyncEngine:
     return create_async_engine(url, pool_size=5, max_overflow=-1, isolation_level="AUTOCOMMIT")
 
 
-class AsyncAdvisoryIssuer:
+class AsyncAdvisoryIssuer(OldClose):
     """The asyncio ``AdvisoryIssuer``: the same statements, the same leases."""
 
     def __init__(self, engine: AsyncEngine | Engine | str) -> None:
@@ -203,8 +204,6 @@ class AsyncAdvisoryIssuer:
         await self._drop_kept()
         if self._owned:
             await self.engine.dispose()
-
-    close = aclose  # the name before aclose, kept for callers of the earlier releases
 
     async def _lost(self, lease: Lease, name: str, token: int, holder: str) -> None:
         self._leases.pop((name, token, holder), None)
