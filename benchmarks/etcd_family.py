@@ -184,7 +184,7 @@ class Clients(EngineClients):
         self.channel.close()
 
     async def _aclose(self) -> None:
-        await self.aissuer.close()
+        await self.aissuer.aclose()
         await self.peer_client.close()
         await self.achannel.close()
 

@@ -78,7 +78,7 @@ async def test_aio_fence_shares_leases_and_tokens(tmp_path: Path) -> None:
     assert token > sync_token
     await fence.release(token)
     assert isinstance(fence.issuer, fencing.aio.SqlIssuer)
-    await fence.issuer.engine.dispose()  # its own engine: no connection left for the GC
+    await fence.aclose()  # its own engine: no connection left for the GC
 
 
 def test_bad_urls() -> None:

@@ -140,7 +140,7 @@ class TestAsyncSqlFence(AsyncFenceContract):
             return fencing.aio.SqlFence(url, name, ttl, issuer=issuer)
 
         yield make
-        await issuer.engine.dispose()
+        await issuer.aclose()
 
 
 class TestMemoryOperations(OperationsContract):

@@ -88,4 +88,4 @@ class TestAsyncSqlSemaphore(AsyncSemaphoreContract):
     async def make_semaphore(self, sql_url: str) -> AsyncIterator[MakeAsyncSemaphore]:
         issuer = fencing.aio.SqlIssuer(sql_url)  # its own pool, disposed on this loop
         yield lambda name, permits, ttl: fencing.aio.Semaphore(issuer, name, permits, ttl)
-        await issuer.engine.dispose()
+        await issuer.aclose()

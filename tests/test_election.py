@@ -39,7 +39,7 @@ async def test_a_backend_gives_asyncio_elections(tmp_path: Path) -> None:
     async with await election.campaign("host-2", timeout=0) as term:
         assert backend.election("scheduler").leader() == fencing.Leader("host-2", term.token)
     assert await election.leader() is None
-    await election.issuer.engine.dispose()  # type: ignore[attr-defined]
+    await election.aclose()
 
 
 def test_the_longest_value_fits_the_sql_holder_column(postgres_server: PostgresServer) -> None:

@@ -59,7 +59,7 @@ class TestAsyncEtcdFence(EtcdTerms, AsyncFenceContract):
             return AsyncEtcdFence(issuer, name, ttl)
 
         yield make
-        await issuer.close()
+        await issuer.aclose()
 
 
 class TestEtcdElection(EtcdTerms, ElectionContract):
@@ -90,13 +90,19 @@ class TestEtcdSemaphore(EtcdTerms, SemaphoreContract):
 
 
 class TestAsyncEtcdSemaphore(EtcdTerms, AsyncSemaphoreContract):
-    """``fencing.connect(url).aio_semaphore``, its issuer closed on the test's loop."""
+    """``fencing.connect(url).aio_semaphore``, each closed (its channels) on the test's loop."""
 
     semaphore_rounds = 4
 
     @pytest.fixture
     async def make_semaphore(self, etcd_cluster: EtcdCluster) -> AsyncIterator[MakeAsyncSemaphore]:
         backend = fencing.connect(etcd_cluster.url)
-        yield backend.aio_semaphore  # type: ignore[attr-defined]
-        if backend._aio_issuer is not None:  # type: ignore[attr-defined]
-            await backend._aio_issuer.close()  # type: ignore[attr-defined]
+        made: list[fencing.aio.Semaphore] = []
+
+        def make(name: str, permits: int, ttl: float) -> fencing.aio.Semaphore:
+            made.append(backend.aio_semaphore(name, permits, ttl))  # type: ignore[attr-defined]
+            return made[-1]
+
+        yield make
+        for semaphore in made:  # an issuer (channels) of its own each
+            await semaphore.aclose()

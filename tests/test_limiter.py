@@ -294,7 +294,7 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
         with pytest.raises(AcquireTimeout):
             await aio.acquire(timeout=1)
     finally:
-        await aio.store.client.aclose()
+        await aio.aclose()
         backend.close()  # type: ignore[attr-defined]
 
 
@@ -327,7 +327,7 @@ async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
         with pytest.raises(AcquireTimeout):
             await aio.acquire(timeout=1)
         assert backend.limiter(name + "-other", 2, 30, window).try_acquire()  # type: ignore[attr-defined]
-        await aio.store.engine.dispose()
+        await aio.aclose()
 
 
 BAD_PERS: list[tuple[Any, type[Exception]]] = [

@@ -84,5 +84,5 @@ async def test_an_asyncio_limiter_waits_within_its_timeout_too(down: RedisServer
         with pytest.raises(FenceUnavailable):
             await limiter.acquire(timeout=0.2)
     finally:
-        await limiter.store.client.aclose()
+        await limiter.aclose()
         backend.close()  # type: ignore[attr-defined]

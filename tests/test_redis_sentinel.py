@@ -80,7 +80,7 @@ class TestAsyncSentinelFence(AsyncFenceContract):
 
         yield make
         for fence in made:
-            await client_of(fence).aclose()
+            await fence.aclose()
 
 
 class TestSentinelElection(ElectionContract):
@@ -121,7 +121,7 @@ class TestAsyncSentinelSemaphore(AsyncSemaphoreContract):
 
         yield make
         for semaphore in made:  # a client of its own each
-            await client_of(semaphore.fences[0]).aclose()
+            await semaphore.aclose()
 
 
 async def test_limiters_through_sentinel(stable_group: SentinelGroup) -> None:
@@ -136,7 +136,7 @@ async def test_limiters_through_sentinel(stable_group: SentinelGroup) -> None:
         assert not refused.admitted and 0 < refused.retry_in <= 30
         assert not blocking.try_acquire() and (await aio.use()).used == 2
     finally:
-        await aio.store.client.aclose()
+        await aio.aclose()
         backend.close()  # type: ignore[attr-defined]
 
 
@@ -154,7 +154,7 @@ async def test_an_unknown_service_says_so_asyncio(stable_group: SentinelGroup) -
     fence = fencing.connect(f"redis+sentinel://{hosts}/nope").aio_fence("x")
     with pytest.raises(fencing.FenceUnavailable, match=r"unknown service name.*'nope'"):
         await fence.acquire(timeout=0)
-    await client_of(fence).aclose()
+    await fence.aclose()
 
 
 def test_a_sentinel_and_a_direct_fence_share_leases(stable_group: SentinelGroup) -> None:

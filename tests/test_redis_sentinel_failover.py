@@ -176,7 +176,7 @@ class AsyncHolder:
             self.outcome = repr(exc)
         finally:
             self.held.set()
-            await client_of(self.fence).aclose()
+            await self.fence.aclose()
 
     def __enter__(self) -> None:
         self.thread.start()
@@ -191,10 +191,10 @@ async def _unavailable(backend: fencing._connect.Backend) -> None:
     fence = backend.aio_fence("async-bystander")
     with pytest.raises(fencing.FenceUnavailable):
         await fence.acquire(timeout=0)
-    await client_of(fence).aclose()
+    await fence.aclose()
 
 
 async def _available(backend: fencing._connect.Backend) -> None:
     fence = backend.aio_fence("async-bystander")
     await fence.release(await fence.acquire(timeout=5))
-    await client_of(fence).aclose()
+    await fence.aclose()

@@ -56,7 +56,7 @@ async def test_missing_table_from_asyncio_names_a_sync_driver(empty_pg_url: str)
     fence = fencing.aio.SqlFence(url.render_as_string(hide_password=False), "async", ttl=5)
     with pytest.raises(FenceSetupError, match="fencing migrate --url postgresql\\+psycopg://"):
         await fence.acquire(timeout=0)
-    await fence.issuer.engine.dispose()  # type: ignore[attr-defined]
+    await fence.issuer.aclose()  # type: ignore[attr-defined]
 
 
 def test_missing_table_in_the_cli(empty_pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:

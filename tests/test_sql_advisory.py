@@ -192,7 +192,7 @@ async def test_interop_asyncio(backend: SqlBackend, postgres_server: PostgresSer
             assert try_lock(other, name, unlock=True)
             assert await fence.acquire(timeout=0) > token
     finally:
-        await fence.issuer.close()  # type: ignore[attr-defined]
+        await fence.aclose()
 
 
 def test_a_users_engine_is_switched_to_autocommit_and_given_back_as_it_was(
@@ -243,7 +243,7 @@ async def test_a_users_async_engine_is_switched_and_given_back_as_it_was(
                 level = await conn.get_isolation_level()
                 assert level == engine.dialect.default_isolation_level != "AUTOCOMMIT"
     finally:
-        await issuer.close()
+        await issuer.aclose()
         await engine.dispose()  # the user's: the issuer leaves it open
 
 
@@ -320,7 +320,7 @@ async def test_close_disposes_of_the_async_issuers_own_engine_only(
     try:
         async with engine.connect() as conn:
             before = (await conn.exec_driver_sql(pid)).scalar()
-        await issuer.close()
+        await issuer.aclose()
         async with engine.connect() as conn:
             assert (await conn.exec_driver_sql(pid)).scalar() == before
     finally:
@@ -333,7 +333,7 @@ async def test_close_disposes_of_the_async_issuers_own_engine_only(
     await fence.release(await fence.acquire(timeout=0))  # a kept connection
     await own.await_release(fence.name, 1)  # and one idle in its pool (the waiter's)
     assert sessions(postgres_server, app) >= 3
-    await own.close()
+    await own.aclose()
     try:
         wait_until(lambda: sessions(postgres_server, app) == 1, "the own engine's sessions end")
         with blocking.connect() as conn:
@@ -672,7 +672,7 @@ async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
             fence.release(last)
             await afence.release(alast)
         finally:
-            await afence.issuer.close()  # type: ignore[attr-defined]
+            await afence.aclose()
             fence.issuer.close()  # type: ignore[attr-defined]
 
 

@@ -73,7 +73,7 @@ class TestAsyncAdvisoryFence(AdvisoryTerms, AsyncFenceContract):
             return AsyncAdvisoryFence(async_advisory_url, name, ttl, issuer=issuer)
 
         yield make
-        await issuer.close()
+        await issuer.aclose()
 
 
 class TestAdvisoryOperations(AdvisoryTerms, OperationsContract):

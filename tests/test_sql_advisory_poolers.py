@@ -115,7 +115,7 @@ class TestAsyncSessionPooler(AdvisoryTerms, AsyncFenceContract):
             return AsyncAdvisoryFence(url, name, ttl, issuer=issuer)
 
         yield make
-        await issuer.close()
+        await issuer.aclose()
 
 
 def test_session_pooler_excludes_a_direct_holder(
@@ -183,7 +183,7 @@ async def test_transaction_pooler_is_refused_asyncio(
             assert try_lock(direct, name)
             assert try_lock(direct, name, unlock=True)
     finally:
-        await issuer.close()
+        await issuer.aclose()
         await engine.dispose()  # the user's: the issuer leaves it open
 
 

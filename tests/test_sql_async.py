@@ -40,7 +40,7 @@ async def test_async_tokens_increase_in_the_row(aengine: AsyncEngine) -> None:
     second = await fence.acquire(timeout=0)
     assert second > first
     await fence.release(second)
-    await issuer.engine.dispose()
+    await issuer.aclose()
 
 
 async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncEngine) -> None:
@@ -58,7 +58,7 @@ async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncE
     results = await asyncio.gather(*(worker() for _ in range(4)))
     everything = sorted(t for tokens in results for t in tokens)
     assert len(set(everything)) == 20  # no token issued twice
-    await issuer.engine.dispose()
+    await issuer.aclose()
 
 
 def test_old_asyncio_names_warn_and_give_the_same_classes() -> None:
