@@ -80,10 +80,10 @@ class DjangoPort:
         self.cursor = cursor
         self.dialect = dialect
 
-    def execute(self, statement: Executable) -> DjangoRows:
+    def execute(self, statement: Executable, values: dict[str, Any] | None = None) -> DjangoRows:
         # every statement of SqlFlows is a ClauseElement (an insert, update or select)
         compiled = self.dialect.statement_compiler(self.dialect, cast(ClauseElement, statement))
-        params = compiled.params
+        params = compiled.construct_params(values)
         positions = compiled.positiontup or []
         self.cursor.execute(compiled.string, [params[name] for name in positions])
         return DjangoRows(self.cursor)

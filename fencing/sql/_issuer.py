@@ -33,6 +33,7 @@ Imports the core fences and flows, the schema and engine helpers, and SQLAlchemy
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from abc import ABC, abstractmethod
@@ -41,9 +42,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from sqlalchemy import (
+    Double,
     Engine,
     Executable,
+    Integer,
+    String,
     and_,
+    bindparam,
     delete,
     func,
     insert,
@@ -59,6 +64,7 @@ from .._flow import Flow, run_sync
 from .._limiter import Admission, LimitUse
 from ..issuer import Busy, FenceStatus
 from ._engines import issuer_engine, sql_errors
+from ._keys import advisory_keys
 from ._schema import admissions, db_micros, db_now, leases
 
 if TYPE_CHECKING:
@@ -90,9 +96,12 @@ class Results(Protocol):
 
 class Executes(Protocol):
     """Where the flows' statements run blocking: a ``Connection`` in a transaction, or
-    ``fencing.django``'s port on a Django cursor (the same statements, compiled)."""
+    ``fencing.django``'s port on a Django cursor (the same statements, compiled), with
+    the values of a statement's bound parameters when it was built with them."""
 
-    def execute(self, statement: Executable, /) -> Results: ...
+    def execute(
+        self, statement: Executable, params: dict[str, Any] | None = None, /
+    ) -> Results: ...
 
 
 def read(result: Results) -> Reply:
@@ -101,19 +110,21 @@ def read(result: Results) -> Reply:
 
 
 class Execute:
-    """The one step of the SQL flows: run a statement in the flow's transaction."""
+    """The one step of the SQL flows: run a statement in the flow's transaction, with
+    ``params``, the values of its bound parameters, when it was built once with them."""
 
-    __slots__ = ("result", "statement")
+    __slots__ = ("params", "result", "statement")
     result: Reply
 
-    def __init__(self, statement: Executable) -> None:
+    def __init__(self, statement: Executable, params: dict[str, Any] | None = None) -> None:
         self.statement = statement
+        self.params = params
 
     def perform(self, conn: Executes) -> None:
-        self.result = read(conn.execute(self.statement))
+        self.result = read(conn.execute(self.statement, self.params))
 
     async def aperform(self, conn: AsyncConnection) -> None:
-        self.result = read(await conn.execute(self.statement))
+        self.result = read(await conn.execute(self.statement, self.params))
 
 
 def _upsert(dialect: str) -> Any:
@@ -148,7 +159,83 @@ class SqlFlows:
         insert = _upsert(self.dialect)(leases).values(
             name=name, token=clock, holder=holder, expires_at=now + ttl_ms / 1000.0
         )
-        take = Execute(
+        take = self._take(insert, now, clock)
+        yield take
+        if take.result.rows:
+            return int(take.result.rows[0][0])
+        busy = Execute(select(leases.c.expires_at - now).where(leases.c.name == name))
+        yield busy
+        left = busy.result.rows[0][0] if busy.result.rows else None
+        return Busy(None if left is None else max(0.0, float(left)))
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> Flow[Execute, int | Busy]:
+        """The take of ``try_acquire`` for the slot ``f"{group}{slot}"``, inserting or
+        updating only while fewer than ``permits`` other slots' rows are live (counted
+        in the same statement). SQLite's ``BEGIN IMMEDIATE`` serializes it with every
+        other write; on PostgreSQL, whose statement reads a snapshot taken when it
+        starts, a statement before it takes the semaphore's transaction-level advisory
+        lock (``advisory_keys(group)``), so the takes of one semaphore run one after the
+        other and each counts the ones committed before it. Releases and expiries only
+        lower the count and need no lock."""
+        name = f"{group}{slot}"
+        if self.dialect == "postgresql":
+            k1, k2 = advisory_keys(group)
+            yield Execute(select(func.pg_advisory_xact_lock(k1, k2)))
+        values: dict[str, Any] = {"name": name, "holder": holder, "seconds": ttl_ms / 1000.0}
+        values.update(group=group, first=f"{group}0", after=f"{group}:", permits=permits)
+        take = Execute(self._slot_take, values)
+        yield take
+        if take.result.rows:
+            return int(take.result.rows[0][0])
+        now = db_now(self.dialect)
+        held = and_(leases.c.name == name, leases.c.holder.is_not(None), leases.c.expires_at > now)
+        busy = Execute(select(leases.c.expires_at - now).where(held))
+        yield busy
+        left = busy.result.rows[0][0] if busy.result.rows else None  # none: slots full
+        return Busy(None if left is None else max(0.0, float(left)))
+
+    @functools.cached_property
+    def _slot_take(self) -> Any:
+        """The statement of ``try_acquire_slot``, built once with bound parameters
+        (SQLAlchemy takes longer to build it than SQLite to run it): the upsert of
+        ``try_acquire`` from a row that exists only while fewer than ``:permits`` other
+        slots ``:group<k>`` are live. On SQLite the slots are found by a range of the
+        primary key (``:group0`` up to ``:group:``, ``:`` being the character after
+        ``9``); PostgreSQL's text order depends on the collation, so there a ``LIKE``
+        prefix finds them (an index scan only under the C collation)."""
+        now, clock = db_now(self.dialect), db_micros(self.dialect)
+        name, group = bindparam("name", type_=String), bindparam("group", type_=String)
+        number = func.substr(leases.c.name, func.length(group) + 1)
+        if self.dialect == "postgresql":
+            slots = and_(
+                func.substr(leases.c.name, 1, func.length(group)) == group,
+                number.op("~")("^[0-9]+$"),
+            )
+        else:
+            slots = and_(
+                leases.c.name >= bindparam("first", type_=String),
+                leases.c.name < bindparam("after", type_=String),
+                number.op("NOT GLOB")("*[^0-9]*"),
+            )
+        others = (
+            select(func.count())
+            .where(slots, leases.c.name != name)
+            .where(leases.c.holder.is_not(None), leases.c.expires_at > now)
+            .scalar_subquery()
+        )
+        expires = now + bindparam("seconds", type_=Double)
+        row = select(name, clock, bindparam("holder", type_=String), expires)
+        insert = _upsert(self.dialect)(leases).from_select(
+            ["name", "token", "holder", "expires_at"],
+            row.where(others < bindparam("permits", type_=Integer)),
+        )
+        return self._take(insert, now, clock).statement
+
+    def _take(self, insert: Any, now: Any, clock: Any) -> Execute:
+        """The upsert of ``insert``'s row that takes a lease if free, returning its token."""
+        return Execute(
             insert.on_conflict_do_update(
                 index_elements=[leases.c.name],
                 set_={
@@ -159,13 +246,6 @@ class SqlFlows:
                 where=or_(leases.c.holder.is_(None), leases.c.expires_at <= now),
             ).returning(leases.c.token)
         )
-        yield take
-        if take.result.rows:
-            return int(take.result.rows[0][0])
-        busy = Execute(select(leases.c.expires_at - now).where(leases.c.name == name))
-        yield busy
-        left = busy.result.rows[0][0] if busy.result.rows else None
-        return Busy(None if left is None else max(0.0, float(left)))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[Execute, bool]:
         step = Execute(
@@ -297,6 +377,12 @@ class FlowsIssuer(ABC):
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self._run(self.flows.try_acquire(name, holder, ttl_ms))
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.TakesSlots``: one transaction (see ``SqlFlows``)."""
+        return self._run(self.flows.try_acquire_slot(group, slot, permits, holder, ttl_ms))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self._run(self.flows.renew(name, token, holder, ttl_ms))
