@@ -431,12 +431,11 @@ class RedisFlows:
     ) -> Eval[int | Busy]:
         return Eval(*self.acquire_call(name, holder, ttl_ms, queue_ms, queued), parse_acquire)
 
-    def slot_acquire(
+    def slot_acquire_call(
         self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
-    ) -> Eval[int | Busy]:
+    ) -> ScriptCall:
         """``SLOT_ACQUIRE``: the slot ``f"{group}{slot}"``, unless ``permits`` are held."""
-        args = slot_acquire_args(group, slot, permits, holder, ttl_ms, self._idle_ms)
-        return Eval(SLOT_ACQUIRE, args, parse_acquire)
+        return SLOT_ACQUIRE, slot_acquire_args(group, slot, permits, holder, ttl_ms, self._idle_ms)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         return self.extend(name, lease_value(token, holder), ttl_ms, add=False, what="renew")
@@ -615,10 +614,11 @@ class RedisIssuer:
         self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
     ) -> int | Busy:
         """``fencing.issuer.TakesSlots``: one script (``SLOT_ACQUIRE``)."""
-        step = self.flows.slot_acquire(group, slot, permits, holder, ttl_ms)
+        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms)
         if self.flows.min_replicas:
-            return self.confirmed(step, f"{group}{slot}", holder)
-        return parse_acquire(self.run(step.script, step.args))
+            return self.confirmed(Eval(*call, parse_acquire), f"{group}{slot}", holder)
+        reply = self.run(*call)
+        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self.confirmed(self.flows.renew(name, token, holder, ttl_ms), name, holder, token)
@@ -766,10 +766,11 @@ class AsyncRedisIssuer:
         self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
     ) -> int | Busy:
         """See ``RedisIssuer.try_acquire_slot``."""
-        step = self.flows.slot_acquire(group, slot, permits, holder, ttl_ms)
+        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms)
         if self.flows.min_replicas:
-            return await self.confirmed(step, f"{group}{slot}", holder)
-        return parse_acquire(await self.run(step.script, step.args))
+            return await self.confirmed(Eval(*call, parse_acquire), f"{group}{slot}", holder)
+        reply = await self.run(*call)
+        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         step = self.flows.renew(name, token, holder, ttl_ms)

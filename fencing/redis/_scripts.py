@@ -741,27 +741,27 @@ def acquire_args(
 
 
 @lru_cache(maxsize=1024)
-def slot_keys(group: str) -> tuple[bytes, bytes]:
-    """The keys of the semaphore whose slots are the fences ``f"{group}{k}"``: what
-    ``SLOT_ACQUIRE`` appends ``k`` and ``:lease`` to, and the width key. ``group`` has a
-    hash tag (``fencing._semaphore.slot_name``), so every slot's keys start alike and
+def slot_keys(group: str, slot: int, permits: int) -> tuple[bytes, ...]:
+    """KEYS and the ARGV that do not change between calls of ``SLOT_ACQUIRE`` on slot
+    ``slot`` of the semaphore whose slots are the fences ``f"{group}{k}"``, built once:
+    its lease key, its width key, and, after the three per-call arguments, the slot,
+    the permits and what ``SLOT_ACQUIRE`` appends ``k`` and ``:lease`` to. ``group`` has
+    a hash tag (``fencing._semaphore.slot_name``), so every slot's keys start alike and
     sit in one Redis Cluster slot; ``ValueError`` otherwise."""
     if hash_tag(f"{group}0") is None:
         raise ValueError(f"semaphore slots {group!r}<k> have no Redis Cluster hash tag")
     head = key_prefix(f"{group}0")[: -len("0:")]
-    return head.encode(), (head + ":width").encode()
+    lease = fence_keys(f"{group}{slot}").lease
+    return lease, (head + ":width").encode(), b"%d" % slot, b"%d" % permits, head.encode()
 
 
 def slot_acquire_args(
     group: str, slot: int, permits: int, holder: str, ttl_ms: int, idle_ms: int
 ) -> tuple[Any, ...]:
     """KEYS and ARGV of ``SLOT_ACQUIRE``."""
-    head, width = slot_keys(group)
-    lease = fence_keys(f"{group}{slot}").lease
-    return (
-        *(lease, width, holder.encode("latin-1"), b"%d" % ttl_ms, b"%d" % idle_ms),
-        *(b"%d" % slot, b"%d" % permits, head),
-    )
+    lease, width, slot_arg, permits_arg, head = slot_keys(group, slot, permits)
+    per_call = (holder.encode("latin-1"), b"%d" % ttl_ms, b"%d" % idle_ms)
+    return (lease, width, *per_call, slot_arg, permits_arg, head)
 
 
 def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple[Any, ...]:
