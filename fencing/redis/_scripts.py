@@ -285,7 +285,9 @@ SLOT_ACQUIRE = Script(
 -- fencing slot acquire: take a slot of a semaphore and issue the slot's next token,
 -- only while fewer than the caller's permits of the semaphore's slots are held.
 -- KEYS[1] lease key of the slot (its counter key is derived from it)
--- KEYS[2] the semaphore's width key: one past the highest slot ever taken
+-- KEYS[2] the semaphore's width key, "<width>:<renew at ms>": one past the highest slot
+--         ever taken, and when a take next refreshes its lifetime (half of ARGV[3]
+--         after the last write), so the usual take writes nothing more than ACQUIRE
 -- ARGV[1] holder id (unique per acquisition)
 -- ARGV[2] lease ttl in ms
 -- ARGV[3] counter idle lifetime in ms, also the width key's; "0" = never expires
@@ -301,7 +303,12 @@ SLOT_ACQUIRE = Script(
     + _LUA_TOKENS
     + """
 local slot, permits = tonumber(ARGV[4]), tonumber(ARGV[5])
-local width = tonumber(redis.call('GET', KEYS[2]) or '0')
+local width, renew_at = 0, 0
+local known = redis.call('GET', KEYS[2])
+if known then
+  local w, r = string.match(known, '^(%d+):(%d+)$')
+  width, renew_at = tonumber(w) or 0, tonumber(r) or 0
+end
 if width > permits then
   local held = 0
   for j = 0, width - 1 do
@@ -314,12 +321,16 @@ if width > permits then
   end
 end
 local counter = string.sub(KEYS[1], 1, -6) .. 'counter'
-local digits = next_token(counter)
+local digits, now = next_token(counter)
 if not take(digits .. ':' .. ARGV[1], ARGV[2]) then
   return {redis.call('PTTL', KEYS[1])}
 end
 set(counter, digits, ARGV[3], false)
-set(KEYS[2], string.format('%d', math.max(width, slot + 1)), ARGV[3], false)
+local ms = millis(now)
+if slot >= width or (ARGV[3] ~= '0' and ms >= renew_at) then
+  local half = math.floor(tonumber(ARGV[3]) / 2)
+  set(KEYS[2], string.format('%d:%d', math.max(width, slot + 1), ms + half), ARGV[3], false)
+end
 return tonumber(digits)
 """,
     numkeys=2,
