@@ -69,6 +69,22 @@ class MemoryIssuer:
             self._leases[name] = _Lease(token, holder, now + ttl_ms / 1000)
             return token
 
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.TakesSlots``: the slot ``f"{group}{slot}"``, refused while
+        ``permits`` other slots of the group are held."""
+        name = f"{group}{slot}"
+        with self._changed:
+            others = [
+                other
+                for other in self._leases
+                if other != name and other.startswith(group) and other[len(group) :].isdigit()
+            ]
+            if sum(self._live(other) is not None for other in others) >= permits:
+                return Busy(None)
+            return self.try_acquire(name, holder, ttl_ms)
+
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         with self._changed:
             lease = self._held_by(name, token, holder)
@@ -151,6 +167,11 @@ class AsyncMemoryIssuer:
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self.sync.try_acquire(name, holder, ttl_ms)
+
+    async def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        return self.sync.try_acquire_slot(group, slot, permits, holder, ttl_ms)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self.sync.renew(name, token, holder, ttl_ms)

@@ -7,12 +7,25 @@ crashed holders, exactly as a fence's is (invariant 1 of docs/design.md), and a 
 owned by a slot is guarded by that slot's tokens. One mark over all slots would refuse a
 legitimate long holder once newer permits of other slots passed it (docs/limits.md).
 
-Nothing here is new issuer I/O: acquiring is a flow that tries the slots' fences one
-after the other (the issuer's ``try_acquire``, starting at a random slot so that callers
-spread), and when all are busy waits the way a fence waits (``WaitSchedule``): woken on
-a release where the issuer can (``WakesOnRelease``), else backing off with jitter, never
-past the soonest expiry the issuer reported. ``renew``, ``release`` and ``hold`` are the
-slot fence's own. The flow is written once and driven blocking or asyncio (``_flow``).
+Acquiring is a flow that tries the slots one after the other (starting at a random slot
+so that callers spread), and when all are busy waits the way a fence waits
+(``WaitSchedule``): woken on a release where the issuer can (``WakesOnRelease``), else
+backing off with jitter, never past the soonest expiry the issuer reported. ``renew``,
+``release`` and ``hold`` are the slot fence's own. The flow is written once and driven
+blocking or asyncio (``_flow``).
+
+Clients of one name with different ``permits``: a semaphore of N takes only slots below
+N, but a client with a higher M may hold slots ``>= N``. So that a lower N lets no new
+holder in until fewer than N permits are held (docs/limits.md), a slot is taken with the
+issuer's ``try_acquire_slot`` (``TakesSlots``), which counts the held slots of the
+semaphore, every slot, in the same atomic step as the take and refuses it at N. A
+count made in a step of its own could not be sound without a second round trip (and an
+undo), and one made atomically costs the usual case nothing more than server work:
+Redis reads a per-semaphore "one past the highest slot ever taken" key in the take's
+script and counts only when it is above N; SQL counts the slots' rows in the take's
+transaction; etcd and ZooKeeper compare in the take's transaction (see each issuer). An
+issuer without the capability gets the slot fence's plain ``try_acquire``: there a
+lower N counts only its own slots.
 
 Imports the fences, the protocol's steps and the validation helpers.
 """
@@ -23,7 +36,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
 from ._async_fence import AsyncFence, AsyncHolding
 from ._core import DEFAULT_TTL, Clock, new_holder_id
@@ -32,10 +45,10 @@ from ._fence import Fence, Holding
 from ._flow import Flow, run_async, run_sync
 from ._metrics import permits_changed, waiting
 from ._owned import Owner
-from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, TryAcquire, WaitSchedule
+from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, WaitSchedule
 from ._token import FenceToken
 from ._validate import check_count, check_name, check_timeout, check_ttl
-from .issuer import AsyncIssuer, Busy, Issuer
+from .issuer import AsyncIssuer, AsyncTakesSlots, Busy, Issuer, TakesSlots
 
 #: The most permits one semaphore may have: each is a fence that an acquire may try.
 MAX_PERMITS = 1024
@@ -71,12 +84,46 @@ class Permit:
 F = TypeVar("F", Fence, AsyncFence)
 
 
+class TakeSlot:
+    """One slot's take: ``try_acquire_slot`` when the issuer counts the semaphore's held
+    slots in the same step (``group`` set, see the module docstring), else the slot
+    fence's ``try_acquire`` (``group`` None); the token, or ``Busy``."""
+
+    __slots__ = ("group", "holder", "permits", "result", "slot", "ttl_ms")
+    result: int | Busy
+
+    def __init__(self, group: str | None, slot: int, permits: int, holder: str, ttl_ms: int):
+        self.group = group
+        self.slot = slot
+        self.permits = permits
+        self.holder = holder
+        self.ttl_ms = ttl_ms
+
+    def perform(self, calls: Calls) -> None:
+        if self.group is None:
+            self.result = calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
+        else:
+            issuer = cast(TakesSlots, calls.issuer)
+            self.result = issuer.try_acquire_slot(
+                self.group, self.slot, self.permits, self.holder, self.ttl_ms
+            )
+
+    async def aperform(self, calls: AsyncCalls) -> None:
+        if self.group is None:
+            self.result = await calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
+        else:
+            issuer = cast(AsyncTakesSlots, calls.issuer)
+            self.result = await issuer.try_acquire_slot(
+                self.group, self.slot, self.permits, self.holder, self.ttl_ms
+            )
+
+
 class OnSlot:
     """A step of the acquire flow carried out on the port of one slot's fence."""
 
     __slots__ = ("slot", "step")
 
-    def __init__(self, slot: int, step: TryAcquire | AwaitRelease | Sleep) -> None:
+    def __init__(self, slot: int, step: TakeSlot | AwaitRelease | Sleep) -> None:
         self.slot = slot
         self.step = step
 
@@ -98,6 +145,9 @@ class SemaphoreCore(Generic[F]):
         self.fences: list[F] = [make_fence(slot_name(self.name, k)) for k in range(self.permits)]
         first = self.fences[0]
         self._issuer: object = first.issuer
+        counts = issubclass(type(first.issuer), (TakesSlots, AsyncTakesSlots))
+        #: the slots' fence names without their number, when the issuer counts them
+        self._group = slot_name(self.name, 0)[:-1] if counts else None
         #: (slot, token) of the permits counted in ``fencing.permits.used``
         self._counted: set[tuple[int, int]] = set()
         self.clock: Clock = first.clock
@@ -117,7 +167,7 @@ class SemaphoreCore(Generic[F]):
             soonest: tuple[float, int] | None = None
             for i in range(count):
                 slot = (start + i) % count
-                attempt = TryAcquire(holder, self._ttl_ms)
+                attempt = TakeSlot(self._group, slot, count, holder, self._ttl_ms)
                 yield OnSlot(slot, attempt)
                 reply = attempt.result
                 if not isinstance(reply, Busy):
@@ -166,8 +216,8 @@ class Semaphore(SemaphoreCore[Fence]):
     strictly increasing token (see the module docstring and docs/limits.md).
 
     ``Semaphore(issuer, "jobs", permits=3, ttl=10)``, or ``backend.semaphore(...)`` on what
-    ``fencing.connect`` returns. Every holder of a name must use the same ``permits``:
-    a semaphore with fewer lets no new holder into the slots above its count.
+    ``fencing.connect`` returns. Every holder of a name should use the same ``permits``:
+    a semaphore with fewer lets no new holder in until fewer than its count are held.
     """
 
     def __init__(

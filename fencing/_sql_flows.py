@@ -53,6 +53,15 @@ T = TypeVar("T")
 #:   ``fence``; token, holder, seconds left, and whether the lease is live.
 #: - ``names``: ``prefix`` (escaped for ``LIKE`` with ``/``, see ``like_prefix``).
 #: - ``clear``: ``fence``, ``lease_token``, ``holder_id``: ends that lease, live or not.
+#: - ``slot_lock``: ``group``; serializes the takes of the semaphore whose slots are the
+#:   fences ``<group><k>`` to the transaction's end (PostgreSQL's transaction-level
+#:   advisory lock of ``advisory_keys(group)``; SQLite's ``BEGIN IMMEDIATE`` already
+#:   serializes every write, so there it reads nothing).
+#: - ``slot_acquire``: ``fence``, ``holder_id``, ``ttl``, ``group``, ``first``, ``after``,
+#:   ``permits``: ``acquire``, from a row that exists only while fewer than ``permits``
+#:   other fences ``<group><k>`` are live; returns the new token, or no row.
+#: - ``slot_left``: ``fence``; the seconds left of its lease if it is live (no row: it
+#:   is free, and the slots of its semaphore are full).
 #: - ``admit_lock``: ``limiter`` (its name), ``window`` (its kind); takes the limiter's
 #:   lock row and returns the clock in µs, read once the row is locked.
 #: - ``admit_expire``: ``limiter``, ``window``, ``before``: deletes the admissions at or
@@ -73,6 +82,9 @@ StatementName = Literal[
     "status_locked",
     "names",
     "clear",
+    "slot_lock",
+    "slot_acquire",
+    "slot_left",
     "admit_lock",
     "admit_expire",
     "admit_window",
@@ -145,6 +157,34 @@ class SqlFlows:
         busy = Execute("lease_left", fence=name)
         yield busy
         left = busy.result.rows[0][0] if busy.result.rows else None
+        return Busy(None if left is None else max(0.0, float(left)))
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> Flow[Execute, int | Busy]:
+        """The take of ``try_acquire`` for the slot ``f"{group}{slot}"``, inserting or
+        updating only while fewer than ``permits`` other slots' rows are live, counted
+        in the same statement. A statement reads what was committed when it started, so
+        the semaphore's takes are serialized first (``slot_lock``): each then counts the
+        ones committed before it. Releases and expiries only lower the count."""
+        yield Execute("slot_lock", group=group)
+        name = f"{group}{slot}"
+        take = Execute(
+            "slot_acquire",
+            fence=name,
+            holder_id=holder,
+            ttl=ttl_ms / 1000.0,
+            group=group,
+            first=f"{group}0",
+            after=f"{group}:",  # ":" is the character after "9"
+            permits=permits,
+        )
+        yield take
+        if take.result.rows:
+            return int(take.result.rows[0][0])
+        busy = Execute("slot_left", fence=name)
+        yield busy
+        left = busy.result.rows[0][0] if busy.result.rows else None  # none: slots full
         return Busy(None if left is None else max(0.0, float(left)))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[Execute, bool]:
@@ -239,6 +279,12 @@ class FlowsIssuer(ABC):
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self._run(self.flows.try_acquire(name, holder, ttl_ms))
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.TakesSlots``: one transaction (see ``SqlFlows``)."""
+        return self._run(self.flows.try_acquire_slot(group, slot, permits, holder, ttl_ms))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self._run(self.flows.renew(name, token, holder, ttl_ms))

@@ -26,6 +26,12 @@ Optional capabilities, each its own protocol; a fence checks for them once:
 - ``HandOff``: a release hands the lease straight to the first queued waiter (Redis).
   ``try_acquire_queued`` also queues a waiter that finds the lease busy, and
   ``await_handoff`` waits for the token a release hands over.
+- ``TakesSlots``: ``try_acquire_slot(group, slot, permits, holder, ttl_ms)`` takes the
+  fence ``f"{group}{slot}"`` as ``try_acquire`` does, but only while fewer than
+  ``permits`` fences ``f"{group}{k}"`` (any ``k``, also ``k >= permits``) are held,
+  counted in the same atomic step; else ``Busy``. A semaphore uses it so that a client
+  with a lower ``permits`` lets no new holder in until the count is under it
+  (docs/limits.md); without it, a semaphore counts only the slots below its own.
 
 Operations (the ``fencing status``, ``list`` and ``release --force`` commands), each its
 own protocol too; an issuer without them works, the command line says it cannot
@@ -96,6 +102,30 @@ class AsyncIssuer(Protocol):
 
     async def release(self, name: str, token: int, holder: str) -> bool:
         """See ``Issuer.release``."""
+        ...
+
+
+@runtime_checkable
+class TakesSlots(Protocol):
+    """Capability: a semaphore's slot is taken only while fewer than ``permits`` of its
+    slots are held, counted in the same atomic step as the take."""
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``try_acquire(f"{group}{slot}", holder, ttl_ms)``, refused (``Busy``) while
+        ``permits`` or more fences ``f"{group}{k}"``, any ``k``, are held."""
+        ...
+
+
+@runtime_checkable
+class AsyncTakesSlots(Protocol):
+    """The asyncio ``TakesSlots``."""
+
+    async def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """See ``TakesSlots.try_acquire_slot``."""
         ...
 
 
@@ -267,6 +297,7 @@ __all__ = [
     "AsyncHandOff",
     "AsyncInspects",
     "AsyncIssuer",
+    "AsyncTakesSlots",
     "AsyncWakesOnRelease",
     "AsyncWatchesLease",
     "Busy",
@@ -276,6 +307,7 @@ __all__ = [
     "Inspects",
     "Issuer",
     "OperatesLocks",
+    "TakesSlots",
     "WakesOnRelease",
     "WatchesLease",
 ]

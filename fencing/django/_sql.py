@@ -57,6 +57,21 @@ STATEMENTS: dict[str, dict[str, tuple[str, tuple[str, ...], dict[str, object]]]]
             ("holder", "expires_at", "fence", "lease_token", "holder_id",),
             {"holder": None, "expires_at": None},
         ),
+        "slot_lock": (
+            "SELECT 1",
+            (),
+            {},
+        ),
+        "slot_acquire": (
+            "INSERT INTO fencing_leases (name, token, holder, expires_at) SELECT %s AS anon_1, CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT) AS anon_2, %s AS anon_3, CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) + %s AS anon_4 \nWHERE (SELECT count(*) AS count_1 \nFROM fencing_leases \nWHERE fencing_leases.name >= %s AND fencing_leases.name < %s AND (substr(fencing_leases.name, length(%s) + %s) NOT GLOB %s) AND fencing_leases.name != %s AND fencing_leases.holder IS NOT NULL AND fencing_leases.expires_at > CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE)) < %s ON CONFLICT (name) DO UPDATE SET token = max(fencing_leases.token + %s, CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT)), holder = excluded.holder, expires_at = excluded.expires_at WHERE fencing_leases.holder IS NULL OR fencing_leases.expires_at <= CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) RETURNING token",
+            ("fence", "julianday_'now'_-_2440587_5_*_86400_0_1", "holder_id", "ttl", "first", "after", "group", "length_1", "substr_1", "fence", "permits", "token_1", "julianday_'now'_-_2440587_5_*_86400_0_2",),
+            {"julianday_'now'_-_2440587_5_*_86400_0_1": 1000000, "length_1": 1, "substr_1": "*[^0-9]*", "token_1": 1, "julianday_'now'_-_2440587_5_*_86400_0_2": 1000000},
+        ),
+        "slot_left": (
+            "SELECT fencing_leases.expires_at - CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) AS anon_1 \nFROM fencing_leases \nWHERE fencing_leases.name = %s AND fencing_leases.holder IS NOT NULL AND fencing_leases.expires_at > CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE)",
+            ("fence",),
+            {},
+        ),
         "admit_lock": (
             "INSERT INTO fencing_admissions (name, kind, seq, at) VALUES (%s, %s, %s, CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT)) ON CONFLICT (name, kind, seq) DO UPDATE SET at = CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT) RETURNING at",
             ("limiter", "window", "seq", "julianday_'now'_-_2440587_5_*_86400_0_1", "julianday_'now'_-_2440587_5_*_86400_0_1",),
@@ -138,6 +153,21 @@ STATEMENTS: dict[str, dict[str, tuple[str, tuple[str, ...], dict[str, object]]]]
             "UPDATE fencing_leases SET holder=%s, expires_at=%s WHERE fencing_leases.name = %s AND fencing_leases.token = %s AND fencing_leases.holder = %s",
             ("holder", "expires_at", "fence", "lease_token", "holder_id",),
             {"holder": None, "expires_at": None},
+        ),
+        "slot_lock": (
+            "SELECT pg_advisory_xact_lock(k1, k2) FROM (SELECT ('x' || substr(encode(sha256(convert_to(%s, 'UTF8')), 'hex'), 1, 8))::bit(32)::int4 AS k1, ('x' || substr(encode(sha256(convert_to(%s, 'UTF8')), 'hex'), 9, 8))::bit(32)::int4 AS k2) AS keys",
+            ("group", "group",),
+            {},
+        ),
+        "slot_acquire": (
+            "INSERT INTO fencing_leases (name, token, holder, expires_at) SELECT %s AS anon_1, CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT) AS floor_1, %s AS anon_2, CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) + %s AS anon_3 \nWHERE (SELECT count(*) AS count_1 \nFROM fencing_leases \nWHERE substr(fencing_leases.name, %s, length(%s)) = %s AND (substr(fencing_leases.name, length(%s) + %s) ~ %s) AND fencing_leases.name != %s AND fencing_leases.holder IS NOT NULL AND fencing_leases.expires_at > CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)) < %s ON CONFLICT (name) DO UPDATE SET token = greatest(fencing_leases.token + %s, CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT)), holder = excluded.holder, expires_at = excluded.expires_at WHERE fencing_leases.holder IS NULL OR fencing_leases.expires_at <= CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) RETURNING fencing_leases.token",
+            ("fence", "param_1", "holder_id", "ttl", "substr_1", "group", "group", "group", "length_1", "substr_2", "fence", "permits", "token_1", "param_2",),
+            {"param_1": 1000000, "substr_1": 1, "length_1": 1, "substr_2": "^[0-9]+$", "token_1": 1, "param_2": 1000000},
+        ),
+        "slot_left": (
+            "SELECT fencing_leases.expires_at - CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) AS anon_1 \nFROM fencing_leases \nWHERE fencing_leases.name = %s AND fencing_leases.holder IS NOT NULL AND fencing_leases.expires_at > CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)",
+            ("fence",),
+            {},
         ),
         "admit_lock": (
             "INSERT INTO fencing_admissions (name, kind, seq, at) VALUES (%s, %s, %s, CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT)) ON CONFLICT (name, kind, seq) DO UPDATE SET at = CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT) RETURNING fencing_admissions.at",

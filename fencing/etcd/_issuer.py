@@ -19,6 +19,9 @@ Each operation, as calls of the etcd v3 API (messages in ``_messages``):
 - wait (``WakesOnRelease``): a ``Watch`` of the key's deletions from the revision at
   which it was seen taken, so a release (or the lease's expiry, which deletes the key)
   that happened in between is replayed rather than missed (see ``WatchRelease``).
+- a semaphore's slot (``TakesSlots``): the acquire's ``Txn`` also reads the keys of the
+  semaphore's slots, and a take that makes more than the caller's permits is deleted
+  again (see ``EtcdFlows.acquire``).
 
 Imports the core (fences, flows, errors), the messages, the cluster ports and grpcio.
 """
@@ -248,8 +251,18 @@ class EtcdFlows:
         self.seen: dict[str, int] = {}
         self.leases = LeasePool(clock, self.MEMORY)
 
-    def acquire(self, name: str, holder: str, ttl_ms: int) -> Flow[Step, int | Busy]:
+    def acquire(
+        self, name: str, holder: str, ttl_ms: int, group: str | None = None, permits: int = 0
+    ) -> Flow[Step, int | Busy]:
+        """The lease of ``name``. With ``group`` (``TakesSlots``: ``name`` is a slot of the
+        semaphore whose slots are ``group<k>``), the take's ``Txn`` also reads the held
+        slots at its own revision; when that makes more than ``permits``, the key is
+        deleted again and the reply is ``Busy``. Sound without a lock: a holder let in
+        counted, after its own take, every holder taken before it and still live, so no
+        more than ``permits`` of those let in are ever live together (two that take at
+        once may both give back: they try again after a back-off)."""
         key, seconds = self.keys.of(name), msg.lease_seconds(ttl_ms)
+        among = None if group is None else self.keys.of(group)
         lease, stale = self.leases.take(name, seconds)
         if stale is not None:
             yield from _best_effort(_revoke(stale.id))
@@ -257,11 +270,11 @@ class EtcdFlows:
         if lease is None:
             lease = yield from self._grant(seconds)
         try:
-            txn: Unary[Any] = Unary("kv", "Txn", msg.acquire(key, holder, lease.id), reused)
+            txn: Unary[Any] = Unary("kv", "Txn", msg.acquire(key, holder, lease.id, among), reused)
             yield txn
             if txn.result is None:  # the kept lease expired meanwhile: a fresh one
                 reused, lease = False, (yield from self._grant(seconds))
-                txn = Unary("kv", "Txn", msg.acquire(key, holder, lease.id))
+                txn = Unary("kv", "Txn", msg.acquire(key, holder, lease.id, among))
                 yield txn
             outcome = msg.parse_acquire(txn.result, holder, lease.id)
             if isinstance(outcome, int) and reused:
@@ -277,6 +290,9 @@ class EtcdFlows:
             raise
         if isinstance(outcome, int):
             self.leases.hold(name, outcome, lease)
+            if among is not None and msg.held_slots(txn.result, among) > permits:
+                yield from self.release(name, outcome, holder)  # over: give it back
+                return Busy(None)
             return outcome
         if len(self.seen) >= self.MEMORY and name not in self.seen:
             self.seen.clear()  # forgetting costs a replayed watch event, never safety
@@ -427,6 +443,13 @@ class EtcdIssuer:
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return run_sync(self.flows.acquire(name, holder, ttl_ms), self.cluster)
 
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.TakesSlots``: see ``EtcdFlows.acquire``."""
+        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits)
+        return run_sync(flow, self.cluster)
+
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return run_sync(self.flows.renew(name, token, holder, ttl_ms), self.cluster)
 
@@ -479,6 +502,13 @@ class AsyncEtcdIssuer(OldClose):
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await run_async(self.flows.acquire(name, holder, ttl_ms), self.cluster)
+
+    async def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.AsyncTakesSlots``: see ``EtcdFlows.acquire``."""
+        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits)
+        return await run_async(flow, self.cluster)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return await run_async(self.flows.renew(name, token, holder, ttl_ms), self.cluster)

@@ -82,13 +82,26 @@ def revoke(lease: int) -> rpc.LeaseRevokeRequest:
     return rpc.LeaseRevokeRequest(ID=lease)
 
 
-def acquire(key: bytes, holder: str, lease: int) -> rpc.TxnRequest:
-    """Create the key on ``lease`` only if it does not exist; else read who has it."""
+def acquire(key: bytes, holder: str, lease: int, among: bytes | None = None) -> rpc.TxnRequest:
+    """Create the key on ``lease`` only if it does not exist; else read who has it. With
+    ``among``, either way also read the keys (names only) that start with it, at the
+    same revision: the held slots of a semaphore (``held_slots``)."""
+    count = []
+    if among is not None:
+        keys = rpc.RangeRequest(key=among, range_end=prefix_end(among), keys_only=True)
+        count = [rpc.RequestOp(request_range=keys)]
     return rpc.TxnRequest(
         compare=[_created_at(key, 0)],
-        success=[_put(key, holder, lease)],
-        failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=key))],
+        success=[_put(key, holder, lease), *count],
+        failure=[rpc.RequestOp(request_range=rpc.RangeRequest(key=key)), *count],
     )
+
+
+def held_slots(reply: rpc.TxnResponse, among: bytes) -> int:
+    """How many keys ``among`` followed by a slot number an ``acquire`` with ``among``
+    found (a key exists only while its lease is held)."""
+    kvs = reply.responses[-1].response_range.kvs
+    return sum(bytes(kv.key)[len(among) :].isdigit() for kv in kvs)
 
 
 @dataclass(frozen=True)

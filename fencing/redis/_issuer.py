@@ -60,6 +60,7 @@ from ._scripts import (
     LOCK_FORCE_RELEASE,
     RELEASE,
     RENEW,
+    SLOT_ACQUIRE,
     STATUS,
     LockKeys,
     Script,
@@ -82,6 +83,7 @@ from ._scripts import (
     parse_status,
     parse_wake,
     renew_args,
+    slot_acquire_args,
     status_args,
 )
 from ._watch import aawait_change, await_change
@@ -429,6 +431,12 @@ class RedisFlows:
     ) -> Eval[int | Busy]:
         return Eval(*self.acquire_call(name, holder, ttl_ms, queue_ms, queued), parse_acquire)
 
+    def slot_acquire_call(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> ScriptCall:
+        """``SLOT_ACQUIRE``: the slot ``f"{group}{slot}"``, unless ``permits`` are held."""
+        return SLOT_ACQUIRE, slot_acquire_args(group, slot, permits, holder, ttl_ms, self._idle_ms)
+
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         return self.extend(name, lease_value(token, holder), ttl_ms, add=False, what="renew")
 
@@ -602,6 +610,16 @@ class RedisIssuer:
         reply = self.run(*self.flows.acquire_call(name, holder, ttl_ms, queue_ms, queued))
         return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.TakesSlots``: one script (``SLOT_ACQUIRE``)."""
+        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms)
+        if self.flows.min_replicas:
+            return self.confirmed(Eval(*call, parse_acquire), f"{group}{slot}", holder)
+        reply = self.run(*call)
+        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
+
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self.confirmed(self.flows.renew(name, token, holder, ttl_ms), name, holder, token)
 
@@ -741,6 +759,16 @@ class AsyncRedisIssuer:
             step = self.flows.acquire(name, holder, ttl_ms, queue_ms, queued)
             return await self.confirmed(step, name, holder)
         call = self.flows.acquire_call(name, holder, ttl_ms, queue_ms, queued)
+        reply = await self.run(*call)
+        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
+
+    async def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """See ``RedisIssuer.try_acquire_slot``."""
+        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms)
+        if self.flows.min_replicas:
+            return await self.confirmed(Eval(*call, parse_acquire), f"{group}{slot}", holder)
         reply = await self.run(*call)
         return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 

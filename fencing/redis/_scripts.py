@@ -280,6 +280,62 @@ return {redis.call('PTTL', KEYS[1])}
     numkeys=1,
 )
 
+SLOT_ACQUIRE = Script(
+    """
+-- fencing slot acquire: take a slot of a semaphore and issue the slot's next token,
+-- only while fewer than the caller's permits of the semaphore's slots are held.
+-- KEYS[1] lease key of the slot (its counter key is derived from it)
+-- KEYS[2] the semaphore's width key, "<width>:<renew at ms>": one past the highest slot
+--         ever taken, and when a take next refreshes its lifetime (half of ARGV[3]
+--         after the last write), so the usual take writes nothing more than ACQUIRE
+-- ARGV[1] holder id (unique per acquisition)
+-- ARGV[2] lease ttl in ms
+-- ARGV[3] counter idle lifetime in ms, also the width key's; "0" = never expires
+-- ARGV[4] the slot, k
+-- ARGV[5] the caller's permits, N
+-- ARGV[6] the slots' lease keys without their number: slot j's is ARGV[6] .. j .. ':lease'
+-- Returns the new token (an integer > 0) when the slot was free and fewer than N other
+-- slots are held; {pttl} of the slot's lease when it is held; {-1} when N other slots
+-- are held. Only slots below N exist while the width is at most N: then there is
+-- nothing to count (every client on one N). A key of another slot that a migrating
+-- Redis Cluster slot keeps away counts as free (here()).
+"""
+    + _LUA_TOKENS
+    + """
+local slot, permits = tonumber(ARGV[4]), tonumber(ARGV[5])
+local width, renew_at = 0, 0
+local known = redis.call('GET', KEYS[2])
+if known then
+  local w, r = string.match(known, '^(%d+):(%d+)$')
+  width, renew_at = tonumber(w) or 0, tonumber(r) or 0
+end
+if width > permits then
+  local held = 0
+  for j = 0, width - 1 do
+    if j ~= slot and here('EXISTS', ARGV[6] .. j .. ':lease') == 1 then
+      held = held + 1
+      if held >= permits then
+        return {-1}
+      end
+    end
+  end
+end
+local counter = string.sub(KEYS[1], 1, -6) .. 'counter'
+local digits, now = next_token(counter)
+if not take(digits .. ':' .. ARGV[1], ARGV[2]) then
+  return {redis.call('PTTL', KEYS[1])}
+end
+set(counter, digits, ARGV[3], false)
+local ms = millis(now)
+if slot >= width or (ARGV[3] ~= '0' and ms >= renew_at) then
+  local half = math.floor(tonumber(ARGV[3]) / 2)
+  set(KEYS[2], string.format('%d:%d', math.max(width, slot + 1), ms + half), ARGV[3], false)
+end
+return tonumber(digits)
+""",
+    numkeys=2,
+)
+
 RENEW = Script(
     """
 -- fencing renew: extend a lease, only for the exact lease named.
@@ -693,6 +749,30 @@ def acquire_args(
     lease = fence_keys(name).lease
     args = (lease, holder.encode("latin-1"), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
     return (*args, b"1") if queued else args
+
+
+@lru_cache(maxsize=1024)
+def slot_keys(group: str, slot: int, permits: int) -> tuple[bytes, ...]:
+    """KEYS and the ARGV that do not change between calls of ``SLOT_ACQUIRE`` on slot
+    ``slot`` of the semaphore whose slots are the fences ``f"{group}{k}"``, built once:
+    its lease key, its width key, and, after the three per-call arguments, the slot,
+    the permits and what ``SLOT_ACQUIRE`` appends ``k`` and ``:lease`` to. ``group`` has
+    a hash tag (``fencing._semaphore.slot_name``), so every slot's keys start alike and
+    sit in one Redis Cluster slot; ``ValueError`` otherwise."""
+    if hash_tag(f"{group}0") is None:
+        raise ValueError(f"semaphore slots {group!r}<k> have no Redis Cluster hash tag")
+    head = key_prefix(f"{group}0")[: -len("0:")]
+    lease = fence_keys(f"{group}{slot}").lease
+    return lease, (head + ":width").encode(), b"%d" % slot, b"%d" % permits, head.encode()
+
+
+def slot_acquire_args(
+    group: str, slot: int, permits: int, holder: str, ttl_ms: int, idle_ms: int
+) -> tuple[Any, ...]:
+    """KEYS and ARGV of ``SLOT_ACQUIRE``."""
+    lease, width, slot_arg, permits_arg, head = slot_keys(group, slot, permits)
+    per_call = (holder.encode("latin-1"), b"%d" % ttl_ms, b"%d" % idle_ms)
+    return (lease, width, *per_call, slot_arg, permits_arg, head)
 
 
 def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple[Any, ...]:

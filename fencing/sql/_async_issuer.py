@@ -55,6 +55,12 @@ class AsyncSqlIssuer:
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await self._run(self.flows.try_acquire(name, holder, ttl_ms))
 
+    async def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.AsyncTakesSlots``: see ``SqlIssuer.try_acquire_slot``."""
+        return await self._run(self.flows.try_acquire_slot(group, slot, permits, holder, ttl_ms))
+
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return await self._run(self.flows.renew(name, token, holder, ttl_ms))
 

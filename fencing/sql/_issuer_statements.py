@@ -14,7 +14,7 @@ Imports the core's SQL flows (their names and replies), the schema and SQLAlchem
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -33,11 +33,13 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    text,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .._sql_flows import LIKE_ESCAPE, STATEMENTS, Reply, StatementName
+from ._keys import KEYS_SQL
 from ._schema import admissions, db_micros, db_now, leases
 
 if TYPE_CHECKING:
@@ -56,7 +58,20 @@ def _leases(dialect: str) -> dict[str, Executable]:
     now, clock = db_now(dialect), db_micros(dialect)
     upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     greatest = func.greatest if dialect == "postgresql" else func.max  # SQLite's scalar max
-    new = upsert(leases).values(name=_FENCE, token=clock, holder=_HOLDER, expires_at=now + _TTL)
+
+    def take(new: Any) -> Executable:
+        """The upsert of ``new``'s row: a new lease, or the free lease's next token."""
+        upserted: Executable = new.on_conflict_do_update(
+            index_elements=[leases.c.name],
+            set_={
+                "token": greatest(leases.c.token + 1, clock),
+                "holder": new.excluded.holder,
+                "expires_at": new.excluded.expires_at,
+            },
+            where=or_(leases.c.holder.is_(None), leases.c.expires_at <= now),
+        ).returning(leases.c.token)
+        return upserted
+
     held = and_(
         leases.c.name == _FENCE,
         leases.c.token == _TOKEN,
@@ -67,16 +82,9 @@ def _leases(dialect: str) -> dict[str, Executable]:
     status = select(leases.c.token, leases.c.holder, leases.c.expires_at - now, live).where(
         leases.c.name == _FENCE
     )
+    new = upsert(leases).values(name=_FENCE, token=clock, holder=_HOLDER, expires_at=now + _TTL)
     return {
-        "acquire": new.on_conflict_do_update(
-            index_elements=[leases.c.name],
-            set_={
-                "token": greatest(leases.c.token + 1, clock),
-                "holder": new.excluded.holder,
-                "expires_at": new.excluded.expires_at,
-            },
-            where=or_(leases.c.holder.is_(None), leases.c.expires_at <= now),
-        ).returning(leases.c.token),
+        "acquire": take(new),
         "lease_left": select(leases.c.expires_at - now).where(leases.c.name == _FENCE),
         "renew": update(leases).where(held).values(expires_at=now + _TTL),
         "release": update(leases).where(held).values(holder=None, expires_at=None),
@@ -88,6 +96,47 @@ def _leases(dialect: str) -> dict[str, Executable]:
         "clear": update(leases)
         .where(leases.c.name == _FENCE, leases.c.token == _TOKEN, leases.c.holder == _HOLDER)
         .values(holder=None, expires_at=None),
+        **_slots(dialect, live, take),
+    }
+
+
+def _slots(dialect: str, live: Any, take: Callable[[Any], Executable]) -> dict[str, Executable]:
+    """The semaphores' takes (``TakesSlots``): ``acquire``'s upsert from a row that exists
+    only while fewer than ``:permits`` other slots ``:group<k>`` are ``live``.
+
+    On SQLite the slots are a range of the primary key (``:group0`` up to ``:group:``,
+    ``:`` being the character after ``9``) and ``BEGIN IMMEDIATE`` serializes the takes
+    already. PostgreSQL's text order depends on the collation, so there a prefix finds
+    them (an index scan only under the C collation), and ``slot_lock`` takes the
+    semaphore's transaction-level advisory lock, on the keys of ``advisory_keys(group)``
+    derived by the server (``KEYS_SQL``)."""
+    now, clock = db_now(dialect), db_micros(dialect)
+    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    group = bindparam("group", type_=String)
+    number = func.substr(leases.c.name, func.length(group) + 1)
+    if dialect == "postgresql":
+        keys = KEYS_SQL.replace(":name", ":group")
+        lock: Executable = text(f"SELECT pg_advisory_xact_lock(k1, k2) FROM ({keys}) AS keys")
+        slots = and_(
+            func.substr(leases.c.name, 1, func.length(group)) == group,
+            number.op("~")("^[0-9]+$"),
+        )
+    else:
+        lock = select(literal_column("1", Integer))
+        slots = and_(
+            leases.c.name >= bindparam("first", type_=String),
+            leases.c.name < bindparam("after", type_=String),
+            number.op("NOT GLOB")("*[^0-9]*"),
+        )
+    others = select(func.count()).where(slots, leases.c.name != _FENCE, live).scalar_subquery()
+    row = select(_FENCE, clock, _HOLDER, now + _TTL).where(
+        others < bindparam("permits", type_=Integer)
+    )
+    new = upsert(leases).from_select(["name", "token", "holder", "expires_at"], row)
+    return {
+        "slot_lock": lock,
+        "slot_acquire": take(new),
+        "slot_left": select(leases.c.expires_at - now).where(leases.c.name == _FENCE, live),
     }
 
 

@@ -12,6 +12,9 @@ The operations (znodes as in ``_layout``; ``V`` is the fence znode's data versio
              -> token = the setData's mzxid = the lease's czxid (one transaction, one
                 zxid); V after it names this lease. NodeExists: ``Busy``. NoNode: the
                 fence znode is missing; create it, try once more.
+    slot     multi[setData(fence, holder), create(lease, holder, EPHEMERAL),
+                   check(width, W) | setData(width, slot + 1, W)]
+             -> a semaphore's slot (``acquire_slot``); W is the width znode's version
     renew    multi[check(fence, V), check(lease)]   (both unchanged: still ours)
     release  multi[check(fence, V), delete(lease)]
 
@@ -53,7 +56,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from .._errors import issuer_error
 from .._flow import Flow
 from ..issuer import Busy, FenceStatus
-from ._layout import ROOT, FencePaths, decode_name
+from ._layout import ROOT, FencePaths, decode_name, width_path
 
 R = TypeVar("R")
 log = logging.getLogger("fencing.zookeeper")
@@ -251,6 +254,35 @@ def parse_take(reply: list[Any]) -> Granted | Busy | object:
     return Granted(first.mzxid, first.version)
 
 
+#: ``parse_slot_take``'s reply when the width znode changed (or is gone) since it was read.
+STALE = object()
+
+
+def parse_slot_take(reply: list[Any]) -> Granted | Busy | object:
+    """A slot's acquire multi's reply: ``Granted``, ``Busy``, ``MISSING`` or ``STALE``."""
+    first, second, third = reply
+    if isinstance(first, NoNodeError):
+        return MISSING
+    if isinstance(second, NodeExistsError):
+        return Busy(None)
+    if isinstance(third, (BadVersionError, NoNodeError)):
+        return STALE
+    if any(isinstance(result, Exception) for result in reply):
+        raise issuer_error("zookeeper", unexpected(reply))
+    return Granted(first.mzxid, first.version)
+
+
+def parse_width(reply: tuple[bytes, Any] | NoNodeError) -> tuple[int, int] | None:
+    """A width znode's (width, version), ``None`` if it does not exist."""
+    if isinstance(reply, NoNodeError):
+        return None
+    data, stat = reply
+    try:
+        return int(data or b"0"), int(stat.version)
+    except ValueError:
+        raise issuer_error("zookeeper", unexpected(reply)) from None
+
+
 def parse_done(reply: list[Any] | SessionExpiredError) -> bool:
     """A renew or release multi's reply: True if every condition held; False if one did
     not, or if the session ended."""
@@ -282,8 +314,16 @@ class ZooKeeperFlows:
     holder) -> the fence znode's version ``V`` (see the module docstring).
     """
 
+    #: Attempts of a slot's acquire: a missing fence or width znode, or a width raised by
+    #: another client meanwhile, each cost one (widths only grow, to at most 1024).
+    SLOT_TRIES = 8
+    #: How many semaphores' widths are kept (past it, all are forgotten and read again).
+    MEMORY = 1024
+
     def __init__(self, versions: Versions) -> None:
         self.versions = versions
+        #: group -> (width, version) of the semaphores' width znodes as last seen
+        self.widths: dict[str, tuple[int, int]] = {}
 
     def acquire(self, name: str, holder: str) -> Flow[Request[Any], int | Busy]:
         paths = FencePaths.of(name)
@@ -306,6 +346,67 @@ class ZooKeeperFlows:
             if attempt == 0:  # MISSING: the first acquire of this name
                 yield Request(lambda client: client.ensure_path_async(paths.fence), bool)
         raise issuer_error("zookeeper", KazooException(f"{paths.fence} vanished twice"))
+
+    def acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str
+    ) -> Flow[Request[Any], int | Busy]:
+        """``acquire`` of the slot ``<group><slot>``, only while fewer than ``permits``
+        other slots are held (``TakesSlots``). The take's multi also checks the version
+        of the semaphore's width znode (see ``_layout``), or raises the width when the
+        slot is at or above it; so when the width is at most ``permits``, no slot above
+        ours can be held, and the take is all there is (one round trip). Else the
+        slots' lease znodes are read after the take (this session's requests are served
+        in order, by a server that has applied the take and every earlier one), and a
+        take that makes more than ``permits`` is released again: sound as on etcd (see
+        ``fencing.etcd``), since a holder let in counted every earlier live one."""
+        name = f"{group}{slot}"
+        paths, width_at, value = FencePaths.of(name), width_path(group), holder.encode()
+        for _ in range(self.SLOT_TRIES):
+            known = self.widths.get(group)
+            if known is None:
+                read = Request(partial(_get, path=width_at), parse_width, answers=(NoNodeError,))
+                yield read
+                if read.result is None:
+                    yield Request(partial(_create, path=width_at), bool, answers=(NodeExistsError,))
+                    continue
+                if len(self.widths) >= self.MEMORY:
+                    self.widths.clear()  # forgetting costs a read, never safety
+                known = self.widths[group] = read.result
+            width, version = known
+            grown = slot + 1 if slot >= width else None
+            take = Request(
+                partial(_take, paths=paths, value=value, width=(width_at, version, grown)),
+                parse_slot_take,
+                unsettled=lambda client, pending: pending.rawlink(
+                    lambda _: reclaim(client, paths, holder)
+                ),
+            )
+            yield take
+            reply = take.result
+            if reply is MISSING:
+                yield Request(partial(_ensure, path=paths.fence), bool)
+            elif reply is STALE:
+                self.widths.pop(group, None)
+            elif isinstance(reply, Busy):
+                return reply
+            elif isinstance(reply, Granted):
+                self.versions.remember(paths.fence, reply.token, holder, reply.version)
+                if grown is not None:
+                    self.widths[group] = (grown, version + 1)
+                if max(width, slot + 1) <= permits:
+                    return reply.token
+                held = 0
+                for other in range(max(width, slot + 1)):
+                    if other != slot:
+                        lease = FencePaths.of(f"{group}{other}").lease
+                        probe = Request(partial(_exists, path=lease), _is_not_none)
+                        yield probe
+                        held += probe.result
+                if held < permits:
+                    return reply.token
+                yield from self.release(name, reply.token, holder)  # over: give it back
+                return Busy(None)
+        raise issuer_error("zookeeper", KazooException(f"{width_at} kept changing"))
 
     def renew(self, name: str, token: int, holder: str) -> Flow[Request[Any], bool]:
         paths = FencePaths.of(name)
@@ -400,11 +501,46 @@ def _is_not_none(reply: object) -> bool:
     return reply is not None
 
 
-def _take(client: Any, paths: FencePaths, value: bytes) -> Pending:
+def _take(
+    client: Any,
+    paths: FencePaths,
+    value: bytes,
+    width: tuple[str, int, int | None] | None = None,
+) -> Pending:
+    """Send acquire's multi[setData(fence), create(lease)]; with ``width`` (path,
+    version, grown), a slot's: also check(path, version), or setData(path, grown,
+    version) when ``grown`` is not ``None``."""
     txn = client.transaction()
     txn.set_data(paths.fence, value)
     txn.create(paths.lease, value, ephemeral=True)
+    if width is not None:
+        path, version, grown = width
+        if grown is None:
+            txn.check(path, version)
+        else:
+            txn.set_data(path, b"%d" % grown, version=version)
     pending: Pending = txn.commit_async()
+    return pending
+
+
+def _get(client: Any, path: str) -> Pending:
+    pending: Pending = client.get_async(path)
+    return pending
+
+
+def _exists(client: Any, path: str) -> Pending:
+    pending: Pending = client.exists_async(path)
+    return pending
+
+
+def _create(client: Any, path: str) -> Pending:
+    """Create a width znode (``0``), and its parent if missing."""
+    pending: Pending = client.create_async(path, b"0", makepath=True)
+    return pending
+
+
+def _ensure(client: Any, path: str) -> Pending:
+    pending: Pending = client.ensure_path_async(path)
     return pending
 
 

@@ -132,6 +132,12 @@ class ZooKeeperIssuer(_Base):
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self._run(self.flows.acquire(name, holder))
 
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.TakesSlots``: see ``ZooKeeperFlows.acquire_slot``."""
+        return self._run(self.flows.acquire_slot(group, slot, permits, holder))
+
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self._run(self.flows.renew(name, token, holder))
 
@@ -182,6 +188,12 @@ class AsyncZooKeeperIssuer(_Base):
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await self._run(self.flows.acquire(name, holder))
+
+    async def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.AsyncTakesSlots``: see ``ZooKeeperFlows.acquire_slot``."""
+        return await self._run(self.flows.acquire_slot(group, slot, permits, holder))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return await self._run(self.flows.renew(name, token, holder))

@@ -6,6 +6,13 @@ Every fence name has two znodes under ``/fencing`` (below the URL's chroot, if a
                                      its data version counts the acquisitions of the name
     /fencing/<encoded name>/lease    ephemeral; data: the holder id; exists while held
 
+A semaphore whose slots are the fences ``<group><k>`` (``fencing._semaphore``) also has
+one znode of its own, outside ``/fencing`` so that it is never listed as a fence::
+
+    /fencing-slots/<encoded group>   persistent; data: one past the highest slot ever
+                                     taken (decimal); each take of a slot checks its
+                                     version, and raises it when it takes a higher slot
+
 A fence name is any ``str`` the core accepts (not empty, at most 256 characters, no
 NUL), so it cannot be used as a path as it is: ``/``, ``.``, ``..`` and ZooKeeper's
 forbidden characters would name another node or be refused. ``encode_name`` escapes
@@ -26,6 +33,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from .._validate import check_name
 
 ROOT = "/fencing"
+#: Where the semaphores' width znodes live (see the module docstring).
+SLOTS_ROOT = "/fencing-slots"
 #: Seconds: the session timeout asked of the servers when the URL does not say.
 DEFAULT_SESSION_TIMEOUT = 10.0
 #: Seconds: how long one request (or the first connection) may take.
@@ -59,6 +68,11 @@ class FencePaths:
     def of(cls, name: str) -> FencePaths:
         fence = f"{ROOT}/{encode_name(name)}"
         return cls(fence, f"{fence}/lease")
+
+
+def width_path(group: str) -> str:
+    """The width znode of the semaphore whose slots are the fences ``<group><k>``."""
+    return f"{SLOTS_ROOT}/{encode_name(group)}"
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,15 @@ class _Slots:
             assert_increasing(tokens, f"tokens of slot {slot} in acquisition order")
 
 
+def _check_lowered(slots: _Slots, errors: Sequence[BaseException], room: int) -> None:
+    """What racers of a lower ``permits`` report while a wider client keeps a slot above
+    theirs: never more than ``room`` of them at once, one per slot, someone got in."""
+    assert not errors, f"racers failed: {errors!r}"
+    assert slots.most <= room, f"{slots.most} new holders at once with room for {room}"
+    assert slots.most_in_a_slot == 1, f"{slots.most_in_a_slot} holders of one slot at once"
+    assert sum(map(len, slots.order.values())) > 0, "no racer ever got a permit"
+
+
 def _check_permits(permits: Sequence[Permit], name: str, count: int) -> None:
     """``permits`` are one of each slot of ``name``, each with its slot's token."""
     assert sorted(p.slot for p in permits) == list(range(count)), (
@@ -194,6 +203,22 @@ class SemaphoreContract(LeaseTerms):
         assert got.slot == held[-1].slot, f"slot {got.slot} freed, not {held[-1].slot}"
         assert got.token > held[-1].token, f"token {got.token} after {held[-1].token}"
 
+    def test_a_lower_permits_lets_no_new_holder_in_until_the_count_is_under_it(
+        self, make_semaphore: MakeSemaphore
+    ) -> None:
+        name = self.fresh_name("lowered")
+        wide = make_semaphore(name, 3, self.long_ttl)
+        held = sorted((wide.acquire(timeout=0) for _ in range(3)), key=lambda p: p.slot)
+        narrow = make_semaphore(name, 2, self.long_ttl)
+        wide.release(held[0])  # slot 0 free, two holders: as many as narrow's permits
+        with pytest.raises(AcquireTimeout):
+            narrow.acquire(timeout=0)
+        wide.release(held[1])  # one holder (slot 2): narrow may let one in
+        permit = narrow.acquire(timeout=0)
+        assert permit.slot in range(2), f"slot {permit.slot} of a semaphore of 2 permits"
+        narrow.release(permit)
+        wide.release(held[2])
+
     def test_renew_and_release_only_while_held(self, make_semaphore: MakeSemaphore) -> None:
         name = self.fresh_name("held")
         semaphore = make_semaphore(name, self.permits, self.long_ttl)
@@ -256,6 +281,34 @@ class SemaphoreContract(LeaseTerms):
         racers = [(lambda s=semaphores[i % 2]: race(s)) for i in range(self.semaphore_racers)]
         errors = _run_threads(racers, self.patience * 4)
         slots.check(errors, self.permits, self.semaphore_racers * self.semaphore_rounds)
+
+    def test_racing_threads_of_a_lower_permits_never_exceed_it(
+        self, make_semaphore: MakeSemaphore
+    ) -> None:
+        name = self.fresh_name("lowered-race")
+        wide = make_semaphore(name, self.permits + 1, self.long_ttl)
+        held = [wide.acquire(timeout=0) for _ in range(self.permits + 1)]
+        for permit in held:
+            if permit.slot != self.permits:  # keep the one slot the others cannot take
+                wide.release(permit)
+        slots = _Slots()
+        semaphores = [make_semaphore(name, self.permits, self.long_ttl) for _ in range(2)]
+
+        def race(semaphore: Semaphore) -> None:
+            for _ in range(self.semaphore_rounds):
+                try:
+                    permit = semaphore.acquire(timeout=0)
+                except AcquireTimeout:
+                    continue
+                slots.enter(permit)
+                time.sleep(0.002)
+                slots.leave(permit)
+                semaphore.release(permit)
+
+        racers = [(lambda s=semaphores[i % 2]: race(s)) for i in range(self.semaphore_racers)]
+        errors = _run_threads(racers, self.patience * 4)
+        _check_lowered(slots, errors, self.permits - 1)
+        wide.release(next(p for p in held if p.slot == self.permits))
 
 
 def _bad_permits(permit: Permit, foreign: Permit) -> list[tuple[Any, type[Exception]]]:
@@ -329,6 +382,22 @@ class AsyncSemaphoreContract(LeaseTerms):
         got = await asyncio.wait_for(waiter, self.patience)
         assert got.slot == held[-1].slot, f"slot {got.slot} freed, not {held[-1].slot}"
         assert got.token > held[-1].token, f"token {got.token} after {held[-1].token}"
+
+    async def test_a_lower_permits_lets_no_new_holder_in_until_the_count_is_under_it(
+        self, make_semaphore: MakeAsyncSemaphore
+    ) -> None:
+        name = self.fresh_name("lowered")
+        wide = make_semaphore(name, 3, self.long_ttl)
+        held = sorted([await wide.acquire(timeout=0) for _ in range(3)], key=lambda p: p.slot)
+        narrow = make_semaphore(name, 2, self.long_ttl)
+        await wide.release(held[0])
+        with pytest.raises(AcquireTimeout):
+            await narrow.acquire(timeout=0)
+        await wide.release(held[1])
+        permit = await narrow.acquire(timeout=0)
+        assert permit.slot in range(2), f"slot {permit.slot} of a semaphore of 2 permits"
+        await narrow.release(permit)
+        await wide.release(held[2])
 
     async def test_renew_and_release_only_while_held(
         self, make_semaphore: MakeAsyncSemaphore
@@ -405,6 +474,38 @@ class AsyncSemaphoreContract(LeaseTerms):
         )
         errors = [o for o in outcomes if isinstance(o, BaseException)]
         slots.check(errors, self.permits, self.semaphore_racers * self.semaphore_rounds)
+
+    async def test_racing_tasks_of_a_lower_permits_never_exceed_it(
+        self, make_semaphore: MakeAsyncSemaphore
+    ) -> None:
+        name = self.fresh_name("lowered-race")
+        wide = make_semaphore(name, self.permits + 1, self.long_ttl)
+        held = [await wide.acquire(timeout=0) for _ in range(self.permits + 1)]
+        for permit in held:
+            if permit.slot != self.permits:
+                await wide.release(permit)
+        slots = _Slots()
+        semaphores = [make_semaphore(name, self.permits, self.long_ttl) for _ in range(2)]
+
+        async def race(semaphore: AsyncSemaphore) -> None:
+            for _ in range(self.semaphore_rounds):
+                try:
+                    permit = await semaphore.acquire(timeout=0)
+                except AcquireTimeout:
+                    continue
+                slots.enter(permit)
+                await asyncio.sleep(0.002)
+                slots.leave(permit)
+                await semaphore.release(permit)
+
+        racers = [race(semaphores[i % 2]) for i in range(self.semaphore_racers)]
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(*racers, return_exceptions=True), self.patience * 4
+        )
+        _check_lowered(
+            slots, [o for o in outcomes if isinstance(o, BaseException)], self.permits - 1
+        )
+        await wide.release(next(p for p in held if p.slot == self.permits))
 
 
 __all__ = [
