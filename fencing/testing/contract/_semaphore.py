@@ -265,21 +265,34 @@ class SemaphoreContract(LeaseTerms):
         semaphore.release(permit)  # still held: nothing was released by the bad calls
         theirs.release(foreign)
 
-    def test_racing_threads_never_exceed_the_permits(self, make_semaphore: MakeSemaphore) -> None:
-        name = self.fresh_name("race")
-        slots = _Slots()
-        semaphores = [make_semaphore(name, self.permits, self.long_ttl) for _ in range(2)]
+    def _race(
+        self, semaphores: Sequence[Semaphore], slots: _Slots, timeout: float
+    ) -> Sequence[BaseException]:
+        """``semaphore_racers`` threads over ``semaphores`` in turn, each acquiring
+        ``semaphore_rounds`` times with ``timeout`` (a round refused at once, with 0, is
+        skipped), holding a moment and releasing, reported to ``slots``; their errors."""
 
         def race(semaphore: Semaphore) -> None:
             for _ in range(self.semaphore_rounds):
-                permit = semaphore.acquire(timeout=self.patience)
+                try:
+                    permit = semaphore.acquire(timeout=timeout)
+                except AcquireTimeout:
+                    if timeout:
+                        raise
+                    continue
                 slots.enter(permit)
                 time.sleep(0.002)  # a window for one holder too many to show
                 slots.leave(permit)
                 semaphore.release(permit)
 
         racers = [(lambda s=semaphores[i % 2]: race(s)) for i in range(self.semaphore_racers)]
-        errors = _run_threads(racers, self.patience * 4)
+        return _run_threads(racers, self.patience * 4)
+
+    def test_racing_threads_never_exceed_the_permits(self, make_semaphore: MakeSemaphore) -> None:
+        name = self.fresh_name("race")
+        slots = _Slots()
+        semaphores = [make_semaphore(name, self.permits, self.long_ttl) for _ in range(2)]
+        errors = self._race(semaphores, slots, self.patience)
         slots.check(errors, self.permits, self.semaphore_racers * self.semaphore_rounds)
 
     def test_racing_threads_of_a_lower_permits_never_exceed_it(
@@ -293,21 +306,7 @@ class SemaphoreContract(LeaseTerms):
                 wide.release(permit)
         slots = _Slots()
         semaphores = [make_semaphore(name, self.permits, self.long_ttl) for _ in range(2)]
-
-        def race(semaphore: Semaphore) -> None:
-            for _ in range(self.semaphore_rounds):
-                try:
-                    permit = semaphore.acquire(timeout=0)
-                except AcquireTimeout:
-                    continue
-                slots.enter(permit)
-                time.sleep(0.002)
-                slots.leave(permit)
-                semaphore.release(permit)
-
-        racers = [(lambda s=semaphores[i % 2]: race(s)) for i in range(self.semaphore_racers)]
-        errors = _run_threads(racers, self.patience * 4)
-        _check_lowered(slots, errors, self.permits - 1)
+        _check_lowered(slots, self._race(semaphores, slots, 0), self.permits - 1)
         wide.release(next(p for p in held if p.slot == self.permits))
 
 
@@ -453,16 +452,19 @@ class AsyncSemaphoreContract(LeaseTerms):
         await semaphore.release(permit)
         await theirs.release(foreign)
 
-    async def test_racing_tasks_never_exceed_the_permits(
-        self, make_semaphore: MakeAsyncSemaphore
-    ) -> None:
-        name = self.fresh_name("race")
-        slots = _Slots()
-        semaphores = [make_semaphore(name, self.permits, self.long_ttl) for _ in range(2)]
+    async def _race(
+        self, semaphores: Sequence[AsyncSemaphore], slots: _Slots, timeout: float
+    ) -> Sequence[BaseException]:
+        """The blocking contract's ``_race`` with tasks."""
 
         async def race(semaphore: AsyncSemaphore) -> None:
             for _ in range(self.semaphore_rounds):
-                permit = await semaphore.acquire(timeout=self.patience)
+                try:
+                    permit = await semaphore.acquire(timeout=timeout)
+                except AcquireTimeout:
+                    if timeout:
+                        raise
+                    continue
                 slots.enter(permit)
                 await asyncio.sleep(0.002)
                 slots.leave(permit)
@@ -472,7 +474,15 @@ class AsyncSemaphoreContract(LeaseTerms):
         outcomes = await asyncio.wait_for(
             asyncio.gather(*racers, return_exceptions=True), self.patience * 4
         )
-        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        return [o for o in outcomes if isinstance(o, BaseException)]
+
+    async def test_racing_tasks_never_exceed_the_permits(
+        self, make_semaphore: MakeAsyncSemaphore
+    ) -> None:
+        name = self.fresh_name("race")
+        slots = _Slots()
+        semaphores = [make_semaphore(name, self.permits, self.long_ttl) for _ in range(2)]
+        errors = await self._race(semaphores, slots, self.patience)
         slots.check(errors, self.permits, self.semaphore_racers * self.semaphore_rounds)
 
     async def test_racing_tasks_of_a_lower_permits_never_exceed_it(
@@ -486,25 +496,7 @@ class AsyncSemaphoreContract(LeaseTerms):
                 await wide.release(permit)
         slots = _Slots()
         semaphores = [make_semaphore(name, self.permits, self.long_ttl) for _ in range(2)]
-
-        async def race(semaphore: AsyncSemaphore) -> None:
-            for _ in range(self.semaphore_rounds):
-                try:
-                    permit = await semaphore.acquire(timeout=0)
-                except AcquireTimeout:
-                    continue
-                slots.enter(permit)
-                await asyncio.sleep(0.002)
-                slots.leave(permit)
-                await semaphore.release(permit)
-
-        racers = [race(semaphores[i % 2]) for i in range(self.semaphore_racers)]
-        outcomes = await asyncio.wait_for(
-            asyncio.gather(*racers, return_exceptions=True), self.patience * 4
-        )
-        _check_lowered(
-            slots, [o for o in outcomes if isinstance(o, BaseException)], self.permits - 1
-        )
+        _check_lowered(slots, await self._race(semaphores, slots, 0), self.permits - 1)
         await wide.release(next(p for p in held if p.slot == self.permits))
 
 
