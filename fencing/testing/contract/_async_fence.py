@@ -93,7 +93,8 @@ class AsyncFenceContract(LeaseTerms):
 
         async def crash() -> tuple[AsyncFence, FenceToken]:
             fence = make_fence(name, self.short_ttl)
-            return fence, await fence.acquire(timeout=0)  # and never a release
+            # and never a release (for the patience: see the blocking contract)
+            return fence, await fence.acquire(timeout=self.patience)
 
         ghost, token = await asyncio.wait_for(asyncio.create_task(crash()), self.patience)
         successor = make_fence(name, self.long_ttl)

@@ -94,7 +94,10 @@ class FenceContract(LeaseTerms):
 
         def crash() -> tuple[Fence, FenceToken]:
             fence = make_fence(name, self.short_ttl)
-            return fence, fence.acquire(timeout=0)  # and never a release
+            # and never a release; a free name, so the patience only lets an engine
+            # retry a round the machine was too slow for (Redlock: one that outlasted
+            # the short ttl's validity)
+            return fence, fence.acquire(timeout=self.patience)
 
         ghost, token = _Background(crash).result(self.patience)
         successor = make_fence(name, self.long_ttl)
