@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -453,7 +454,10 @@ class AsyncFenceContract(LeaseTerms):
 
         async def race(fence: AsyncFence) -> None:
             for _ in range(self.rounds):
-                token = await fence.acquire(timeout=self.patience)
+                for _ in _tries(self.patience * 3, "a racer's turn"):  # see the blocking one
+                    with contextlib.suppress(AcquireTimeout):
+                        token = await fence.acquire(timeout=self.patience)
+                        break
                 lease.enter(token)
                 await asyncio.sleep(0.001)
                 lease.leave()
