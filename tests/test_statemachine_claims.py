@@ -43,12 +43,11 @@ from fencing.testing.statemachine import REPRODUCIBLE, run_machine
 pytestmark = pytest.mark.usefixtures("quiet_lost_leases")
 
 #: Finding the lost update: it is found within the first few dozen schedules. Shrinking
-#: it takes hundreds more, so it is shrunk once, on the in-memory register, from
-#: schedules of at most 30 steps (shrinking from 50 cost four times as long).
+#: it takes hundreds more, so it is shrunk once, on the in-memory register.
 FIND = settings(REPRODUCIBLE, max_examples=300, stateful_step_count=50, phases=[Phase.generate])
-SHRINK = settings(FIND, stateful_step_count=30, phases=[Phase.generate, Phase.shrink])
+SHRINK = settings(FIND, phases=[Phase.generate, Phase.shrink])
 #: Never finding one: fewer schedules per resource (every resource is searched).
-NEVER = settings(REPRODUCIBLE, max_examples=40, stateful_step_count=20)
+NEVER = settings(REPRODUCIBLE, max_examples=60, stateful_step_count=20)
 #: On the real issuers, where each ``expire`` really sleeps past the TTL.
 REAL = settings(REPRODUCIBLE, max_examples=8, stateful_step_count=12)
 
