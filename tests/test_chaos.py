@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from spawned_chaos import chaos
+from chaos_process import chaos
 
 from fencing.cli.chaos import checker
 from fencing.cli.chaos.runner import ChaosConfig

@@ -10,14 +10,13 @@ writes on data no older holder changed.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from processes import CONTEXT, frozen
 
 from fencing import FileStore, StaleTokenError
 from fencing.sql import claim_rows, guarded_update
@@ -104,15 +103,13 @@ def test_frozen_old_holder_and_the_new_holders_read(
     ledger = Ledger(where)
     ledger.create("", 3)
     log = tmp_path / "a.log"
-    ctx: Any = multiprocessing.get_context("spawn")
-    holder = ctx.Process(target=_old_holder, args=(where, str(log)))
+    holder = CONTEXT.Process(target=_old_holder, args=(where, str(log)))
     holder.start()
-    _, status = os.waitpid(holder.pid, os.WUNTRACED)  # until A has read and frozen
-    assert os.WIFSTOPPED(status)
+    pid = frozen(holder, "A has read and frozen")
     if claims:
         ledger.claim(5)  # B claims before it reads
     seen = ledger.read()
-    os.kill(holder.pid, signal.SIGCONT)  # A wakes up and writes between B's read and write
+    os.kill(pid, signal.SIGCONT)  # A wakes up and writes between B's read and write
     holder.join(60)
     assert holder.exitcode == 0
     ledger.write(seen + "B;", 5)

@@ -3,7 +3,6 @@ crashes, bad input refused before any I/O."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import CONTEXT, frozen
 from waiting import joined
 
 import fencing
@@ -147,9 +147,7 @@ def test_crash_between_temp_write_and_rename_keeps_previous(tmp_path: Path) -> N
     store = FileStore(path)
     store.write(_payload(1), 1)
     before = path.read_bytes()
-    child = multiprocessing.get_context("spawn").Process(
-        target=_crash_before_replace, args=(str(path), 2)
-    )
+    child = CONTEXT.Process(target=_crash_before_replace, args=(str(path), 2))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL
@@ -185,8 +183,7 @@ def test_processes_racing_fresh_and_stale(tmp_path: Path) -> None:
          if t is not None and t >= 0]
         for w in range(4)
     ]  # fmt: skip
-    ctx = multiprocessing.get_context("spawn")
-    workers = [ctx.Process(target=_writer, args=(str(path), plan, str(log))) for plan in plans]
+    workers = [CONTEXT.Process(target=_writer, args=(str(path), plan, str(log))) for plan in plans]
     for worker in workers:
         worker.start()
     for worker in workers:
@@ -351,9 +348,8 @@ def _incrementer(path: str, rounds: int, tokens: list[int], log: str) -> None:
 
 def _run_incrementers(tmp_path: Path, plans: list[list[int]]) -> list[list[str]]:
     path, log = tmp_path / "counter", tmp_path / "log"
-    ctx = multiprocessing.get_context("spawn")
     workers = [
-        ctx.Process(target=_incrementer, args=(str(path), len(plan), plan, str(log)))
+        CONTEXT.Process(target=_incrementer, args=(str(path), len(plan), plan, str(log)))
         for plan in plans
     ]
     for worker in workers:
@@ -409,11 +405,10 @@ def _adder(path: str, token: int) -> None:
     FileStore(path).update(lambda current: (current or b"") + b"B;", token)
 
 
-def _start_frozen(ctx: Any, path: Path, where: str, log: Path) -> Any:
-    holder = ctx.Process(target=_paused_holder, args=(str(path), 4, where, str(log)))
+def _start_frozen(path: Path, where: str, log: Path) -> Any:
+    holder = CONTEXT.Process(target=_paused_holder, args=(str(path), 4, where, str(log)))
     holder.start()
-    _, status = os.waitpid(holder.pid, os.WUNTRACED)  # until it has frozen itself
-    assert os.WIFSTOPPED(status)
+    frozen(holder, "the holder froze itself")
     return holder
 
 
@@ -422,9 +417,8 @@ def test_paused_holder_update_after_a_newer_one_is_rejected_whole(tmp_path: Path
     whole read-modify-write is refused (its function never runs) and B's update stays."""
     path, log = tmp_path / "s", tmp_path / "a.log"
     FileStore(path).write(b"", 3)
-    ctx = multiprocessing.get_context("spawn")
-    holder = _start_frozen(ctx, path, "before", log)
-    adder = ctx.Process(target=_adder, args=(str(path), 5))
+    holder = _start_frozen(path, "before", log)
+    adder = CONTEXT.Process(target=_adder, args=(str(path), 5))
     adder.start()
     adder.join(60)
     assert adder.exitcode == 0
@@ -441,9 +435,8 @@ def test_paused_holder_inside_update_cannot_lose_the_newer_update(tmp_path: Path
     it. With update B waits for A's lock, reads A's result and adds to it: both survive."""
     path, log = tmp_path / "s", tmp_path / "a.log"
     FileStore(path).write(b"", 3)
-    ctx = multiprocessing.get_context("spawn")
-    holder = _start_frozen(ctx, path, "inside", log)
-    adder = ctx.Process(target=_adder, args=(str(path), 5))
+    holder = _start_frozen(path, "inside", log)
+    adder = CONTEXT.Process(target=_adder, args=(str(path), 5))
     adder.start()
     adder.join(1.0)
     assert adder.is_alive()  # B cannot read while A holds the store between read and write

@@ -6,12 +6,12 @@ test_statemachine_claims.py; here each promise is checked on its own.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from pathlib import Path
 
 import pytest
+from processes import CONTEXT
 
 import fencing
 from fencing import FileStore, StaleTokenError, _records
@@ -132,9 +132,7 @@ def test_crash_inside_a_claim_keeps_the_previous_record(tmp_path: Path) -> None:
     store = FileStore(path)
     store.write(b"payload", 1)
     before = path.read_bytes()
-    child = multiprocessing.get_context("spawn").Process(
-        target=_crash_in_claim, args=(str(path), 2)
-    )
+    child = CONTEXT.Process(target=_crash_in_claim, args=(str(path), 2))
     child.start()
     child.join(60)
     assert child.exitcode == -signal.SIGKILL

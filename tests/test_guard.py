@@ -5,13 +5,13 @@ in racing processes. What every mark promises is the contract's
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import CONTEXT
 from racing import append_line, token_plan
 from waiting import joined
 
@@ -137,9 +137,8 @@ def _racer(mark_path: str, log: str, worker: int, workers: int, rounds: int) -> 
 def test_file_mark_races_threads_and_processes(tmp_path: Path) -> None:
     mark, log = tmp_path / "mark", tmp_path / "log"
     workers, rounds = 2, 40
-    ctx = multiprocessing.get_context("spawn")
     procs = [
-        ctx.Process(target=_racer, args=(str(mark), str(log), w, workers, rounds))
+        CONTEXT.Process(target=_racer, args=(str(mark), str(log), w, workers, rounds))
         for w in range(workers)
     ]
     for proc in procs:

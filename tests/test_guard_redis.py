@@ -5,7 +5,6 @@ mark promises (exact 64-bit comparison, overlapping calls) is the contract's
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 from fail_fast import failing_fast
+from processes import CONTEXT
 from racing import append_line, token_plan
 from waiting import joined
 
@@ -112,9 +112,8 @@ def test_processes_race_on_one_mark(redis_server: RedisServer, tmp_path: Path) -
     log = tmp_path / "log"
     workers, rounds = 2, 40
     racers = workers * 3
-    ctx = multiprocessing.get_context("spawn")
     procs = [
-        ctx.Process(target=_racer, args=(redis_server.port, str(log), w, racers, rounds))
+        CONTEXT.Process(target=_racer, args=(redis_server.port, str(log), w, racers, rounds))
         for w in range(workers)
     ]
     for proc in procs:

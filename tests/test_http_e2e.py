@@ -6,7 +6,6 @@ is refused with 409 (``StaleTokenError`` on its side) and changes nothing.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from processes import CONTEXT, frozen
 from waiting import PATIENCE, wait_until
 
 from fencing import RedisFence, StaleTokenError
@@ -98,40 +98,35 @@ def receive(reports: Connection) -> Any:
     return reports.recv()
 
 
-def _stopped(pid: int) -> bool:
-    return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "T"
-
-
 def test_a_holder_frozen_past_its_lease_is_refused_by_the_service(
     redis_server: RedisServer, service: str
 ) -> None:
-    spawn = multiprocessing.get_context("spawn")
-    out_a, into_a = spawn.Pipe(duplex=False)
-    out_b, into_b = spawn.Pipe(duplex=False)
-    a = spawn.Process(target=holder, args=(redis_server.url, service, "A", True, into_a))
+    out_a, into_a = CONTEXT.Pipe(duplex=False)
+    out_b, into_b = CONTEXT.Pipe(duplex=False)
+    a = CONTEXT.Process(target=holder, args=(redis_server.url, service, "A", True, into_a))
     a.start()
     try:
         kind, token_a = receive(out_a)
         assert kind == "holding"
-        wait_until(lambda: _stopped(a.pid or 0), "A stops itself")
+        pid_a = frozen(a, "A stops itself")
         client = redis.Redis.from_url(redis_server.url)
         lease = "fencing:{http-e2e}:lease"
         wait_until(lambda: client.exists(lease) == 0, "A's lease expires while A is frozen")
         client.close()
-        b = spawn.Process(target=holder, args=(redis_server.url, service, "B", False, into_b))
+        b = CONTEXT.Process(target=holder, args=(redis_server.url, service, "B", False, into_b))
         b.start()
         kind, token_b = receive(out_b)
         assert kind == "holding" and token_b > token_a
         assert receive(out_b) == ("written", 200, token_b)
         b.join(PATIENCE)
         assert b.exitcode == 0
-        os.kill(a.pid or 0, signal.SIGCONT)  # A wakes up believing it holds the lease
+        os.kill(pid_a, signal.SIGCONT)  # A wakes up believing it holds the lease
         assert receive(out_a) == ("refused", token_a, token_b)
         a.join(PATIENCE)
         assert a.exitcode == 0
     finally:
         if a.is_alive():
-            os.kill(a.pid or 0, signal.SIGCONT)
+            os.kill(pid_a, signal.SIGCONT)
             a.kill()
     state = httpx.get(f"{service}/items/ledger", timeout=10).json()
     assert state["value"] == f"{token_b}:B"  # A's write never reached the store

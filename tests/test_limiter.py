@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import multiprocessing
 import random
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from limiting import (
     most_in_a_fixed_window,
     most_in_any_interval,
 )
+from processes import CONTEXT
 from sqlalchemy import create_engine
 from waiting import PATIENCE
 
@@ -90,10 +90,9 @@ def test_processes_hammering_a_store_never_get_more_than_the_limit(
     """Four processes take admissions from both windows of every store (one start of the
     processes for all three); by the stores' times, the limit holds in every window."""
     names = {window: f"limit:{window}:{random.random()}" for window in WINDOWS}
-    ctx: Any = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
+    out = CONTEXT.Queue()
     workers = [
-        ctx.Process(target=_hammer, args=(store_urls, names, HAMMERING, out)) for _ in range(4)
+        CONTEXT.Process(target=_hammer, args=(store_urls, names, HAMMERING, out)) for _ in range(4)
     ]
     for worker in workers:
         worker.start()

@@ -9,7 +9,6 @@ an in-Redis overlap detector and a non-atomic counter: no overlap, no lost updat
 
 from __future__ import annotations
 
-import multiprocessing
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from processes import CONTEXT
 from redis.exceptions import LockError, LockNotOwnedError
 from redis.lock import Lock
 from waiting import joined, wait_until
@@ -180,8 +180,7 @@ def test_a_rolling_migration_never_has_two_holders(
     redis_client: redis.Redis, redis_server: RedisServer
 ) -> None:
     plan = ["o", "f", "of", "fo"]  # old, new, redeployed old -> new, and a rollback
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(len(plan), mp_context=spawn) as processes:
+    with ProcessPoolExecutor(len(plan), mp_context=CONTEXT) as processes:
         runs = [processes.submit(hammer, redis_server.port, kinds, ROUNDS) for kinds in plan]
         total = sum(run.result(timeout=600) for run in runs)
     assert total == len(plan) * ROUNDS

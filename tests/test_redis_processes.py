@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import multiprocessing
 import statistics
 import threading
 import time
@@ -18,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import cast
 
 import redis
+from processes import CONTEXT
 from waiting import PATIENCE, wait_until
 
 import fencing
@@ -71,8 +71,7 @@ def race_in_threads(port: int, threads: int, count: int) -> list[tuple[list[int]
 def test_tokens_unique_and_in_grant_order_across_threads_and_processes(
     redis_client: redis.Redis, redis_server: RedisServer
 ) -> None:
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(2, mp_context=spawn) as processes:
+    with ProcessPoolExecutor(2, mp_context=CONTEXT) as processes:
         children = [
             processes.submit(race_in_threads, redis_server.port, 2, PER_ACQUIRER) for _ in range(2)
         ]
@@ -111,9 +110,7 @@ def test_hand_off_to_a_waiter_in_another_process(
     redis_client: redis.Redis, redis_server: RedisServer
 ) -> None:
     rounds = 15
-    child = multiprocessing.get_context("spawn").Process(
-        target=waiter, args=(redis_server.port, rounds + 1)
-    )
+    child = CONTEXT.Process(target=waiter, args=(redis_server.port, rounds + 1))
     child.start()
     client = redis.Redis(port=redis_server.port, socket_timeout=120)  # BLPOPs > 5 s
     fence = RedisFence(client, "handoff", ttl=30)

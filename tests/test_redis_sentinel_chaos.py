@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spawned_chaos import failover_proof
+from chaos_process import failover_proof
 
 from fencing.cli.chaos.runner import ChaosConfig
 

@@ -16,15 +16,14 @@ entry is lost. Each ending is an assertion, so the test fails if either one chan
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import redis
 from pottery import Redlock
+from processes import CONTEXT, frozen
 from waiting import PATIENCE
 
 from fencing import FileStore, StaleTokenError
@@ -64,15 +63,13 @@ def _run(
 ) -> str:
     """Client 1 in a child, frozen after its read; ``client_two`` in this process; then
     client 1 resumed. Returns what client 1's write came to."""
-    ctx: Any = multiprocessing.get_context("spawn")
-    child = ctx.Process(target=_client_one, args=(kind, ports, ledger, str(log)))
+    child = CONTEXT.Process(target=_client_one, args=(kind, ports, ledger, str(log)))
     child.start()
+    pid = frozen(child, "client 1 has read and frozen")
     try:
-        _, status = os.waitpid(child.pid, os.WUNTRACED)  # until it has read and frozen
-        assert os.WIFSTOPPED(status), f"client 1 ended instead of freezing ({status})"
         client_two()
     finally:
-        os.kill(child.pid, signal.SIGCONT)
+        os.kill(pid, signal.SIGCONT)
         child.join(PATIENCE)
     assert child.exitcode == 0
     return log.read_text()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
 import random
 import signal
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processes import CONTEXT, stopped
 from waiting import wait_until
 
 import fencing
@@ -79,12 +79,6 @@ def _holder(url: str, name: str, worker: int, root: str, fenced: bool) -> None:
             semaphore.release(permit)
 
 
-def _stopped(pid: int) -> bool:
-    """The process is stopped (state ``T``): its ``SIGSTOP`` has landed."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rpartition(")")[2].split()[0] == "T"
-
-
 def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
@@ -103,9 +97,8 @@ def _run(url: str, root: Path, fenced: bool) -> dict[str, Any]:
     """Run N + 2 holders with the staged pause and ``PAUSES`` random ones; what the
     resource recorded per slot and what the staged holder's write came to."""
     name = f"proof:{random.random()}"
-    ctx: Any = multiprocessing.get_context("spawn")
-    workers = [
-        ctx.Process(target=_holder, args=(url, name, index, str(root), fenced))
+    workers: list[Any] = [
+        CONTEXT.Process(target=_holder, args=(url, name, index, str(root), fenced))
         for index in range(PERMITS + 2)
     ]
     for worker in workers:
@@ -123,7 +116,7 @@ def _run(url: str, root: Path, fenced: bool) -> dict[str, Any]:
         staged_pid = workers[0].pid
         wait_until(alive(lambda: _records(root / "worker0.log")), "worker 0 staged its pause")
         staged = _records(root / "worker0.log")[0]
-        wait_until(alive(lambda: _stopped(staged_pid)), "worker 0 is frozen")
+        wait_until(alive(lambda: stopped(staged_pid)), "worker 0 is frozen")
 
         def overtaken() -> bool:
             record = _slot_record(root, staged["slot"])

@@ -11,6 +11,7 @@ import multiprocessing
 import uuid
 
 import pytest
+from processes import CONTEXT
 from sqlalchemy import create_engine, select
 
 import fencing
@@ -90,9 +91,10 @@ def _race(url: str, name: str, rounds: int, out: multiprocessing.Queue[list[int]
 
 def test_acquisitions_racing_across_processes_get_unique_increasing_tokens(url: str) -> None:
     name, processes, rounds = unique("race"), 4, 15
-    ctx = multiprocessing.get_context("spawn")
-    out: multiprocessing.Queue[list[int]] = ctx.Queue()
-    workers = [ctx.Process(target=_race, args=(url, name, rounds, out)) for _ in range(processes)]
+    out: multiprocessing.Queue[list[int]] = CONTEXT.Queue()
+    workers = [
+        CONTEXT.Process(target=_race, args=(url, name, rounds, out)) for _ in range(processes)
+    ]
     for worker in workers:
         worker.start()
     results = [out.get(timeout=120) for _ in workers]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import random
 import time
 import uuid
@@ -11,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from processes import CONTEXT
 from sql_models import make_models
 from sqlalchemy import BigInteger, Engine, create_engine, event, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -373,10 +373,10 @@ def test_processes_interleaving_stale_and_fresh_writes(db: DB) -> None:
     if db.url.startswith("postgresql"):
         create_tables(db.engine)
     db.add(0, 1, 2, token=0)
-    ctx = multiprocessing.get_context("spawn")
     name = f"rows:{db.suffix}"
     workers = [
-        ctx.Process(target=_writer, args=(db.url, db.suffix, name, 12, seed)) for seed in range(4)
+        CONTEXT.Process(target=_writer, args=(db.url, db.suffix, name, 12, seed))
+        for seed in range(4)
     ]
     for worker in workers:
         worker.start()

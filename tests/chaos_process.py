@@ -1,18 +1,19 @@
-"""``run_chaos`` and ``run_failover_proof`` in a fresh, spawned process, for the tests of
-``fencing chaos``.
+"""``run_chaos`` and ``run_failover_proof`` in a process of their own
+(``processes.CONTEXT``), for the tests of ``fencing chaos``.
 
 ``run_chaos`` forks its workers. Forked from a test process, whose other threads
 (pytest-xdist's, a renewer left by an earlier test) may hold a lock at that moment, a
 worker can wait on that lock for ever: seen on loaded machines as a worker that never
-opened its log. A spawned process has no other thread when it forks.
+opened its log. A process of the forkserver has no other thread when it forks.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TypeVar
+
+from processes import CONTEXT
 
 from fencing.cli.chaos.failover import FailoverProof, run_failover_proof
 from fencing.cli.chaos.runner import ChaosConfig, ChaosOutcome, run_chaos
@@ -30,14 +31,13 @@ def _run(
     out.send((result, lines))
 
 
-def _spawned(
+def _apart(
     run: Callable[[ChaosConfig, Callable[[str], None]], Result], config: ChaosConfig
 ) -> tuple[Result, list[str]]:
-    """What ``run(config)`` returned and the lines it said, run in a spawned process (not
+    """What ``run(config)`` returned and the lines it said, run in a process of its own (not
     a pool's: those are daemons, which may not start the workers)."""
-    context = multiprocessing.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_run, args=(run, config, send))
+    receive, send = CONTEXT.Pipe(duplex=False)
+    process = CONTEXT.Process(target=_run, args=(run, config, send))
     process.start()
     send.close()
     try:
@@ -51,9 +51,9 @@ def _spawned(
 
 def chaos(config: ChaosConfig) -> tuple[ChaosOutcome, list[str]]:
     """``run_chaos(config)``'s outcome and the lines it said."""
-    return _spawned(run_chaos, config)
+    return _apart(run_chaos, config)
 
 
 def failover_proof(config: ChaosConfig) -> tuple[FailoverProof, list[str]]:
     """``run_failover_proof(config)``'s proof and the lines it said."""
-    return _spawned(run_failover_proof, config)
+    return _apart(run_failover_proof, config)
