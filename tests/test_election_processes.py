@@ -24,8 +24,8 @@ from waiting import PATIENCE, joined, wait_until
 from fencing.testing.servers import RedisServer
 
 SCRIPT = Path(__file__).resolve().parent / "election_candidate.py"
-#: Seconds: the first leader's ttl, renewed every ttl/3 (a stall of 2 s would lose it:
-#: the contract's renewal_ttl). It is frozen until another is elected, so however slow
+#: Seconds: the first leader's ttl, renewed every ttl/3 (only a stall of 4/3 s loses
+#: it). It is frozen until another is elected, so however slow
 #: the machine, the freeze outlasts it.
 TTL = 2.0
 #: Seconds: the other candidates' ttl, long enough that a stalled renewer never loses one.

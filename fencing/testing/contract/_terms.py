@@ -40,10 +40,10 @@ class LeaseTerms:
     #: waits for it to expire (the tests release it), so it costs nothing, and a
     #: machine stalled for seconds between two calls still finds the lease held.
     long_ttl: ClassVar[float] = 30.0
-    #: Seconds: the ttl of a lease kept alive by ``hold()``, which renews it every ttl/3;
-    #: a renewer stalled for 2/3 of it loses the lease, so it is generous. The hold check
-    #: waits a little more than twice this long.
-    renewal_ttl: ClassVar[float] = 2.0
+    #: Seconds: the ttl of a lease kept alive by ``hold()``, which renews it every ttl/3.
+    #: The hold check waits a little more than twice this long; a renewer that the
+    #: machine stalled for 2/3 of it loses the lease, and the check is tried again.
+    renewal_ttl: ClassVar[float] = 1.0
     #: Seconds: how long something that must happen is waited for before the test fails.
     #: A limit against hangs, never a timing assertion.
     patience: ClassVar[float] = 30.0
