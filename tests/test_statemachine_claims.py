@@ -47,7 +47,7 @@ pytestmark = pytest.mark.usefixtures("quiet_lost_leases")
 FIND = settings(REPRODUCIBLE, max_examples=300, stateful_step_count=50, phases=[Phase.generate])
 SHRINK = settings(FIND, phases=[Phase.generate, Phase.shrink])
 #: Never finding one: fewer schedules per resource (every resource is searched).
-NEVER = settings(REPRODUCIBLE, max_examples=60, stateful_step_count=20)
+NEVER = settings(REPRODUCIBLE, max_examples=40, stateful_step_count=20)
 #: On the real issuers, where each ``expire`` really sleeps past the TTL.
 REAL = settings(REPRODUCIBLE, max_examples=8, stateful_step_count=12)
 

@@ -10,7 +10,8 @@ from fencing.testing.statemachine import REPRODUCIBLE, FencingMachine, run_machi
 
 pytestmark = pytest.mark.usefixtures("no_local_constants", "quiet_lost_leases")
 
-FAST = settings(REPRODUCIBLE, max_examples=300, stateful_step_count=50)
+#: Schedules searched where no violation may be found: 150 of 50 steps each.
+FAST = settings(REPRODUCIBLE, max_examples=150, stateful_step_count=50)
 
 #: Enough to find the lost update many times over (it is usually found within 100).
 SEARCH = settings(FAST, max_examples=2000)
