@@ -9,9 +9,10 @@ worker's first child), so it costs a fork and its test module's own code. It is 
 as a spawned child: the server is single-threaded, so a fork never copies a lock that
 another thread held (the reason the suite never forks its threaded test workers).
 
-A child inherits the server's environment and working directory, which are the worker's
-when its first child starts: a test that starts children must not change them first
-(pass ``env=`` to a ``subprocess`` instead). A child ends with ``os._exit``, as a forked
+A child inherits the server's environment, working directory and standard streams,
+which are the worker's when its first child starts: a test that starts children must not
+change the first two before (pass ``env=`` to a ``subprocess`` instead), and what a child
+prints is not in the test's report (a child reports through its pipe, queue or files). A child ends with ``os._exit``, as a forked
 one does: what it writes must be flushed or closed by its own code. It is the server's
 child, not the test's: ``os.waitpid`` cannot see it stop (``frozen`` can).
 """
