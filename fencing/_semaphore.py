@@ -70,6 +70,20 @@ def _has_hash_tag(name: str) -> bool:
     return start >= 0 and name.find("}", start + 1) > start + 1
 
 
+def check_semaphore_name(name: object) -> str:
+    """``check_name``, and a ``ValueError`` for a name that starts with ``}``: its slots'
+    names (``{}...}#slot<k>``) would have an empty hash tag, so Redis Cluster would
+    scatter them and Redis could not take them in one script. Refused on every backend,
+    at construction, so a name works on all of them or on none."""
+    checked = check_name(name)
+    if checked.startswith("}"):
+        raise ValueError(
+            f"semaphore name {checked!r} must not start with '}}': its slots' names "
+            f"({slot_name(checked, 0)!r}, ...) would have no Redis Cluster hash tag"
+        )
+    return checked
+
+
 @dataclass(frozen=True)
 class Permit:
     """One permit of a semaphore: its ``slot`` (in ``range(permits)``) and the slot's
@@ -139,7 +153,7 @@ class SemaphoreCore(Generic[F]):
     permits' bookkeeping (in the slot fences); no I/O."""
 
     def __init__(self, name: str, permits: int, ttl: float, make_fence: Callable[[str], F]) -> None:
-        self.name = check_name(name)
+        self.name = check_semaphore_name(name)
         self.permits = check_count(permits, "permits", MAX_PERMITS)
         self.ttl = check_ttl(ttl)
         self.fences: list[F] = [make_fence(slot_name(self.name, k)) for k in range(self.permits)]
