@@ -61,6 +61,7 @@ from ._scripts import (
     RELEASE,
     RENEW,
     SLOT_ACQUIRE,
+    SLOT_RELEASE,
     STATUS,
     LockKeys,
     Script,
@@ -80,10 +81,14 @@ from ._scripts import (
     parse_force_release,
     parse_lock_force_release,
     parse_lock_status,
+    parse_released,
+    parse_slot_acquire,
     parse_status,
     parse_wake,
+    released_key,
     renew_args,
     slot_acquire_args,
+    slot_release_args,
     status_args,
 )
 from ._watch import aawait_change, await_change
@@ -246,6 +251,25 @@ class Pop:
 
     async def aperform(self, client: AsyncClient) -> None:
         self.result = parse_wake(await client.blpop([self.key], self.seconds))
+
+
+class ReadReleased:
+    """XREAD a semaphore's release stream from ``since``, blocking up to ``ms``: the slot
+    released after it, or ``None`` (timed out, or the slot is not known)."""
+
+    __slots__ = ("key", "ms", "result", "since")
+    result: int | None
+
+    def __init__(self, key: bytes, since: str, ms: int) -> None:
+        self.key = key
+        self.since = since
+        self.ms = ms
+
+    def perform(self, client: SyncClient) -> None:
+        self.result = parse_released(client.xread({self.key: self.since}, 1, self.ms))
+
+    async def aperform(self, client: AsyncClient) -> None:
+        self.result = parse_released(await client.xread({self.key: self.since}, 1, self.ms))
 
 
 # -- replication: WAIT after a write, in the same pipeline ------------------------------------
@@ -432,10 +456,24 @@ class RedisFlows:
         return Eval(*self.acquire_call(name, holder, ttl_ms, queue_ms, queued), parse_acquire)
 
     def slot_acquire_call(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int
     ) -> ScriptCall:
-        """``SLOT_ACQUIRE``: the slot ``f"{group}{slot}"``, unless ``permits`` are held."""
-        return SLOT_ACQUIRE, slot_acquire_args(group, slot, permits, holder, ttl_ms, self._idle_ms)
+        """``SLOT_ACQUIRE``: the slot ``f"{group}{slot}"``, unless ``permits`` are held;
+        with ``wait_ms``, a refusal carries the release stream's last id."""
+        args = slot_acquire_args(group, slot, permits, holder, ttl_ms, self._idle_ms, wait_ms)
+        return SLOT_ACQUIRE, args
+
+    def slot_release_call(self, group: str, slot: int, token: int, holder: str) -> ScriptCall:
+        """``SLOT_RELEASE``: ``release_call`` of a semaphore's slot, waking its waiters."""
+        return SLOT_RELEASE, slot_release_args(group, slot, token, holder)
+
+    def await_slot_release(self, group: str, since: str, seconds: float) -> ReadReleased | None:
+        """The XREAD of the semaphore's release stream, or ``None`` when the wait is too
+        short (bounded as a BLPOP is: ``block_seconds``)."""
+        wait = block_seconds(seconds, self._socket_timeout)
+        return (
+            None if wait is None else ReadReleased(released_key(group), since, round(wait * 1000))
+        )
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         return self.extend(name, lease_value(token, holder), ttl_ms, add=False, what="renew")
@@ -611,14 +649,24 @@ class RedisIssuer:
         return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
     def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
     ) -> int | Busy:
-        """``fencing.issuer.TakesSlots``: one script (``SLOT_ACQUIRE``)."""
-        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms)
+        """``fencing.issuer.TakesSlots`` and ``WakesSlots``: one script (``SLOT_ACQUIRE``)."""
+        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms, wait_ms)
         if self.flows.min_replicas:
-            return self.confirmed(Eval(*call, parse_acquire), f"{group}{slot}", holder)
+            return self.confirmed(Eval(*call, parse_slot_acquire), f"{group}{slot}", holder)
         reply = self.run(*call)
-        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
+        return reply if type(reply) is int and reply > 0 else parse_slot_acquire(reply)
+
+    def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """``fencing.issuer.WakesSlots``: one script (``SLOT_RELEASE``)."""
+        reply = self.run(*self.flows.slot_release_call(group, slot, token, holder))
+        return reply == 1 or parse_release(reply)
+
+    def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """``fencing.issuer.WakesSlots``: XREAD BLOCK on the semaphore's release stream."""
+        step = self.flows.await_slot_release(group, since, seconds)
+        return None if step is None else self.result_of(step)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self.confirmed(self.flows.renew(name, token, holder, ttl_ms), name, holder, token)
@@ -763,14 +811,24 @@ class AsyncRedisIssuer:
         return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
     async def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
     ) -> int | Busy:
         """See ``RedisIssuer.try_acquire_slot``."""
-        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms)
+        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms, wait_ms)
         if self.flows.min_replicas:
-            return await self.confirmed(Eval(*call, parse_acquire), f"{group}{slot}", holder)
+            return await self.confirmed(Eval(*call, parse_slot_acquire), f"{group}{slot}", holder)
         reply = await self.run(*call)
-        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
+        return reply if type(reply) is int and reply > 0 else parse_slot_acquire(reply)
+
+    async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """See ``RedisIssuer.release_slot``."""
+        reply = await self.run(*self.flows.slot_release_call(group, slot, token, holder))
+        return reply == 1 or parse_release(reply)
+
+    async def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """See ``RedisIssuer.await_slot_release``."""
+        step = self.flows.await_slot_release(group, since, seconds)
+        return None if step is None else await self.result_of(step)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         step = self.flows.renew(name, token, holder, ttl_ms)
