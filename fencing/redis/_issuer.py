@@ -3,14 +3,15 @@
 
 Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent only
 after the server answered NOSCRIPT, e.g. after SCRIPT FLUSH or a restart), so an
-acquire is one round trip. Every operation is one step (``Eval``, or ``Pop`` for the
-BLPOP of a hand-off) built by ``RedisFlows`` with its arguments and reply parser, and
-carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
-``_flow``); the two issuer classes only choose which, and map redis-py's errors to
-``FenceUnavailable`` in one place each. Both issuers' uncontended acquire and their
-release run the script directly (``RedisIssuer.run``, ``AsyncRedisIssuer.run``: the
-script and arguments ``RedisFlows`` gives, no step object), which spares the path every
-acquire takes the step objects' construction (docs/performance.md has what it saves).
+acquire is one round trip. Every operation is one step (``Eval``, ``Pop`` for the BLPOP
+of a hand-off, ``ReadReleased`` for a semaphore waiter's XREAD) built by ``RedisFlows``
+with its arguments and reply parser, and carried out by the step itself (``perform``
+blocking, ``aperform`` asyncio; see ``_flow``); the two issuer classes only choose which,
+and map redis-py's errors to ``FenceUnavailable`` in one place each. Both issuers'
+uncontended acquire and their release run the script directly (``RedisIssuer.run``,
+``AsyncRedisIssuer.run``: the script and arguments ``RedisFlows`` gives, no step
+object), which spares the path every acquire takes the step objects' construction
+(docs/performance.md has what it saves).
 
 With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
 the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAIT N ms``
@@ -149,7 +150,8 @@ def socket_timeout_of(client: Any) -> float | None:
 
 
 class ClientStep(Protocol[R_co]):
-    """One round trip to Redis that keeps its parsed reply in ``result`` (``Eval``, ``Pop``)."""
+    """One round trip to Redis that keeps its parsed reply in ``result`` (``Eval``, ``Pop``,
+    ``ReadReleased``)."""
 
     @property
     def result(self) -> R_co: ...
@@ -551,7 +553,9 @@ class RedisIssuer:
     token still exceeds every earlier one (see the module docstring for the limit).
     It has the hand-off capability: a release hands the lease straight to the first
     queued waiter, which ``BLPOP``s its own wake key (see ``_scripts``): no polling,
-    and no second round trip after the wake-up. Operators can inspect and force-release
+    and no second round trip after the wake-up. A semaphore's waiters are woken by the
+    release of any of its slots (``fencing.issuer.WakesSlots``: a stream per semaphore,
+    read with ``XREAD``; see ``SLOT_ACQUIRE``). Operators can inspect and force-release
     its fences (``fencing.issuer.Inspects``, ``ForceReleases``: one script each), and
     the locks kept as redis-py's ``Lock`` keeps them, ``FencedLock``'s and
     ``redis.lock.Lock``'s (``fencing.issuer.OperatesLocks``).
