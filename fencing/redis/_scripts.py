@@ -442,20 +442,21 @@ SLOT_RELEASE = _release(
     """
 -- fencing slot release: RELEASE of a semaphore's slot that also wakes the semaphore's
 -- waiters when the slot is left free.
--- KEYS[1] lease key of the slot (the counter and queue keys are derived from it)
+-- KEYS[1] lease key of slot k: "<head><k>:lease" (SLOT_ACQUIRE's ARGV[6] is <head>)
 -- ARGV[1] the lease value expected: "<token>:<holder>"
--- ARGV[2] the semaphore's release stream (SLOT_ACQUIRE's refused()), in the cluster
---         slot of KEYS[1]
--- ARGV[3] the slot, k
 -- Returns as RELEASE, and acts as it does. When the lease is deleted (not handed to a
--- fence waiter queued on the slot's own name) and the stream exists (a semaphore
--- waiter made it; it lives a little longer than their waits), an entry {slot: k} is
--- added to it (MAXLEN 1): every waiter blocked on the stream from an earlier id wakes.
--- With nobody waiting, nothing more is written. A migrating cluster slot that keeps
--- the stream away wakes nobody (the waiters try again after their longest block).
+-- fence waiter queued on the slot's own name) and the semaphore's release stream
+-- "<head>:released" exists (a waiter's refused take made it; it lives a little longer
+-- than their waits), an entry {slot: k} is added to it (MAXLEN 1): every waiter
+-- blocked on the stream from an earlier id wakes. With nobody waiting, nothing more is
+-- written. The stream is in the cluster slot of KEYS[1] (one hash tag); a migrating
+-- cluster slot that keeps it away wakes nobody (the waiters try again after their
+-- longest block). Only the lease key is passed, as to RELEASE: every argument costs
+-- the client an encoding.
 """,
-    """  if redis.pcall('EXISTS', ARGV[2]) == 1 then
-    redis.call('XADD', ARGV[2], 'MAXLEN', '1', '*', 'slot', ARGV[3])
+    """  local head, slot = string.match(KEYS[1], '^(.-)(%d+):lease$')
+  if head and redis.pcall('EXISTS', head .. ':released') == 1 then
+    redis.call('XADD', head .. ':released', 'MAXLEN', '1', '*', 'slot', slot)
   end
 """,
 )
@@ -855,17 +856,10 @@ def released_key(group: str) -> bytes:
     return (group_head(group) + ":released").encode()
 
 
-@lru_cache(maxsize=1024)
-def slot_release_keys(group: str, slot: int) -> tuple[bytes, bytes, bytes]:
-    """What ``SLOT_RELEASE`` of slot ``slot`` is passed besides the lease value, built
-    once: the slot's lease key, the release stream, the slot."""
-    return fence_keys(f"{group}{slot}").lease, released_key(group), b"%d" % slot
-
-
 def slot_release_args(group: str, slot: int, token: int, holder: str) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``SLOT_RELEASE``."""
-    lease, stream, slot_arg = slot_release_keys(group, slot)
-    return (lease, lease_value(token, holder), stream, slot_arg)
+    """KEYS and ARGV of ``SLOT_RELEASE``: ``RELEASE``'s, for the slot's fence (the script
+    finds the stream from the lease key)."""
+    return (fence_keys(f"{group}{slot}").lease, lease_value(token, holder))
 
 
 def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple[Any, ...]:
