@@ -444,19 +444,19 @@ SLOT_RELEASE = _release(
 -- waiters when the slot is left free.
 -- KEYS[1] lease key of slot k: "<head><k>:lease" (SLOT_ACQUIRE's ARGV[6] is <head>)
 -- ARGV[1] the lease value expected: "<token>:<holder>"
+-- ARGV[2] the semaphore's release stream, "<head>:released" (SLOT_ACQUIRE's refused()),
+--         in the cluster slot of KEYS[1] (one hash tag)
 -- Returns as RELEASE, and acts as it does. When the lease is deleted (not handed to a
--- fence waiter queued on the slot's own name) and the semaphore's release stream
--- "<head>:released" exists (a waiter's refused take made it; it lives a little longer
--- than their waits), an entry {slot: k} is added to it (MAXLEN 1): every waiter
+-- fence waiter queued on the slot's own name) and the stream exists (a waiter's refused
+-- take made it; it lives a little longer than their waits), an entry {slot: k} is added
+-- to it (MAXLEN 1), k read off KEYS[1] between <head> and ':lease': every waiter
 -- blocked on the stream from an earlier id wakes. With nobody waiting, nothing more is
--- written. The stream is in the cluster slot of KEYS[1] (one hash tag); a migrating
--- cluster slot that keeps it away wakes nobody (the waiters try again after their
--- longest block). Only the lease key is passed, as to RELEASE: every argument costs
--- the client an encoding.
+-- written. A migrating cluster slot that keeps the stream away wakes nobody (the
+-- waiters try again after their longest block).
 """,
-    """  local head, slot = string.match(KEYS[1], '^(.-)(%d+):lease$')
-  if head and redis.pcall('EXISTS', head .. ':released') == 1 then
-    redis.call('XADD', head .. ':released', 'MAXLEN', '1', '*', 'slot', slot)
+    """  if redis.pcall('EXISTS', ARGV[2]) == 1 then
+    local slot = string.sub(KEYS[1], #ARGV[2] - #':released' + 1, -#':lease' - 1)
+    redis.call('XADD', ARGV[2], 'MAXLEN', '1', '*', 'slot', slot)
   end
 """,
 )
@@ -856,10 +856,17 @@ def released_key(group: str) -> bytes:
     return (group_head(group) + ":released").encode()
 
 
+@lru_cache(maxsize=1024)
+def slot_release_keys(group: str, slot: int) -> tuple[bytes, bytes]:
+    """The keys ``SLOT_RELEASE`` of slot ``slot`` is passed, built once: the slot's lease
+    key and the release stream."""
+    return fence_keys(f"{group}{slot}").lease, released_key(group)
+
+
 def slot_release_args(group: str, slot: int, token: int, holder: str) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``SLOT_RELEASE``: ``RELEASE``'s, for the slot's fence (the script
-    finds the stream from the lease key)."""
-    return (fence_keys(f"{group}{slot}").lease, lease_value(token, holder))
+    """KEYS and ARGV of ``SLOT_RELEASE``."""
+    lease, stream = slot_release_keys(group, slot)
+    return (lease, lease_value(token, holder), stream)
 
 
 def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple[Any, ...]:
