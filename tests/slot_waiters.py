@@ -26,7 +26,7 @@ from fencing.redis._issuer import AsyncRedisIssuer
 
 PERMITS = 4
 #: Seconds every permit stays held once the waiter has tried them all: long enough for
-#: a waiter that backs off to try the slots several more times (the control).
+#: a waiter that backs off to try the slots several more times.
 HOLD = 0.2
 
 
@@ -76,8 +76,10 @@ class AsyncCounted(AsyncRedisIssuer):
         return woken
 
 
-def waited(issuer: Counted) -> tuple[Permit, Permit]:
-    """The scenario of the module docstring: (the permit released, the waiter's)."""
+def waited(issuer: Counted, rounds: int = 1) -> tuple[Permit, Permit]:
+    """The scenario of the module docstring: (the permit released, the waiter's). The
+    permits stay held until the waiter has tried every slot ``rounds`` times (a waiter
+    that polls gets there, one that is woken never does past one), then ``HOLD`` more."""
     semaphore = fencing.Semaphore(issuer, f"wake-{uuid.uuid4().hex}", PERMITS, ttl=30)
     woken_only(semaphore)
     held = [semaphore.acquire(timeout=0) for _ in range(PERMITS)]
@@ -92,8 +94,9 @@ def waited(issuer: Counted) -> tuple[Permit, Permit]:
 
     waiter = threading.Thread(target=wait)
     waiter.start()
-    wait_until(lambda: issuer.takes >= PERMITS or got, "the waiter tried every slot")
-    time.sleep(HOLD)  # not what is proved: the control's chance to try again
+    tried = rounds * PERMITS
+    wait_until(lambda: issuer.takes >= tried or got, f"the waiter tried {tried} times")
+    time.sleep(HOLD)  # a waiter that polls would try again meanwhile
     semaphore.release(held[1])
     joined(waiter)
     permit = got[0]

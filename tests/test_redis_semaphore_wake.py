@@ -36,10 +36,12 @@ def test_a_waiter_is_woken_by_the_release_of_any_slot(standalone: redis.Redis) -
 def test_control_without_the_capability_the_waiter_backs_off_and_tries_again(
     standalone: redis.Redis,
 ) -> None:
+    """It gets to three rounds while every permit is held (the woken waiter stays at one),
+    and is served by a round, not a wake-up."""
     issuer = Polling(standalone)
-    released, got = waited(issuer)
+    released, got = waited(issuer, rounds=3)
     assert got.slot == released.slot and not issuer.woken
-    assert issuer.takes >= 3 * PERMITS, f"only {issuer.takes} takes: it did not poll"
+    assert issuer.takes > 3 * PERMITS
 
 
 def test_on_redis_cluster(redis_cluster: RedisCluster) -> None:
