@@ -52,22 +52,31 @@ class Calls:
     """The blocking port of one fence's flows: its issuer, capabilities and ``sleep``.
 
     ``sleep(seconds)`` returns True when the flow is asked to stop (a renewer's stop
-    event), else False after the time has passed.
+    event), else False after the time has passed. ``release(name, token, holder)`` is
+    the call that ends a lease: ``issuer.release``, or, for a semaphore's slot, the
+    issuer's ``release_slot`` that also wakes the semaphore's waiters (``_semaphore``).
     """
 
-    __slots__ = ("handoff", "issuer", "name", "sleep", "wakes")
+    __slots__ = ("handoff", "issuer", "name", "release", "sleep", "wakes")
 
-    def __init__(self, issuer: Issuer, name: str, sleep: Callable[[float], bool]) -> None:
+    def __init__(
+        self,
+        issuer: Issuer,
+        name: str,
+        sleep: Callable[[float], bool],
+        release: Callable[[str, int, str], bool] | None = None,
+    ) -> None:
         self.issuer = issuer
         self.name = name
         self.sleep = sleep
+        self.release = issuer.release if release is None else release
         hands_off, wakes = capabilities(type(issuer))
         self.handoff = cast(HandOff, issuer) if hands_off else None
         self.wakes = cast(WakesOnRelease, issuer) if wakes else None
 
     def with_sleep(self, sleep: Callable[[float], bool]) -> Calls:
         """The same port with another ``sleep`` (a renewer's interruptible wait)."""
-        return Calls(self.issuer, self.name, sleep)
+        return Calls(self.issuer, self.name, sleep, self.release)
 
     def attempt(self, holder: str, ttl_ms: int, queue_ms: int) -> int | Busy:
         """One acquire attempt, made directly (rule 1); it also queues ``holder`` for
@@ -82,21 +91,26 @@ class Calls:
 class AsyncCalls:
     """The asyncio port of one fence's flows (see ``Calls``)."""
 
-    __slots__ = ("handoff", "issuer", "name", "sleep", "wakes")
+    __slots__ = ("handoff", "issuer", "name", "release", "sleep", "wakes")
 
     def __init__(
-        self, issuer: AsyncIssuer, name: str, sleep: Callable[[float], Awaitable[bool]]
+        self,
+        issuer: AsyncIssuer,
+        name: str,
+        sleep: Callable[[float], Awaitable[bool]],
+        release: Callable[[str, int, str], Awaitable[bool]] | None = None,
     ) -> None:
         self.issuer = issuer
         self.name = name
         self.sleep = sleep
+        self.release = issuer.release if release is None else release
         hands_off, wakes = capabilities(type(issuer))
         self.handoff = cast(AsyncHandOff, issuer) if hands_off else None
         self.wakes = cast(AsyncWakesOnRelease, issuer) if wakes else None
 
     def with_sleep(self, sleep: Callable[[float], Awaitable[bool]]) -> AsyncCalls:
         """The same port with another ``sleep`` (a renewal task's interruptible wait)."""
-        return AsyncCalls(self.issuer, self.name, sleep)
+        return AsyncCalls(self.issuer, self.name, sleep, self.release)
 
     async def attempt(self, holder: str, ttl_ms: int, queue_ms: int) -> int | Busy:
         """The asyncio twin of ``Calls.attempt``."""
@@ -232,7 +246,8 @@ class Renew:
 
 
 class Release:
-    """``issuer.release``: True if ``token``/``holder`` still held the lease."""
+    """``calls.release`` (``issuer.release``): True if ``token``/``holder`` still held the
+    lease."""
 
     __slots__ = ("holder", "result", "token")
     result: bool
@@ -244,16 +259,16 @@ class Release:
     def perform(self, calls: Calls) -> None:
         if GRANTED and self.holder in GRANTED:  # granted under telemetry: observe its end
             with releasing(calls, self):
-                self.result = calls.issuer.release(calls.name, self.token, self.holder)
+                self.result = calls.release(calls.name, self.token, self.holder)
             return
-        self.result = calls.issuer.release(calls.name, self.token, self.holder)
+        self.result = calls.release(calls.name, self.token, self.holder)
 
     async def aperform(self, calls: AsyncCalls) -> None:
         if GRANTED and self.holder in GRANTED:
             with releasing(calls, self):
-                self.result = await calls.issuer.release(calls.name, self.token, self.holder)
+                self.result = await calls.release(calls.name, self.token, self.holder)
             return
-        self.result = await calls.issuer.release(calls.name, self.token, self.holder)
+        self.result = await calls.release(calls.name, self.token, self.holder)
 
 
 class Sleep:
@@ -497,7 +512,7 @@ def release_sync(calls: Calls, token: int, holder: str) -> bool:
         release = Release(token, holder)
         release.perform(calls)
         return release.result
-    return calls.issuer.release(calls.name, token, holder)
+    return calls.release(calls.name, token, holder)
 
 
 async def release_async(calls: AsyncCalls, token: int, holder: str) -> bool:
@@ -506,7 +521,7 @@ async def release_async(calls: AsyncCalls, token: int, holder: str) -> bool:
         release = Release(token, holder)
         await release.aperform(calls)
         return release.result
-    return await calls.issuer.release(calls.name, token, holder)
+    return await calls.release(calls.name, token, holder)
 
 
 async def acquire_async(

@@ -9,10 +9,19 @@ legitimate long holder once newer permits of other slots passed it (docs/limits.
 
 Acquiring is a flow that tries the slots one after the other (starting at a random slot
 so that callers spread), and when all are busy waits the way a fence waits
-(``WaitSchedule``): woken on a release where the issuer can (``WakesOnRelease``), else
-backing off with jitter, never past the soonest expiry the issuer reported. ``renew``,
-``release`` and ``hold`` are the slot fence's own. The flow is written once and driven
-blocking or asyncio (``_flow``).
+(``WaitSchedule``), never past the soonest expiry the issuer reported:
+
+- woken by the release of any slot where the issuer can (``WakesSlots``, Redis). The
+  first take of each round also reads the semaphore's release mark, in the same atomic
+  step as that refusal, and the wait returns at the first release after the mark; so a
+  release during the round (of a slot already tried) wakes the waiter too, and the
+  next round starts at the slot released. The slot fences release through the issuer's
+  ``release_slot`` (their port's ``release``), which is what wakes them;
+- else woken by the release of the slot whose lease ends first (``WakesOnRelease``);
+- else backing off with jitter.
+
+``renew``, ``release`` and ``hold`` are the slot fence's own. The flow is written once
+and driven blocking or asyncio (``_flow``).
 
 Clients of one name with different ``permits``: a semaphore of N takes only slots below
 N, but a client with a higher M may hold slots ``>= N``. So that a lower N lets no new
@@ -45,10 +54,19 @@ from ._fence import Fence, Holding
 from ._flow import Flow, run_async, run_sync
 from ._metrics import permits_changed, waiting
 from ._owned import Owner
-from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, WaitSchedule
+from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, WaitSchedule, queue_millis
 from ._token import FenceToken
 from ._validate import check_count, check_name, check_timeout, check_ttl
-from .issuer import AsyncIssuer, AsyncTakesSlots, Busy, Issuer, TakesSlots
+from .issuer import (
+    AsyncIssuer,
+    AsyncTakesSlots,
+    AsyncWakesSlots,
+    Busy,
+    Issuer,
+    SlotBusy,
+    TakesSlots,
+    WakesSlots,
+)
 
 #: The most permits one semaphore may have: each is a fence that an acquire may try.
 MAX_PERMITS = 1024
@@ -70,6 +88,20 @@ def _has_hash_tag(name: str) -> bool:
     return start >= 0 and name.find("}", start + 1) > start + 1
 
 
+def check_semaphore_name(name: object) -> str:
+    """``check_name``, and a ``ValueError`` for a name that starts with ``}``: its slots'
+    names (``{}...}#slot<k>``) would have an empty hash tag, so Redis Cluster would
+    scatter them and Redis could not take them in one script. Refused on every backend,
+    at construction, so a name works on all of them or on none."""
+    checked = check_name(name)
+    if checked.startswith("}"):
+        raise ValueError(
+            f"semaphore name {checked!r} must not start with '}}': its slots' names "
+            f"({slot_name(checked, 0)!r}, ...) would have no Redis Cluster hash tag"
+        )
+    return checked
+
+
 @dataclass(frozen=True)
 class Permit:
     """One permit of a semaphore: its ``slot`` (in ``range(permits)``) and the slot's
@@ -87,21 +119,30 @@ F = TypeVar("F", Fence, AsyncFence)
 class TakeSlot:
     """One slot's take: ``try_acquire_slot`` when the issuer counts the semaphore's held
     slots in the same step (``group`` set, see the module docstring), else the slot
-    fence's ``try_acquire`` (``group`` None); the token, or ``Busy``."""
+    fence's ``try_acquire`` (``group`` None); the token, or ``Busy``. ``wait_ms`` > 0
+    (``WakesSlots`` only): a refusal is a ``SlotBusy`` with the release mark."""
 
-    __slots__ = ("group", "holder", "permits", "result", "slot", "ttl_ms")
+    __slots__ = ("group", "holder", "permits", "result", "slot", "ttl_ms", "wait_ms")
     result: int | Busy
 
-    def __init__(self, group: str | None, slot: int, permits: int, holder: str, ttl_ms: int):
+    def __init__(
+        self, group: str | None, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int
+    ) -> None:
         self.group = group
         self.slot = slot
         self.permits = permits
         self.holder = holder
         self.ttl_ms = ttl_ms
+        self.wait_ms = wait_ms
 
     def perform(self, calls: Calls) -> None:
         if self.group is None:
             self.result = calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
+        elif self.wait_ms:
+            wakes = cast(WakesSlots, calls.issuer)
+            self.result = wakes.try_acquire_slot(
+                self.group, self.slot, self.permits, self.holder, self.ttl_ms, self.wait_ms
+            )
         else:
             issuer = cast(TakesSlots, calls.issuer)
             self.result = issuer.try_acquire_slot(
@@ -111,6 +152,11 @@ class TakeSlot:
     async def aperform(self, calls: AsyncCalls) -> None:
         if self.group is None:
             self.result = await calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
+        elif self.wait_ms:
+            wakes = cast(AsyncWakesSlots, calls.issuer)
+            self.result = await wakes.try_acquire_slot(
+                self.group, self.slot, self.permits, self.holder, self.ttl_ms, self.wait_ms
+            )
         else:
             issuer = cast(AsyncTakesSlots, calls.issuer)
             self.result = await issuer.try_acquire_slot(
@@ -118,12 +164,44 @@ class TakeSlot:
             )
 
 
+class AwaitSlotRelease:
+    """``WakesSlots.await_slot_release``: block until a slot of the semaphore ``group`` was
+    released after the mark ``since``; the slot released if known, else ``None``."""
+
+    __slots__ = ("group", "result", "seconds", "since")
+    result: int | None
+
+    def __init__(self, group: str, since: str, seconds: float) -> None:
+        self.group = group
+        self.since = since
+        self.seconds = seconds
+
+    def perform(self, calls: Calls) -> None:
+        wakes = cast(WakesSlots, calls.issuer)
+        self.result = wakes.await_slot_release(self.group, self.since, self.seconds)
+
+    async def aperform(self, calls: AsyncCalls) -> None:
+        wakes = cast(AsyncWakesSlots, calls.issuer)
+        self.result = await wakes.await_slot_release(self.group, self.since, self.seconds)
+
+
+R = TypeVar("R")
+
+
+def slot_release(
+    release_slot: Callable[[str, int, int, str], R], group: str, slot: int
+) -> Callable[[str, int, str], R]:
+    """``release_slot`` of slot ``slot`` in the shape of ``issuer.release``: what the slot
+    fence's port calls to end a lease (``Calls.release``), blocking or asyncio."""
+    return lambda _name, token, holder: release_slot(group, slot, token, holder)
+
+
 class OnSlot:
     """A step of the acquire flow carried out on the port of one slot's fence."""
 
     __slots__ = ("slot", "step")
 
-    def __init__(self, slot: int, step: TakeSlot | AwaitRelease | Sleep) -> None:
+    def __init__(self, slot: int, step: TakeSlot | AwaitSlotRelease | AwaitRelease | Sleep) -> None:
         self.slot = slot
         self.step = step
 
@@ -139,19 +217,26 @@ class SemaphoreCore(Generic[F]):
     permits' bookkeeping (in the slot fences); no I/O."""
 
     def __init__(self, name: str, permits: int, ttl: float, make_fence: Callable[[str], F]) -> None:
-        self.name = check_name(name)
+        self.name = check_semaphore_name(name)
         self.permits = check_count(permits, "permits", MAX_PERMITS)
         self.ttl = check_ttl(ttl)
         self.fences: list[F] = [make_fence(slot_name(self.name, k)) for k in range(self.permits)]
         first = self.fences[0]
         self._issuer: object = first.issuer
-        counts = issubclass(type(first.issuer), (TakesSlots, AsyncTakesSlots))
+        kind = type(first.issuer)
+        counts = issubclass(kind, (TakesSlots, AsyncTakesSlots))
         #: the slots' fence names without their number, when the issuer counts them
         self._group = slot_name(self.name, 0)[:-1] if counts else None
+        wakes_slots = counts and issubclass(kind, (WakesSlots, AsyncWakesSlots))
+        #: ``_group`` when a release of any slot wakes the waiters (``WakesSlots``)
+        self._wake_group = self._group if wakes_slots else None
         #: (slot, token) of the permits counted in ``fencing.permits.used``
         self._counted: set[tuple[int, int]] = set()
         self.clock: Clock = first.clock
         self._wakes = first._waiting.wakes
+        #: the longest a waiter blocks before it tries the slots again, so that a lost
+        #: wake-up only delays (``WaitSchedule``)
+        self._max_block = WaitSchedule.MAX_BLOCK
         self._ttl_ms = first._ttl_ms
 
     def __repr__(self) -> str:
@@ -160,25 +245,44 @@ class SemaphoreCore(Generic[F]):
     def _acquire_flow(self, holder: str, timeout: float | None) -> Flow[OnSlot, tuple[int, int]]:
         """Try every slot once, from a random one; when all are busy, wait (woken on a
         release, or backing off with jitter, never past the soonest expiry) and again."""
-        schedule = WaitSchedule(self.name, timeout, self._wakes, self.clock.monotonic)
+        group = self._wake_group
+        wakes = group is not None or self._wakes
+        schedule = WaitSchedule(
+            self.name, timeout, wakes, self.clock.monotonic, max_block=self._max_block
+        )
         count = self.permits
+        start = random.randrange(count)
         while True:
-            start = random.randrange(count)
+            # the round's first take reads the release mark: a later one could miss the
+            # release of a slot tried before it; the mark outlives the wait (as a place
+            # in a fence's queue does)
+            wait_ms = 0 if group is None else queue_millis(schedule.remaining(), self._max_block)
+            since: str | None = None
             soonest: tuple[float, int] | None = None
             for i in range(count):
                 slot = (start + i) % count
-                attempt = TakeSlot(self._group, slot, count, holder, self._ttl_ms)
+                attempt = TakeSlot(self._group, slot, count, holder, self._ttl_ms, wait_ms)
+                wait_ms = 0
                 yield OnSlot(slot, attempt)
                 reply = attempt.result
                 if not isinstance(reply, Busy):
                     return slot, reply
+                if isinstance(reply, SlotBusy):
+                    since = reply.since
                 if reply.expires_in is not None and (
                     soonest is None or reply.expires_in < soonest[0]
                 ):
                     soonest = (reply.expires_in, slot)
             expires_in, slot = (None, start) if soonest is None else soonest
             wait = schedule.next_wait(Busy(expires_in))  # AcquireTimeout at the deadline
-            yield OnSlot(slot, AwaitRelease(wait) if self._wakes else Sleep(wait))
+            start = random.randrange(count)
+            if since is not None and group is not None:
+                released = AwaitSlotRelease(group, since, wait)
+                yield OnSlot(slot, released)
+                if released.result is not None and released.result < count:
+                    start = released.result  # the slot just freed: likely free still
+            else:
+                yield OnSlot(slot, AwaitRelease(wait) if self._wakes else Sleep(wait))
 
     def _permit(self, slot: int, token: int, holder: str) -> Permit:
         if permits_changed(self._issuer, self.name, 1):
@@ -230,6 +334,10 @@ class Semaphore(SemaphoreCore[Fence]):
         clock: Clock | None = None,
     ) -> None:
         super().__init__(name, permits, ttl, lambda slot: Fence(issuer, slot, ttl, clock=clock))
+        if self._wake_group is not None:  # its slots' releases wake the waiters
+            release = cast(WakesSlots, issuer).release_slot
+            for k, fence in enumerate(self.fences):
+                fence._calls.release = slot_release(release, self._wake_group, k)
         self._ports = [fence._calls for fence in self.fences]
 
     def acquire(self, timeout: float | None = None) -> Permit:
@@ -288,6 +396,10 @@ class AsyncSemaphore(SemaphoreCore[AsyncFence], Owner):
         super().__init__(
             name, permits, ttl, lambda slot: AsyncFence(issuer, slot, ttl, clock=clock)
         )
+        if self._wake_group is not None:  # its slots' releases wake the waiters
+            release = cast(AsyncWakesSlots, issuer).release_slot
+            for k, fence in enumerate(self.fences):
+                fence._calls.release = slot_release(release, self._wake_group, k)
         self._ports = [fence._calls for fence in self.fences]
 
     async def acquire(self, timeout: float | None = None) -> Permit:

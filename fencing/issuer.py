@@ -32,6 +32,14 @@ Optional capabilities, each its own protocol; a fence checks for them once:
   counted in the same atomic step; else ``Busy``. A semaphore uses it so that a client
   with a lower ``permits`` lets no new holder in until the count is under it
   (docs/limits.md); without it, a semaphore counts only the slots below its own.
+- ``WakesSlots`` (with ``TakesSlots``): a semaphore's waiters are woken by the release
+  of any of its slots. ``try_acquire_slot(..., wait_ms)`` answers a refused take with a
+  ``SlotBusy`` whose ``since`` marks the semaphore's releases so far, read in the same
+  atomic step (so no release after the refusal is missed), and keeps that mark alive
+  ``wait_ms``; ``await_slot_release(group, since, seconds)`` blocks until a slot was
+  released after ``since``; ``release_slot`` is ``release`` of a slot that also wakes
+  them. Without it, a semaphore waits as its slots' fences would (``WakesOnRelease``
+  on the slot whose lease ends first, else backing off with jitter).
 
 Operations (the ``fencing status``, ``list`` and ``release --force`` commands), each its
 own protocol too; an issuer without them works, the command line says it cannot
@@ -71,6 +79,15 @@ class Busy:
     """
 
     expires_in: float | None
+
+
+@dataclass(frozen=True)
+class SlotBusy(Busy):
+    """``WakesSlots.try_acquire_slot``'s refusal when the caller will wait: ``since`` marks
+    the semaphore's releases as they were at the refusal (read in the same atomic step);
+    ``await_slot_release(group, since, seconds)`` returns at the first release after it."""
+
+    since: str
 
 
 class Issuer(Protocol):
@@ -126,6 +143,47 @@ class AsyncTakesSlots(Protocol):
         self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
     ) -> int | Busy:
         """See ``TakesSlots.try_acquire_slot``."""
+        ...
+
+
+@runtime_checkable
+class WakesSlots(TakesSlots, Protocol):
+    """Capability: a semaphore's waiters are woken by the release of any of its slots."""
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
+    ) -> int | Busy:
+        """``TakesSlots.try_acquire_slot``; with ``wait_ms`` > 0 a refusal is a ``SlotBusy``
+        whose mark stays usable for at least ``wait_ms`` milliseconds."""
+        ...
+
+    def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """``release(f"{group}{slot}", token, holder)``; a slot left free wakes the
+        semaphore's waiters."""
+        ...
+
+    def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """Block up to ``seconds``, returning early once a slot of the semaphore was released
+        after ``since`` (a ``SlotBusy`` mark): that slot if known, else ``None``."""
+        ...
+
+
+@runtime_checkable
+class AsyncWakesSlots(AsyncTakesSlots, Protocol):
+    """The asyncio ``WakesSlots``."""
+
+    async def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
+    ) -> int | Busy:
+        """See ``WakesSlots.try_acquire_slot``."""
+        ...
+
+    async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """See ``WakesSlots.release_slot``."""
+        ...
+
+    async def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """See ``WakesSlots.await_slot_release``."""
         ...
 
 
@@ -299,6 +357,7 @@ __all__ = [
     "AsyncIssuer",
     "AsyncTakesSlots",
     "AsyncWakesOnRelease",
+    "AsyncWakesSlots",
     "AsyncWatchesLease",
     "Busy",
     "FenceStatus",
@@ -307,7 +366,9 @@ __all__ = [
     "Inspects",
     "Issuer",
     "OperatesLocks",
+    "SlotBusy",
     "TakesSlots",
     "WakesOnRelease",
+    "WakesSlots",
     "WatchesLease",
 ]

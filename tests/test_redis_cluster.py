@@ -270,19 +270,21 @@ async def test_connect_cluster_url_gives_asyncio_cluster_fences(
 def test_a_semaphore_and_a_limiter_keep_their_keys_in_one_cluster_slot(
     redis_cluster: RedisCluster,
 ) -> None:
-    """Every key of every slot of a semaphore (a permit held in each), and a limiter's
-    keys of both windows, are in one cluster slot, whatever master it is on; the limiter
-    refuses past its limit there."""
+    """Every key of every slot of a semaphore (a permit held in each, and the release
+    stream a waiter made), and a limiter's keys of both windows, are in one cluster slot,
+    whatever master it is on; the limiter refuses past its limit there."""
     backend = fencing.connect(redis_cluster.url)
     client = backend.issuer.client  # type: ignore[attr-defined]
     name = f"bounded:{uuid.uuid4().hex}"
     semaphore = backend.semaphore(name, permits=4, ttl=30)  # type: ignore[attr-defined]
     permits = [semaphore.acquire(timeout=0) for _ in range(4)]
+    with pytest.raises(fencing.AcquireTimeout):
+        semaphore.acquire(timeout=0.01)  # a waiter: its refused take makes the stream
     for window in ("sliding", "fixed"):
         limiter = backend.limiter(name, 1, 30, window)  # type: ignore[attr-defined]
         assert limiter.try_acquire() and not limiter.try_acquire()
     keys = list(client.scan_iter(match=f"*{name}*", target_nodes=client.ALL_NODES))
-    assert len(keys) >= 4 + 2, keys
+    assert len(keys) >= 4 + 2 and any(key.endswith(b":released") for key in keys), keys
     assert len({client.keyslot(key) for key in keys}) == 1, keys
     for permit in permits:
         semaphore.release(permit)

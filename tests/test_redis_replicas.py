@@ -14,6 +14,7 @@ import pytest
 import redis
 import redis.asyncio
 import redis.cluster
+from slot_waiters import Counted, assert_woken, waited
 from waiting import joined, wait_until
 
 import fencing
@@ -115,6 +116,16 @@ def test_a_handed_over_lease_waits_for_the_replicas(primary: redis.Redis) -> Non
     joined(waiter)
     assert got and got[0] > int(first)
     fence.release(got[0])
+
+
+def test_a_semaphore_waiter_is_woken_through_wait(sentinel_group: SentinelGroup) -> None:
+    """A refused slot take carries the release stream's id through WAIT's pipeline; the
+    release of any slot wakes the waiter (counted as in test_redis_semaphore_wake.py; a
+    client without socket_timeout, so nothing but the release ends its wait)."""
+    client = redis.Redis(port=sentinel_group.primary.port)
+    issuer = Counted(client, min_replicas=1)
+    assert_woken(issuer, *waited(issuer))
+    client.close()
 
 
 def test_after_script_flush(primary: redis.Redis) -> None:

@@ -1,5 +1,6 @@
 """``fencing.connect("redis+sentinel://...")``: the URL, the issuer contract through
-Sentinel (blocking and asyncio, with ``min_replicas=1``), the semaphore contract and a
+Sentinel (blocking and asyncio, with ``min_replicas=1``), the semaphore contract (also
+with ``min_replicas=1``: a slot take, refused or not, goes through WAIT's pipeline) and a
 limiter through it, and an unknown service.
 
 A failover through Sentinel is in test_redis_sentinel_failover.py.
@@ -102,7 +103,7 @@ class TestAsyncSentinelElection(AsyncElectionContract):
 class TestSentinelSemaphore(SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, stable_group: SentinelGroup) -> Iterator[MakeSemaphore]:
-        backend = fencing.connect(stable_group.url)
+        backend = fencing.connect(stable_group.url + "?min_replicas=1")
         yield backend.semaphore  # type: ignore[attr-defined]
         backend.close()  # type: ignore[attr-defined]
 
@@ -112,7 +113,7 @@ class TestAsyncSentinelSemaphore(AsyncSemaphoreContract):
     async def make_semaphore(
         self, stable_group: SentinelGroup
     ) -> AsyncIterator[MakeAsyncSemaphore]:
-        backend = fencing.connect(stable_group.url)
+        backend = fencing.connect(stable_group.url + "?min_replicas=1")
         made: list[fencing.aio.Semaphore] = []
 
         def make(name: str, permits: int, ttl: float) -> fencing.aio.Semaphore:

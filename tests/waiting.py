@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fencing._protocol import Waiting
+from fencing._semaphore import SemaphoreCore
 
 #: How long a test waits for something that should happen at once: only a bug makes
 #: it take this long, a loaded machine does not.
@@ -60,7 +61,11 @@ NEVER = 10 * PATIENCE
 
 
 def woken_only(fence: Any) -> None:
-    """Make ``fence``'s blocked acquires wait ``NEVER`` between attempts (instead of at
-    most 1 s), so a waiter served within ``PATIENCE`` was served by the wake-up."""
+    """Make ``fence``'s (or a semaphore's) blocked acquires wait ``NEVER`` between
+    attempts (instead of at most 1 s), so a waiter served within ``PATIENCE`` was served
+    by the wake-up."""
+    if isinstance(fence, SemaphoreCore):
+        fence._max_block = NEVER
+        return
     waiting = fence._waiting
     fence._waiting = Waiting(waiting.hands_off, waiting.wakes, waiting.clock, max_block=NEVER)

@@ -3,14 +3,15 @@
 
 Each operation is one EVALSHA of a script in ``_scripts`` (the script text is sent only
 after the server answered NOSCRIPT, e.g. after SCRIPT FLUSH or a restart), so an
-acquire is one round trip. Every operation is one step (``Eval``, or ``Pop`` for the
-BLPOP of a hand-off) built by ``RedisFlows`` with its arguments and reply parser, and
-carried out by the step itself (``perform`` blocking, ``aperform`` asyncio; see
-``_flow``); the two issuer classes only choose which, and map redis-py's errors to
-``FenceUnavailable`` in one place each. Both issuers' uncontended acquire and their
-release run the script directly (``RedisIssuer.run``, ``AsyncRedisIssuer.run``: the
-script and arguments ``RedisFlows`` gives, no step object), which spares the path every
-acquire takes the step objects' construction (docs/performance.md has what it saves).
+acquire is one round trip. Every operation is one step (``Eval``, ``Pop`` for the BLPOP
+of a hand-off, ``ReadReleased`` for a semaphore waiter's XREAD) built by ``RedisFlows``
+with its arguments and reply parser, and carried out by the step itself (``perform``
+blocking, ``aperform`` asyncio; see ``_flow``); the two issuer classes only choose which,
+and map redis-py's errors to ``FenceUnavailable`` in one place each. Both issuers'
+uncontended acquire and their release run the script directly (``RedisIssuer.run``,
+``AsyncRedisIssuer.run``: the script and arguments ``RedisFlows`` gives, no step
+object), which spares the path every acquire takes the step objects' construction
+(docs/performance.md has what it saves).
 
 With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
 the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAIT N ms``
@@ -61,6 +62,7 @@ from ._scripts import (
     RELEASE,
     RENEW,
     SLOT_ACQUIRE,
+    SLOT_RELEASE,
     STATUS,
     LockKeys,
     Script,
@@ -80,10 +82,14 @@ from ._scripts import (
     parse_force_release,
     parse_lock_force_release,
     parse_lock_status,
+    parse_released,
+    parse_slot_acquire,
     parse_status,
     parse_wake,
+    released_key,
     renew_args,
     slot_acquire_args,
+    slot_release_args,
     status_args,
 )
 from ._watch import aawait_change, await_change
@@ -144,7 +150,8 @@ def socket_timeout_of(client: Any) -> float | None:
 
 
 class ClientStep(Protocol[R_co]):
-    """One round trip to Redis that keeps its parsed reply in ``result`` (``Eval``, ``Pop``)."""
+    """One round trip to Redis that keeps its parsed reply in ``result`` (``Eval``, ``Pop``,
+    ``ReadReleased``)."""
 
     @property
     def result(self) -> R_co: ...
@@ -246,6 +253,25 @@ class Pop:
 
     async def aperform(self, client: AsyncClient) -> None:
         self.result = parse_wake(await client.blpop([self.key], self.seconds))
+
+
+class ReadReleased:
+    """XREAD a semaphore's release stream from ``since``, blocking up to ``ms``: the slot
+    released after it, or ``None`` (timed out, or the slot is not known)."""
+
+    __slots__ = ("key", "ms", "result", "since")
+    result: int | None
+
+    def __init__(self, key: bytes, since: str, ms: int) -> None:
+        self.key = key
+        self.since = since
+        self.ms = ms
+
+    def perform(self, client: SyncClient) -> None:
+        self.result = parse_released(client.xread({self.key: self.since}, 1, self.ms))
+
+    async def aperform(self, client: AsyncClient) -> None:
+        self.result = parse_released(await client.xread({self.key: self.since}, 1, self.ms))
 
 
 # -- replication: WAIT after a write, in the same pipeline ------------------------------------
@@ -432,10 +458,24 @@ class RedisFlows:
         return Eval(*self.acquire_call(name, holder, ttl_ms, queue_ms, queued), parse_acquire)
 
     def slot_acquire_call(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int
     ) -> ScriptCall:
-        """``SLOT_ACQUIRE``: the slot ``f"{group}{slot}"``, unless ``permits`` are held."""
-        return SLOT_ACQUIRE, slot_acquire_args(group, slot, permits, holder, ttl_ms, self._idle_ms)
+        """``SLOT_ACQUIRE``: the slot ``f"{group}{slot}"``, unless ``permits`` are held;
+        with ``wait_ms``, a refusal carries the release stream's last id."""
+        args = slot_acquire_args(group, slot, permits, holder, ttl_ms, self._idle_ms, wait_ms)
+        return SLOT_ACQUIRE, args
+
+    def slot_release_call(self, group: str, slot: int, token: int, holder: str) -> ScriptCall:
+        """``SLOT_RELEASE``: ``release_call`` of a semaphore's slot, waking its waiters."""
+        return SLOT_RELEASE, slot_release_args(group, slot, token, holder)
+
+    def await_slot_release(self, group: str, since: str, seconds: float) -> ReadReleased | None:
+        """The XREAD of the semaphore's release stream, or ``None`` when the wait is too
+        short (bounded as a BLPOP is: ``block_seconds``)."""
+        wait = block_seconds(seconds, self._socket_timeout)
+        return (
+            None if wait is None else ReadReleased(released_key(group), since, round(wait * 1000))
+        )
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         return self.extend(name, lease_value(token, holder), ttl_ms, add=False, what="renew")
@@ -513,7 +553,9 @@ class RedisIssuer:
     token still exceeds every earlier one (see the module docstring for the limit).
     It has the hand-off capability: a release hands the lease straight to the first
     queued waiter, which ``BLPOP``s its own wake key (see ``_scripts``): no polling,
-    and no second round trip after the wake-up. Operators can inspect and force-release
+    and no second round trip after the wake-up. A semaphore's waiters are woken by the
+    release of any of its slots (``fencing.issuer.WakesSlots``: a stream per semaphore,
+    read with ``XREAD``; see ``SLOT_ACQUIRE``). Operators can inspect and force-release
     its fences (``fencing.issuer.Inspects``, ``ForceReleases``: one script each), and
     the locks kept as redis-py's ``Lock`` keeps them, ``FencedLock``'s and
     ``redis.lock.Lock``'s (``fencing.issuer.OperatesLocks``).
@@ -611,14 +653,24 @@ class RedisIssuer:
         return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
     def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
     ) -> int | Busy:
-        """``fencing.issuer.TakesSlots``: one script (``SLOT_ACQUIRE``)."""
-        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms)
+        """``fencing.issuer.TakesSlots`` and ``WakesSlots``: one script (``SLOT_ACQUIRE``)."""
+        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms, wait_ms)
         if self.flows.min_replicas:
-            return self.confirmed(Eval(*call, parse_acquire), f"{group}{slot}", holder)
+            return self.confirmed(Eval(*call, parse_slot_acquire), f"{group}{slot}", holder)
         reply = self.run(*call)
-        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
+        return reply if type(reply) is int and reply > 0 else parse_slot_acquire(reply)
+
+    def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """``fencing.issuer.WakesSlots``: one script (``SLOT_RELEASE``)."""
+        reply = self.run(*self.flows.slot_release_call(group, slot, token, holder))
+        return reply == 1 or parse_release(reply)
+
+    def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """``fencing.issuer.WakesSlots``: XREAD BLOCK on the semaphore's release stream."""
+        step = self.flows.await_slot_release(group, since, seconds)
+        return None if step is None else self.result_of(step)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self.confirmed(self.flows.renew(name, token, holder, ttl_ms), name, holder, token)
@@ -763,14 +815,24 @@ class AsyncRedisIssuer:
         return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
 
     async def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
     ) -> int | Busy:
         """See ``RedisIssuer.try_acquire_slot``."""
-        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms)
+        call = self.flows.slot_acquire_call(group, slot, permits, holder, ttl_ms, wait_ms)
         if self.flows.min_replicas:
-            return await self.confirmed(Eval(*call, parse_acquire), f"{group}{slot}", holder)
+            return await self.confirmed(Eval(*call, parse_slot_acquire), f"{group}{slot}", holder)
         reply = await self.run(*call)
-        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
+        return reply if type(reply) is int and reply > 0 else parse_slot_acquire(reply)
+
+    async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """See ``RedisIssuer.release_slot``."""
+        reply = await self.run(*self.flows.slot_release_call(group, slot, token, holder))
+        return reply == 1 or parse_release(reply)
+
+    async def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """See ``RedisIssuer.await_slot_release``."""
+        step = self.flows.await_slot_release(group, since, seconds)
+        return None if step is None else await self.result_of(step)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         step = self.flows.renew(name, token, holder, ttl_ms)

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 from .._core import millis
 from .._errors import FenceUnavailable, issuer_error
-from ..issuer import Busy, FenceStatus
+from ..issuer import Busy, FenceStatus, SlotBusy
 
 #: Default idle lifetime of a counter key: a week. A lost counter is harmless (tokens
 #: restart from the server clock), so one-off names need not stay in Redis for ever.
@@ -294,14 +294,41 @@ SLOT_ACQUIRE = Script(
 -- ARGV[4] the slot, k
 -- ARGV[5] the caller's permits, N
 -- ARGV[6] the slots' lease keys without their number: slot j's is ARGV[6] .. j .. ':lease'
+-- ARGV[7] optional, ms: the caller waits for a release if refused (see refused())
 -- Returns the new token (an integer > 0) when the slot was free and fewer than N other
 -- slots are held; {pttl} of the slot's lease when it is held; {-1} when N other slots
--- are held. Only slots below N exist while the width is at most N: then there is
--- nothing to count (every client on one N). A key of another slot that a migrating
--- Redis Cluster slot keeps away counts as free (here()).
+-- are held; with ARGV[7], each refusal also carries the release stream's last id.
+-- Only slots below N exist while the width is at most N: then there is nothing to
+-- count (every client on one N). A key of another slot that a migrating Redis Cluster
+-- slot keeps away counts as free (here()).
 """
     + _LUA_TOKENS
     + """
+-- A refusal: {pttl}; with ARGV[7], {pttl, id}, where id is the last entry of the
+-- semaphore's release stream ARGV[6] .. ':released' (made with one entry if missing,
+-- and kept alive at least ARGV[7] ms), read in this step: SLOT_RELEASE adds an entry
+-- when it frees a slot, so a waiter blocked on the stream from id wakes at every
+-- release after this refusal. A migrating cluster slot that keeps the stream away
+-- gives {pttl} (the caller then polls).
+local function refused(pttl)
+  if not ARGV[7] then
+    return {pttl}
+  end
+  local stream = ARGV[6] .. ':released'
+  local last = here('XREVRANGE', stream, '+', '-', 'COUNT', 1)
+  local id = last and last[1] and last[1][1]
+  if last and not id then
+    id = here('XADD', stream, 'MAXLEN', '1', '*', 'made', '1')
+  end
+  if not id then
+    return {pttl}
+  end
+  if (here('PTTL', stream) or -2) < tonumber(ARGV[7]) then
+    here('PEXPIRE', stream, ARGV[7])
+  end
+  return {pttl, id}
+end
+
 local slot, permits = tonumber(ARGV[4]), tonumber(ARGV[5])
 local width, renew_at = 0, 0
 local known = redis.call('GET', KEYS[2])
@@ -315,7 +342,7 @@ if width > permits then
     if j ~= slot and here('EXISTS', ARGV[6] .. j .. ':lease') == 1 then
       held = held + 1
       if held >= permits then
-        return {-1}
+        return refused(-1)
       end
     end
   end
@@ -323,7 +350,7 @@ end
 local counter = string.sub(KEYS[1], 1, -6) .. 'counter'
 local digits, now = next_token(counter)
 if not take(digits .. ':' .. ARGV[1], ARGV[2]) then
-  return {redis.call('PTTL', KEYS[1])}
+  return refused(redis.call('PTTL', KEYS[1]))
 end
 set(counter, digits, ARGV[3], false)
 local ms = millis(now)
@@ -365,7 +392,39 @@ return 1
 )
 
 
-RELEASE = Script(
+def _release(header: str, freed: str) -> Script:
+    """RELEASE's code after ``header``, running ``freed`` (Lua, indented once) where the
+    lease is deleted: ``RELEASE`` runs nothing more, ``SLOT_RELEASE`` wakes the
+    semaphore's waiters."""
+    return Script(
+        header
+        + """local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+"""
+        + freed
+        + """  return 1
+end
+if held ~= '+' .. ARGV[1] then
+  return 0
+end
+"""
+        + _LUA_TOKENS
+        + _LUA_QUEUE
+        + """
+local prefix = string.sub(KEYS[1], 1, -6)
+if not hand_off(prefix, prefix .. 'counter', false) then
+  redis.call('DEL', KEYS[1])
+"""
+        + freed
+        + """end
+return 1
+""",
+        numkeys=1,
+    )
+
+
+RELEASE = _release(
     """
 -- fencing release: end a lease, only for the exact lease named, or hand it over.
 -- KEYS[1] lease key (the counter and queue keys are derived from it)
@@ -375,25 +434,31 @@ RELEASE = Script(
 -- to the first queued waiter whose deadline has not passed, with its own ttl and a
 -- fresh token pushed to its wake key (marked again if others still wait); waiters
 -- whose deadline passed are dropped on the way; with no such waiter it is deleted.
-local held = redis.call('GET', KEYS[1])
-if held == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-if held ~= '+' .. ARGV[1] then
-  return 0
-end
-"""
-    + _LUA_TOKENS
-    + _LUA_QUEUE
-    + """
-local prefix = string.sub(KEYS[1], 1, -6)
-if not hand_off(prefix, prefix .. 'counter', false) then
-  redis.call('DEL', KEYS[1])
-end
-return 1
 """,
-    numkeys=1,
+    "",
+)
+
+SLOT_RELEASE = _release(
+    """
+-- fencing slot release: RELEASE of a semaphore's slot that also wakes the semaphore's
+-- waiters when the slot is left free.
+-- KEYS[1] lease key of slot k: "<head><k>:lease" (SLOT_ACQUIRE's ARGV[6] is <head>)
+-- ARGV[1] the lease value expected: "<token>:<holder>"
+-- ARGV[2] the semaphore's release stream, "<head>:released" (SLOT_ACQUIRE's refused()),
+--         in the cluster slot of KEYS[1] (one hash tag)
+-- Returns as RELEASE, and acts as it does. When the lease is deleted (not handed to a
+-- fence waiter queued on the slot's own name) and the stream exists (a waiter's refused
+-- take made it; it lives a little longer than their waits), an entry {slot: k} is added
+-- to it (MAXLEN 1), k read off KEYS[1] between <head> and ':lease': every waiter
+-- blocked on the stream from an earlier id wakes. With nobody waiting, nothing more is
+-- written. A migrating cluster slot that keeps the stream away wakes nobody (the
+-- waiters try again after their longest block).
+""",
+    """  if redis.pcall('EXISTS', ARGV[2]) == 1 then
+    local slot = string.sub(KEYS[1], #ARGV[2] - #':released' + 1, -#':lease' - 1)
+    redis.call('XADD', ARGV[2], 'MAXLEN', '1', '*', 'slot', slot)
+  end
+""",
 )
 
 
@@ -752,27 +817,56 @@ def acquire_args(
 
 
 @lru_cache(maxsize=1024)
-def slot_keys(group: str, slot: int, permits: int) -> tuple[bytes, ...]:
-    """KEYS and the ARGV that do not change between calls of ``SLOT_ACQUIRE`` on slot
-    ``slot`` of the semaphore whose slots are the fences ``f"{group}{k}"``, built once:
-    its lease key, its width key, and, after the three per-call arguments, the slot,
-    the permits and what ``SLOT_ACQUIRE`` appends ``k`` and ``:lease`` to. ``group`` has
-    a hash tag (``fencing._semaphore.slot_name``), so every slot's keys start alike and
+def group_head(group: str) -> str:
+    """What the keys of the semaphore whose slots are the fences ``f"{group}{k}"`` start
+    with: slot ``k``'s lease key is ``f"{head}{k}:lease"``; the semaphore's own keys are
+    ``head + ":width"`` (``SLOT_ACQUIRE``) and ``head + ":released"`` (the release
+    stream). ``group`` has a hash tag (``fencing._semaphore.slot_name``), so all of them
     sit in one Redis Cluster slot; ``ValueError`` otherwise."""
     if hash_tag(f"{group}0") is None:
         raise ValueError(f"semaphore slots {group!r}<k> have no Redis Cluster hash tag")
-    head = key_prefix(f"{group}0")[: -len("0:")]
+    return key_prefix(f"{group}0")[: -len("0:")]
+
+
+@lru_cache(maxsize=1024)
+def slot_keys(group: str, slot: int, permits: int) -> tuple[bytes, ...]:
+    """KEYS and the ARGV that do not change between calls of ``SLOT_ACQUIRE`` on slot
+    ``slot`` of the semaphore ``group`` (see ``group_head``), built once: its lease key,
+    its width key, and, after the three per-call arguments, the slot, the permits and
+    what ``SLOT_ACQUIRE`` appends ``k`` and ``:lease`` to."""
+    head = group_head(group)
     lease = fence_keys(f"{group}{slot}").lease
     return lease, (head + ":width").encode(), b"%d" % slot, b"%d" % permits, head.encode()
 
 
 def slot_acquire_args(
-    group: str, slot: int, permits: int, holder: str, ttl_ms: int, idle_ms: int
+    group: str, slot: int, permits: int, holder: str, ttl_ms: int, idle_ms: int, wait_ms: int
 ) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``SLOT_ACQUIRE``."""
+    """KEYS and ARGV of ``SLOT_ACQUIRE``; ``wait_ms`` 0: a refusal carries no stream id."""
     lease, width, slot_arg, permits_arg, head = slot_keys(group, slot, permits)
     per_call = (holder.encode("latin-1"), b"%d" % ttl_ms, b"%d" % idle_ms)
+    if wait_ms:
+        return (lease, width, *per_call, slot_arg, permits_arg, head, b"%d" % wait_ms)
     return (lease, width, *per_call, slot_arg, permits_arg, head)
+
+
+@lru_cache(maxsize=1024)
+def released_key(group: str) -> bytes:
+    """The release stream of the semaphore ``group`` (see ``group_head``)."""
+    return (group_head(group) + ":released").encode()
+
+
+@lru_cache(maxsize=1024)
+def slot_release_keys(group: str, slot: int) -> tuple[bytes, bytes]:
+    """The keys ``SLOT_RELEASE`` of slot ``slot`` is passed, built once: the slot's lease
+    key and the release stream."""
+    return fence_keys(f"{group}{slot}").lease, released_key(group)
+
+
+def slot_release_args(group: str, slot: int, token: int, holder: str) -> tuple[Any, ...]:
+    """KEYS and ARGV of ``SLOT_RELEASE``."""
+    lease, stream = slot_release_keys(group, slot)
+    return (lease, lease_value(token, holder), stream)
 
 
 def renew_args(name: str, value: bytes, ttl_ms: int, add: bool = False) -> tuple[Any, ...]:
@@ -846,6 +940,32 @@ def parse_acquire(reply: Any) -> int | Busy:
         pttl = reply[0]
         return Busy(pttl / 1000 if pttl >= 0 else None)
     raise _unexpected("acquire", reply)
+
+
+def parse_slot_acquire(reply: Any) -> int | Busy:
+    """``SLOT_ACQUIRE``'s reply: the token, ``Busy``, or (asked with a wait) ``SlotBusy``
+    with the release stream's last id."""
+    if type(reply) is list and len(reply) == 2 and type(reply[0]) is int:
+        pttl, since = reply
+        if isinstance(since, (bytes, str)):
+            return SlotBusy(_seconds_left(pttl), _text(since))
+    return parse_acquire(reply)
+
+
+def parse_released(reply: Any) -> int | None:
+    """``XREAD``'s reply on a release stream: the slot of the release it woke on, or
+    ``None`` when it timed out (or woke on the entry that made the stream). redis-py
+    shapes it by protocol: ``[[stream, entries]]`` (RESP2), ``{stream: [entries]}``
+    (RESP3); an entry is ``(id, fields)``."""
+    if not reply:
+        return None
+    try:
+        entries = next(iter(reply.values()))[-1] if isinstance(reply, dict) else reply[0][1]
+        fields = entries[-1][1]
+        slot = fields.get(b"slot", fields.get("slot"))
+        return None if slot is None else int(slot)
+    except (TypeError, ValueError, IndexError, AttributeError):
+        raise _unexpected("wake-up", reply) from None
 
 
 def parse_wake(reply: Any) -> int | None:

@@ -6,7 +6,9 @@ A permit is (slot, token). What is checked: N permits are N distinct slots of
 release and expiry; a waiter gets a permit once a holder releases; renew and release of
 a permit no longer held raise ``LeaseLost``; ``hold()`` keeps a permit past its ttl;
 racing threads (or tasks) are never more than N at once nor two on one slot; bad input
-is refused with ``TypeError``/``ValueError`` and nothing taken.
+is refused with ``TypeError``/``ValueError`` and nothing taken, and so is a name that
+Redis cannot use (one that starts with ``}``), on every backend, so that a name works on
+all of them.
 """
 
 from __future__ import annotations
@@ -250,6 +252,12 @@ class SemaphoreContract(LeaseTerms):
         with pytest.raises(error):
             make_semaphore(self.fresh_name("bad"), permits, self.long_ttl)
 
+    def test_a_name_that_redis_cannot_use_is_refused_everywhere(
+        self, make_semaphore: MakeSemaphore
+    ) -> None:
+        with pytest.raises(ValueError, match="must not start with"):
+            make_semaphore("}" + self.fresh_name("brace"), 2, self.long_ttl)
+
     def test_a_permit_of_another_semaphore_is_refused_with_nothing_changed(
         self, make_semaphore: MakeSemaphore
     ) -> None:
@@ -436,6 +444,12 @@ class AsyncSemaphoreContract(LeaseTerms):
     ) -> None:
         with pytest.raises(error):
             make_semaphore(self.fresh_name("bad"), permits, self.long_ttl)
+
+    async def test_a_name_that_redis_cannot_use_is_refused_everywhere(
+        self, make_semaphore: MakeAsyncSemaphore
+    ) -> None:
+        with pytest.raises(ValueError, match="must not start with"):
+            make_semaphore("}" + self.fresh_name("brace"), 2, self.long_ttl)
 
     async def test_a_permit_of_another_semaphore_is_refused_with_nothing_changed(
         self, make_semaphore: MakeAsyncSemaphore
