@@ -12,9 +12,10 @@ another thread held (the reason the suite never forks its threaded test workers)
 A child inherits the server's environment, working directory and standard streams,
 which are the worker's when its first child starts: a test that starts children must not
 change the first two before (pass ``env=`` to a ``subprocess`` instead), and what a child
-prints is not in the test's report (a child reports through its pipe, queue or files). A child ends with ``os._exit``, as a forked
-one does: what it writes must be flushed or closed by its own code. It is the server's
-child, not the test's: ``os.waitpid`` cannot see it stop (``frozen`` can).
+prints is not in the test's report (a child reports through its pipe, queue or files).
+A child ends with ``os._exit``, as a forked one does: what it writes must be flushed or
+closed by its own code. It is the server's child, not the test's: ``os.waitpid`` cannot
+see it stop (``frozen`` can).
 """
 
 from __future__ import annotations
