@@ -152,8 +152,9 @@ S = TypeVar("S")
 
 
 def check_store(store: S, *, awaits: bool) -> S:
-    """``store``, if its ``admit`` is a coroutine function exactly when ``awaits`` (an
-    asyncio store's prepared decision would be a coroutine, which is always true)."""
+    """``store``, if its ``admit`` is a coroutine function exactly when ``awaits``; else a
+    ``TypeError``. A blocking limiter on an asyncio store would otherwise take the
+    coroutine of its prepared decision for an admission: a coroutine is true."""
     admit = getattr(store, "admit", None)
     if not callable(admit) or inspect.iscoroutinefunction(admit) != awaits:
         needed = "an async admit() (AsyncAdmits)" if awaits else "a blocking admit() (Admits)"
