@@ -234,7 +234,7 @@ def test_a_redis_log_stays_bounded_and_idle_keys_expire(redis_server: RedisServe
             limiter.acquire(timeout=PATIENCE)
             limiter.try_acquire()
         assert client.llen(keys["sliding"]) <= 4
-    assert 0 < client.pttl(keys["sliding"]) <= 40
+    assert client.pttl(keys["sliding"]) <= 40  # -2 if already gone (a stall)
     wait_until(lambda: not client.exists(*keys.values()), "the idle limiter's keys expire")
 
 
