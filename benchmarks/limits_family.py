@@ -3,9 +3,12 @@ and their peers, on the run's Redis.
 
 - ``limiter``: one ``try_acquire`` (never refused: the limit is far above the rate), on
   a name of its own per variant. The floor is a bare one-script round trip (EVALSHA
-  straight through redis-py, of a script that reads ``TIME`` and does nothing else);
-  beside it the limiter's own scripts called the same bare way, so the table splits the
-  cost into the scripts' work on the server and the Python around them. Peers:
+  straight through redis-py, of a script that reads ``TIME`` and replies it as the
+  limiter's scripts reply an admission: one integer); beside it the same round trip
+  replying ``{1, 0, TIME}`` (the limiter's reply before 2026-11-25: what the reply's
+  shape costs redis-py to read), and the limiter's own scripts called the same bare way,
+  so the table splits the cost into the scripts' work on the server and the Python
+  around them. Peers:
   ``limits`` (fixed and moving window, ``RedisStorage``) and ``pyrate-limiter``
   (``RedisBucket``), on the same redis-py and server.
 - ``semaphore``: one uncontended acquire + release of a ``Semaphore`` of 4 permits,
@@ -39,6 +42,7 @@ from harness import Context, Stats, Table, Variant, now_ns, run_rounds, timed
 #: Far above any rate this machine reaches: every request is admitted.
 LIMIT, PER = 100_000, 1.0
 FLOOR = "floor: one-script round trip (EVALSHA)"
+ARRAY_FLOOR = "one-script round trip replying {1, 0, TIME}"
 RAW_SLIDING = "limiter's sliding script alone (EVALSHA)"
 RAW_FIXED = "limiter's fixed script alone (EVALSHA)"
 SLIDING = "fencing Limiter sliding try_acquire"
@@ -48,8 +52,11 @@ LIMITS_MOVING = "limits MovingWindow hit (RedisStorage)"
 PYRATE = "pyrate-limiter try_acquire (RedisBucket)"
 FENCE = "fencing Fence acquire+release (floor)"
 SEMAPHORE = "fencing Semaphore(permits=4) acquire+release"
-#: The bare round trip: the shape of the limiter's script (``TIME``, one key), no work.
-BARE = Script("local t = redis.call('TIME') return {1, 0, t[1]}", 1)
+#: The bare round trip: the shape of the limiter's script (``TIME``, one key, the server
+#: time in µs as its reply), no work.
+BARE = Script("local t = redis.call('TIME') return tonumber(t[1]) * 1000000 + tonumber(t[2])", 1)
+#: The same, replying a three-element array, as the limiter's scripts did before.
+BARE_ARRAY = Script("local t = redis.call('TIME') return {1, 0, t[1]}", 1)
 CLIENTS = (1, 4, 16)
 
 
@@ -90,6 +97,7 @@ def _requests(
     fixed = fencing.Limiter(issuer, name, LIMIT, PER, "fixed")
     return {
         FLOOR: _evalsha(client, BARE, (f"{name}-bare".encode(),)),
+        ARRAY_FLOOR: _evalsha(client, BARE_ARRAY, (f"{name}-bare".encode(),)),
         RAW_SLIDING: _evalsha(client, *raw["sliding"]),
         RAW_FIXED: _evalsha(client, *raw["fixed"]),
         SLIDING: sliding.try_acquire,

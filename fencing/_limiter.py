@@ -16,18 +16,21 @@ Windows (docs/limits.md has the accuracy table):
   store keeps the times of the last ``limit`` admissions (a log) and admits when the
   oldest of them is ``per`` old.
 
-A store implements ``admit`` (``Admits`` / ``AsyncAdmits``). Imports the flow drivers,
-the errors and the checks.
+A store implements ``admit`` (``Admits`` / ``AsyncAdmits``), and may prepare the decision
+alone (``PreparesAdmits``) where building the ``Admission`` and the call is a measurable
+part of a request: on Redis it is (docs/performance.md). Imports the flow drivers, the
+errors and the checks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from ._errors import AcquireTimeout, FenceUnavailable
 from ._flow import Flow, run_async, run_sync
@@ -113,6 +116,29 @@ class AsyncAdmits(Protocol):
         ...
 
 
+@runtime_checkable
+class PreparesAdmits(Protocol):
+    """Capability: ``admitter``, the decisions of one limiter prepared once (its arguments,
+    and what the store derives from them, bound): a call that makes one request, as
+    ``admit``, and returns only whether it was admitted, all ``try_acquire`` needs. A
+    store without it is asked ``admit``."""
+
+    def admitter(self, name: str, limit: int, per_ms: int, window: str) -> Callable[[], bool]:
+        """One request of the limiter ``name`` per call: whether it was admitted."""
+        ...
+
+
+@runtime_checkable
+class AsyncPreparesAdmits(Protocol):
+    """The asyncio ``PreparesAdmits``."""
+
+    def admitter(
+        self, name: str, limit: int, per_ms: int, window: str
+    ) -> Callable[[], Awaitable[bool]]:
+        """See ``PreparesAdmits.admitter``."""
+        ...
+
+
 def check_window(window: object) -> str:
     """``"sliding"`` or ``"fixed"``."""
     if not isinstance(window, str):
@@ -120,6 +146,20 @@ def check_window(window: object) -> str:
     if window not in WINDOWS:
         raise ValueError(f"unknown window {window!r}: use 'sliding' or 'fixed'")
     return window
+
+
+S = TypeVar("S")
+
+
+def check_store(store: S, *, awaits: bool) -> S:
+    """``store``, if its ``admit`` is a coroutine function exactly when ``awaits``; else a
+    ``TypeError``. A blocking limiter on an asyncio store would otherwise take the
+    coroutine of its prepared decision for an admission: a coroutine is true."""
+    admit = getattr(store, "admit", None)
+    if not callable(admit) or inspect.iscoroutinefunction(admit) != awaits:
+        needed = "an async admit() (AsyncAdmits)" if awaits else "a blocking admit() (Admits)"
+        raise TypeError(f"{store!r} cannot admit: this limiter needs a store with {needed}")
+    return store
 
 
 class _Port:
@@ -230,8 +270,11 @@ class Limiter(LimiterCore):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(name, limit, per, window, monotonic)
-        self.store = store
+        self.store = check_store(store, awaits=False)
         self._port = _Port(store, sleep)
+        self._admitted: Callable[[], bool] = (
+            store.admitter(*self._args) if isinstance(store, PreparesAdmits) else self._admit
+        )
 
     def attempt(self) -> Admission:
         """One request, decided by the store: the whole ``Admission``."""
@@ -242,7 +285,14 @@ class Limiter(LimiterCore):
 
     def try_acquire(self) -> bool:
         """Admit one request now if the window allows it; never waits."""
-        return self.attempt().admitted
+        if self._admitted():
+            return True
+        admission_refused(self.store, self.name, self.window)
+        return False
+
+    def _admit(self) -> bool:
+        """The ``admitter`` of a store without one."""
+        return self.store.admit(*self._args).admitted
 
     def use(self) -> LimitUse:
         """How many admissions count now and when that goes down, by the store's clock;
@@ -273,8 +323,11 @@ class AsyncLimiter(LimiterCore, Owner):
         self, store: AsyncAdmits, name: str, limit: int, per: float, window: str = "sliding"
     ) -> None:
         super().__init__(name, limit, per, window, time.monotonic)
-        self.store = store
+        self.store = check_store(store, awaits=True)
         self._port = _Port(store, asyncio.sleep)
+        self._admitted: Callable[[], Awaitable[bool]] = (
+            store.admitter(*self._args) if isinstance(store, AsyncPreparesAdmits) else self._admit
+        )
 
     async def attempt(self) -> Admission:
         """See ``Limiter.attempt``."""
@@ -285,7 +338,14 @@ class AsyncLimiter(LimiterCore, Owner):
 
     async def try_acquire(self) -> bool:
         """See ``Limiter.try_acquire``."""
-        return (await self.attempt()).admitted
+        if await self._admitted():
+            return True
+        admission_refused(self.store, self.name, self.window)
+        return False
+
+    async def _admit(self) -> bool:
+        """See ``Limiter._admit``."""
+        return (await self.store.admit(*self._args)).admitted
 
     async def use(self) -> LimitUse:
         """See ``Limiter.use`` (memory, Redis and SQL stores)."""

@@ -35,7 +35,7 @@ from limiting import (
 )
 from processes import CONTEXT
 from sqlalchemy import create_engine
-from waiting import PATIENCE
+from waiting import PATIENCE, wait_until
 
 import fencing
 import fencing.aio
@@ -218,6 +218,25 @@ def test_a_waiter_is_admitted_at_its_first_ask_after_the_window_frees(
                 raise AssertionError(f"never found the window full: {url} {window}")
 
 
+def test_a_redis_log_stays_bounded_and_idle_keys_expire(redis_server: RedisServer) -> None:
+    """On Redis, a sliding window's log holds its last ``limit`` admission times and at
+    most one older (a refusal takes its own entry back; with no trimming it would hold
+    one per admission), its key lives at most ``2 per`` past the last admission, and
+    both windows' keys are gone once the name idles."""
+    backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
+    client = backend.issuer.client  # type: ignore[attr-defined]
+    name = f"log:{random.random()}"
+    keys = {window: f"fencing:{{{name}}}:limit:{window}" for window in WINDOWS}
+    limiters = {w: backend.limiter(name, 3, 0.02, w) for w in WINDOWS}  # type: ignore[attr-defined]
+    for _ in range(10):  # from the fourth on, each admission goes into a full log
+        for limiter in limiters.values():
+            limiter.acquire(timeout=PATIENCE)
+            limiter.try_acquire()
+        assert client.llen(keys["sliding"]) <= 4
+    assert client.pttl(keys["sliding"]) <= 40  # -2 if already gone (a stall)
+    wait_until(lambda: not client.exists(*keys.values()), "the idle limiter's keys expire")
+
+
 @pytest.mark.parametrize("window", ["fixed", "sliding"])
 def test_memory_windows_on_a_virtual_clock(window: str) -> None:
     """Random requests and waits: never more than the limit in a window, and a waiting
@@ -370,18 +389,29 @@ def test_asyncio_runs() -> None:
     assert asyncio.run(fencing.aio.Limiter(_AsyncCounting(), "x", 1, 1.0).try_acquire())
 
 
+def test_a_store_of_the_other_kind_is_refused() -> None:
+    """A blocking limiter on an asyncio store (whose decision would be a coroutine, always
+    true) and the reverse are a ``TypeError``, before any request."""
+    with pytest.raises(TypeError, match="blocking admit"):
+        Limiter(_AsyncCounting(), "x", 1, 1.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="async admit"):
+        fencing.aio.Limiter(MemoryIssuer(), "x", 1, 1.0)  # type: ignore[arg-type]
+
+
 class _AsyncCounting:
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         return Admission(True, 0.0, 0.0)
 
 
 @pytest.mark.parametrize(
-    "reply", [None, [1, 0], [1, 0, b"now"], [2, 0, 1], [0, b"soon", 1], [0, 0, 1, 1], b"101"]
+    "reply", [None, [1], [1, 0, 1], [b"soon", 1], [0, 2.5], (0, 1), b"101", 1.5, True]
 )
 def test_a_limiter_reply_that_is_not_one_is_unavailable(reply: Any) -> None:
-    """The Redis limiter's reply parser takes ``{admitted 1/0, retry_in µs, now µs}`` and
-    nothing else: any other shape is ``FenceUnavailable``, never a guess."""
+    """The Redis limiter's reply parser takes the server time (µs) of an admission or
+    ``{retry_in µs, now µs}`` of a refusal, and nothing else: any other shape is
+    ``FenceUnavailable``, never a guess."""
     with pytest.raises(fencing.FenceUnavailable, match="unexpected reply"):
         parse_admission(reply)
-    assert parse_admission([0, 250_000, 2_000_000]) == Admission(False, 0.25, 2.0)
-    assert parse_admission([1, -1, 3_000_000]) == Admission(True, 0.0, 3.0)
+    assert parse_admission([250_000, 2_000_000]) == Admission(False, 0.25, 2.0)
+    assert parse_admission([-1, 2_000_000]) == Admission(False, 0.0, 2.0)
+    assert parse_admission(3_000_000) == Admission(True, 0.0, 3.0)

@@ -53,7 +53,7 @@ from .._limiter import Admission, LimitUse
 from .._validate import check_ttl
 from ..issuer import Busy, FenceStatus
 from ._errors import drop_unread_replies, redis_failure
-from ._limits import limit_call, parse_admission, parse_use, use_call
+from ._limits import admitted, limit_call, parse_admission, parse_use, use_call
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -616,6 +616,18 @@ class RedisIssuer:
         """One request of the rate limiter ``name``: one script, on the server's clock."""
         return parse_admission(self.run(*limit_call(name, limit, per_ms, window)))
 
+    def admitter(self, name: str, limit: int, per_ms: int, window: str) -> Callable[[], bool]:
+        """``admit``'s decision alone, prepared for one limiter (``PreparesAdmits``): the
+        same script and arguments, looked up once; no ``Admission`` built."""
+        script, args = limit_call(name, limit, per_ms, window)
+        run = self.run
+
+        def decide() -> bool:
+            reply = run(script, args)
+            return type(reply) is int or admitted(reply)  # an admission, or else checked
+
+        return decide
+
     def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
         """The use of the rate limiter ``name`` now: one read-only script, server's clock."""
         return parse_use(self.run(*use_call(name, per_ms, window)))
@@ -785,6 +797,19 @@ class AsyncRedisIssuer:
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """See ``RedisIssuer.admit``."""
         return parse_admission(await self.run(*limit_call(name, limit, per_ms, window)))
+
+    def admitter(
+        self, name: str, limit: int, per_ms: int, window: str
+    ) -> Callable[[], Awaitable[bool]]:
+        """See ``RedisIssuer.admitter``."""
+        script, args = limit_call(name, limit, per_ms, window)
+        run = self.run
+
+        async def decide() -> bool:
+            reply = await run(script, args)
+            return type(reply) is int or admitted(reply)
+
+        return decide
 
     async def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
         """See ``RedisIssuer.limit_use``."""

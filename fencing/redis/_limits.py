@@ -5,12 +5,20 @@ inside the script (invariant 6 of docs/design.md), so clients' clocks never coun
 Keys of the limiter ``<name>`` (in the Redis Cluster slot of its fences, see
 ``key_prefix``)::
 
-    fencing:{<name>}:limit:sliding   sorted set: one member per admission, scored by its
-                                     server time in µs; expires ``per`` after the last
-    fencing:{<name>}:limit:fixed     hash: ``start`` (µs, the window's first admission)
-                                     and ``count``; expires ``per`` after ``start``
+    fencing:{<name>}:limit:sliding   list: the server times (µs, as digits) of the last
+                                     ``limit`` admissions, newest first, and at most one
+                                     older; expires ``per`` to ``2 per`` after the last
+    fencing:{<name>}:limit:fixed     string: the count of the current window, which
+                                     expires when the window ends
 
-Both scripts reply ``{admitted (1/0), retry_in µs, server time µs}``.
+Both scripts reply the server time in µs (an integer) when they admit, and
+``{retry_in µs, server time µs}`` when they refuse. Every request pays for what its
+script does on the server and for what redis-py reads back, so the scripts keep both
+small (docs/performance.md has the measurements): one integer is the cheapest reply to
+parse; an argument a script passes on to a command is a string (``ARGV``, ``TIME``'s
+digits), since a Lua number passed to ``redis.call`` is formatted on every call; and the
+sliding window's expiry is refreshed only when less than ``per`` of it is left, a read
+where an unconditional ``PEXPIRE`` would be a write.
 
 Imports the key layout of ``_scripts`` and the core's ``Admission``.
 """
@@ -24,55 +32,52 @@ from .._errors import FenceUnavailable
 from .._limiter import Admission, LimitUse
 from ._scripts import Script, key_prefix
 
-#: KEYS[1]: the sorted set of admission times (µs). ARGV[1]: limit; ARGV[2]: per (µs).
-#: Drops the admissions ``per`` old or older; admits if fewer than ``limit`` remain,
-#: else replies when the oldest of the last ``limit`` turns ``per`` old.
+#: KEYS[1]: the list of admission times (µs digits, newest first). ARGV[1]: limit;
+#: ARGV[2]: per (µs). Logs this request, then, if the log holds more than ``limit``,
+#: reads the ``limit``-th admission before it: younger than ``per``, the request is
+#: refused (its entry taken back) with the wait until that one turns ``per`` old; else
+#: admitted, and the log keeps ``limit`` + 1 entries (the last one ``per`` old or older).
+#: The key lives at least ``per`` past every admission: set to ``2 per`` when less than
+#: ``per`` is left, so that a busy name's refresh is one ``PTTL`` read.
 SLIDING = Script(
     """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit = tonumber(ARGV[1])
 local per = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - per))
-local count = redis.call('ZCARD', KEYS[1])
-if count < limit then
-  local member = string.format('%d', now)
-  local seq = 0
-  while redis.call('ZADD', KEYS[1], 'NX', now, member) == 0 do  -- two admissions in one µs
-    seq = seq + 1
-    member = string.format('%d:%d', now, seq)
+if redis.call('LPUSH', KEYS[1], t[1] .. string.sub('00000' .. t[2], -6)) > tonumber(ARGV[1]) then
+  local wait = tonumber(redis.call('LINDEX', KEYS[1], ARGV[1])) + per - now
+  if wait > 0 then
+    redis.call('LPOP', KEYS[1])
+    return {wait, now}
   end
-  redis.call('PEXPIRE', KEYS[1], math.ceil(per / 1000) + 1)
-  return {1, 0, now}
+  redis.call('LTRIM', KEYS[1], 0, ARGV[1])
 end
-local oldest = redis.call('ZRANGE', KEYS[1], count - limit, count - limit, 'WITHSCORES')
-return {0, tonumber(oldest[2]) + per - now, now}
+if redis.call('PTTL', KEYS[1]) * 1000 < per then
+  redis.call('PEXPIRE', KEYS[1], math.ceil(per / 500))
+end
+return now
 """,
     1,
 )
 
-#: KEYS[1]: the hash of the current fixed window. ARGV[1]: limit; ARGV[2]: per (µs).
-#: A window starts at the first admission after the last one ended and lasts ``per``
-#: by the server's clock; it admits ``limit``, then replies when it ends.
+#: KEYS[1]: the count of the current fixed window. ARGV[1]: limit; ARGV[2]: per (ms).
+#: A window starts at the first admission after the last one ended (the count's key
+#: does not exist) and ends when its key expires: ``per`` later, rounded up to the
+#: server's next whole millisecond (Redis keeps expiries in ms). It admits ``limit``,
+#: then refuses (the count taken back) with the wait until the key expires.
 FIXED = Script(
     """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limit = tonumber(ARGV[1])
-local per = tonumber(ARGV[2])
-local window = redis.call('HMGET', KEYS[1], 'start', 'count')
-local start = tonumber(window[1])
-local count = tonumber(window[2]) or 0
-if not start or now >= start + per then
-  redis.call('HSET', KEYS[1], 'start', string.format('%d', now), 'count', 1)
-  redis.call('PEXPIRE', KEYS[1], math.ceil(per / 1000) + 1)
-  return {1, 0, now}
+local count = redis.call('INCR', KEYS[1])
+if count <= tonumber(ARGV[1]) then
+  if count == 1 then
+    redis.call('PEXPIREAT', KEYS[1], math.ceil(now / 1000) + tonumber(ARGV[2]) - 1)
+  end
+  return now
 end
-if count < limit then
-  redis.call('HINCRBY', KEYS[1], 'count', 1)
-  return {1, 0, now}
-end
-return {0, start + per - now, now}
+redis.call('DECR', KEYS[1])
+return {(math.floor(now / 1000) + redis.call('PTTL', KEYS[1]) + 1) * 1000 - now, now}
 """,
     1,
 )
@@ -80,25 +85,33 @@ return {0, start + per - now, now}
 
 #: KEYS[1]: the limiter's key. ARGV[1]: per (µs); ARGV[2]: its window. Reads only:
 #: replies ``{used, µs until used goes down (-1: nothing counts), server time µs}``.
+#: Sliding: the log is in admission order, so the admissions that count are a prefix,
+#: found by bisection (a busy log holds ``limit`` entries).
 USE = Script(
     """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local per = tonumber(ARGV[1])
 if ARGV[2] == 'sliding' then
-  local after = string.format('(%d', now - per)
-  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  if #oldest == 0 then
+  local low, high = 0, redis.call('LLEN', KEYS[1])
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    if tonumber(redis.call('LINDEX', KEYS[1], middle)) > now - per then
+      low = middle + 1
+    else
+      high = middle
+    end
+  end
+  if low == 0 then
     return {0, -1, now}
   end
-  return {redis.call('ZCOUNT', KEYS[1], after, '+inf'), tonumber(oldest[2]) + per - now, now}
+  return {low, tonumber(redis.call('LINDEX', KEYS[1], low - 1)) + per - now, now}
 end
-local window = redis.call('HMGET', KEYS[1], 'start', 'count')
-local start = tonumber(window[1])
-if not start or now >= start + per then
+local count = tonumber(redis.call('GET', KEYS[1]))
+if not count then
   return {0, -1, now}
 end
-return {tonumber(window[2]) or 0, start + per - now, now}
+return {count, (math.floor(now / 1000) + redis.call('PTTL', KEYS[1]) + 1) * 1000 - now, now}
 """,
     1,
 )
@@ -121,25 +134,30 @@ def parse_use(reply: Any) -> LimitUse:
 
 @lru_cache(maxsize=1024)
 def limit_call(name: str, limit: int, per_ms: int, window: str) -> tuple[Script, tuple[Any, ...]]:
-    """The script and arguments of one request of the limiter ``name``."""
-    script = SLIDING if window == "sliding" else FIXED
+    """The script and arguments of one request of the limiter ``name`` (``per`` in µs for
+    the sliding window, in ms for the fixed one, whose window is a key's expiry)."""
     key = f"{key_prefix(name)}limit:{window}".encode()
-    return script, (key, b"%d" % limit, b"%d" % (per_ms * 1000))
+    if window == "sliding":
+        return SLIDING, (key, b"%d" % limit, b"%d" % (per_ms * 1000))
+    return FIXED, (key, b"%d" % limit, b"%d" % per_ms)
 
 
 def parse_admission(reply: Any) -> Admission:
-    """``{admitted, retry_in µs, now µs}`` as an ``Admission`` (seconds).
+    """The server time (µs) of an admission, or ``{retry_in µs, now µs}`` of a refusal,
+    as an ``Admission`` (seconds); anything else is ``FenceUnavailable``.
 
-    On the path of every request: unpacked and compared as they come (redis-py gives
-    ints), no conversion pass; anything else is ``FenceUnavailable``.
+    On the path of every request: redis-py gives ints, taken as they come.
     """
-    try:
-        admitted, retry, now = reply
-        at = now / 1e6
-        if admitted == 1:
-            return Admission(True, 0.0, at)
-        if admitted == 0:
-            return Admission(False, max(retry, 0) / 1e6, at)
-    except (TypeError, ValueError):
-        pass
+    if type(reply) is int:
+        return Admission(True, 0.0, reply / 1e6)
+    if type(reply) is list and len(reply) == 2:
+        retry, now = reply
+        if type(retry) is int and type(now) is int:
+            return Admission(False, max(retry, 0) / 1e6, now / 1e6)
     raise FenceUnavailable(f"unexpected reply from the limiter script: {reply!r}")
+
+
+def admitted(reply: Any) -> bool:
+    """Whether ``reply`` admitted, checked as ``parse_admission`` checks it, without
+    building the ``Admission`` (``try_acquire``'s path)."""
+    return type(reply) is int or parse_admission(reply).admitted
