@@ -107,7 +107,7 @@ def _slots(dialect: str, live: Any, take: Callable[[Any], Executable]) -> dict[s
     On SQLite the slots are a range of the primary key (``:group0`` up to ``:group:``,
     ``:`` being the character after ``9``) and ``BEGIN IMMEDIATE`` serializes the takes
     already. PostgreSQL's text order depends on the collation, so there a prefix finds
-    them (an index scan only under the C collation), and ``slot_lock`` takes the
+    them, by a scan of the table (docs/limits.md), and ``slot_lock`` takes the
     semaphore's transaction-level advisory lock, on the keys of ``advisory_keys(group)``
     derived by the server (``KEYS_SQL``)."""
     now, clock = db_now(dialect), db_micros(dialect)
