@@ -1,7 +1,8 @@
 """Semaphore waiters counted on a real engine (``WakesSlots``): issuers that count their
 slot takes and keep what each wait returned, and the scenario that proves a wake-up by
 counting, written once for every engine that wakes (tests/test_redis_semaphore_wake.py,
-tests/test_etcd_semaphore_wake.py, and through WAIT in test_redis_replicas.py).
+tests/test_etcd_semaphore_wake.py, tests/test_zookeeper_semaphore_wake.py, and through
+WAIT in test_redis_replicas.py).
 
 Every permit is held; a waiter tries every slot once, then blocks; the permits stay held
 a little longer (``HOLD``) and one is released. Woken, the waiter tries only the slot
@@ -24,7 +25,15 @@ import fencing
 import fencing.aio
 from fencing import Permit
 from fencing._semaphore import slot_name
-from fencing.issuer import AsyncIssuer, AsyncWakesSlots, Busy, Issuer, SlotBusy, WakesSlots
+from fencing.issuer import (
+    AsyncIssuer,
+    AsyncWakesSlots,
+    Busy,
+    Issuer,
+    SlotBusy,
+    WakesOnRelease,
+    WakesSlots,
+)
 from fencing.redis import RedisIssuer
 from fencing.redis._issuer import AsyncRedisIssuer
 
@@ -36,8 +45,7 @@ HOLD = 0.2
 
 class Counting:
     """Mixed in before an issuer with ``WakesSlots``: counts its slot takes and keeps what
-    each wait returned (``woken``); ``watched`` is for a control that records the fences
-    whose release a waiter awaited (``WakesOnRelease``)."""
+    each wait returned (``woken``); ``watched`` is ``WatchingOne``'s."""
 
     def __init__(self, *args: Any, **options: Any) -> None:
         super().__init__(*args, **options)
@@ -56,6 +64,18 @@ class Counting:
         woken = cast(WakesSlots, super()).await_slot_release(group, since, seconds)
         self.woken.append(woken)
         return woken
+
+
+class WatchingOne(Counting):
+    """Mixed in before an issuer with ``WakesSlots`` and ``WakesOnRelease``: the control,
+    without ``WakesSlots`` (a protocol member set to None is not implemented), so that a
+    waiter watches one slot; the fences it watched are kept (``watched``)."""
+
+    await_slot_release = None  # type: ignore[assignment]
+
+    def await_release(self, name: str, seconds: float) -> None:
+        self.watched.append(name)
+        cast(WakesOnRelease, super()).await_release(name, seconds)
 
 
 class AsyncCounting:
@@ -93,22 +113,53 @@ class AsyncCounted(AsyncCounting, AsyncRedisIssuer):
     """The asyncio ``Counted``."""
 
 
-def waited(
-    issuer: Counting, rounds: int = 1, *, past_its_watch: bool = False
-) -> tuple[Permit, Permit]:
+def waited(issuer: Counting, rounds: int = 1) -> tuple[Permit, Permit]:
     """The scenario of the module docstring: (the permit released, the waiter's). The
     permits stay held until the waiter has tried every slot ``rounds`` times (a waiter
-    that polls gets there, one that is woken never does past one), then ``HOLD`` more.
+    that polls gets there, one that is woken never does past one), then ``HOLD`` more."""
+    semaphore, held = _all_held(issuer)
+    waiter, got = _waiter(semaphore)
+    tried = rounds * PERMITS
+    wait_until(lambda: issuer.takes >= tried or got, f"the waiter tried {tried} times")
+    time.sleep(HOLD)  # a waiter that polls would try again meanwhile
+    semaphore.release(held[1])
+    permit = _served(semaphore, waiter, got, held, held[1])
+    return held[1], permit
 
-    ``past_its_watch``, the control on an engine that wakes a waiter by the release of
-    the one slot it watches (``WakesOnRelease``): the permits stay held until it watches
-    one, then a permit of another slot is released; the waiter's waits end after at most
-    a second (``MAX_BLOCK``), as they do outside tests."""
+
+def unwoken_takes(issuer: Counting) -> int:
+    """The control on an engine whose waiter watches the one slot it waits on
+    (``WakesOnRelease``, its issuer recording it in ``watched``): with every permit
+    held, it watches one; a permit of another slot is released; the takes it made
+    ``HOLD`` later are returned (a waiter woken by that release has tried the slot
+    released by then: ``PERMITS`` + 1). Then the watched slot's permit is released,
+    which serves it."""
+    semaphore, held = _all_held(issuer)
+    waiter, got = _waiter(semaphore)
+    wait_until(lambda: issuer.watched or got, "the waiter watched a slot")
+    watched = next(p for p in held if slot_name(semaphore.name, p.slot) == issuer.watched[0])
+    other = next(p for p in held if p is not watched)
+    semaphore.release(other)
+    time.sleep(HOLD)  # a waiter woken by that release would try again meanwhile
+    takes = issuer.takes
+    semaphore.release(watched)
+    held.remove(other)
+    _served(semaphore, waiter, got, held, watched)
+    return takes
+
+
+def _all_held(issuer: Counting) -> tuple[fencing.Semaphore, list[Permit]]:
+    """A new semaphore whose waits end only by a wake-up (``woken_only``), every permit
+    held; the issuer's takes counted from 0."""
     semaphore = fencing.Semaphore(cast(Issuer, issuer), f"wake-{uuid.uuid4().hex}", PERMITS, ttl=30)
-    if not past_its_watch:
-        woken_only(semaphore)
+    woken_only(semaphore)
     held = [semaphore.acquire(timeout=0) for _ in range(PERMITS)]
     issuer.takes = 0
+    return semaphore, held
+
+
+def _waiter(semaphore: fencing.Semaphore) -> tuple[threading.Thread, list[Permit | Exception]]:
+    """A thread that acquires a permit of ``semaphore``, and where its outcome goes."""
     got: list[Permit | Exception] = []
 
     def wait() -> None:
@@ -119,24 +170,23 @@ def waited(
 
     waiter = threading.Thread(target=wait)
     waiter.start()
-    if past_its_watch:
-        wait_until(lambda: issuer.watched or got, "the waiter watched a slot")
-        name = issuer.watched[0]
-        released = next(p for p in held if slot_name(semaphore.name, p.slot) != name)
-    else:
-        tried = rounds * PERMITS
-        wait_until(lambda: issuer.takes >= tried or got, f"the waiter tried {tried} times")
-        time.sleep(HOLD)  # a waiter that polls would try again meanwhile
-        released = held[1]
-    semaphore.release(released)
+    return waiter, got
+
+
+def _served(
+    semaphore: fencing.Semaphore,
+    waiter: threading.Thread,
+    got: list[Permit | Exception],
+    held: list[Permit],
+    released: Permit,
+) -> Permit:
+    """The waiter's permit, once it has one; every permit is released again."""
     joined(waiter)
     permit = got[0]
     assert isinstance(permit, Permit), f"the waiter failed: {permit!r}"
-    semaphore.release(permit)
-    for other in held:
-        if other is not released:
-            semaphore.release(other)
-    return released, permit
+    for other in (permit, *(p for p in held if p is not released)):
+        semaphore.release(other)
+    return permit
 
 
 async def awaited(issuer: AsyncCounting) -> tuple[Permit, Permit]:
