@@ -11,12 +11,13 @@ Acquiring is a flow that tries the slots one after the other (starting at a rand
 so that callers spread), and when all are busy waits the way a fence waits
 (``WaitSchedule``), never past the soonest expiry the issuer reported:
 
-- woken by the release of any slot where the issuer can (``WakesSlots``, Redis). The
-  first take of each round also reads the semaphore's release mark, in the same atomic
-  step as that refusal, and the wait returns at the first release after the mark; so a
-  release during the round (of a slot already tried) wakes the waiter too, and the
-  next round starts at the slot released. The slot fences release through the issuer's
-  ``release_slot`` (their port's ``release``), which is what wakes them;
+- woken by the release of any slot where the issuer can (``WakesSlots``: Redis, etcd,
+  ZooKeeper). The first take of each round also reads the semaphore's release mark,
+  in the same atomic step as that refusal, and the wait returns at the first release
+  after the mark; so a release during the round (of a slot already tried) wakes the
+  waiter too, and the next round starts at the slot released. The slot fences release
+  through the issuer's ``release_slot`` (their port's ``release``), which is what
+  wakes them;
 - else woken by the release of the slot whose lease ends first (``WakesOnRelease``);
 - else backing off with jitter.
 

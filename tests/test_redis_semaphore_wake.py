@@ -1,23 +1,29 @@
 """Redis semaphore waiters are woken by the release of any slot (``WakesSlots``), proved
-by counting, not timing (the scenario is in ``slot_waiters``): standalone and Cluster,
-blocking and asyncio. The control is the same issuer without the capability (an engine
-that cannot wake): backing off with jitter, it tries the slots round after round while
-the permits stay held. Through ``min_replicas`` (WAIT): test_redis_replicas.py.
+by counting, not timing (the scenario is in ``slot_waiters``, shared with etcd's):
+standalone and Cluster, blocking and asyncio. The control is the same issuer without
+the capability (an engine that cannot wake): backing off with jitter, it tries the
+slots round after round while the permits stay held. Through ``min_replicas`` (WAIT):
+test_redis_replicas.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
 import redis.asyncio
-from slot_waiters import HOLD, PERMITS, AsyncCounted, Counted, Polling, assert_woken, waited
-from waiting import await_until, woken_only
+from slot_waiters import (
+    PERMITS,
+    AsyncCounted,
+    Counted,
+    Polling,
+    assert_woken,
+    awaited,
+    released_before_the_wait,
+    waited,
+)
 
-import fencing.aio
 from fencing.testing.servers import RedisCluster, RedisServer
 
 
@@ -31,6 +37,12 @@ def standalone(redis_server: RedisServer) -> Iterator[redis.Redis]:
 def test_a_waiter_is_woken_by_the_release_of_any_slot(standalone: redis.Redis) -> None:
     issuer = Counted(standalone)
     assert_woken(issuer, *waited(issuer))
+
+
+def test_a_release_between_the_refusal_and_the_wait_is_not_missed(
+    standalone: redis.Redis,
+) -> None:
+    released_before_the_wait(Counted(standalone))
 
 
 def test_control_without_the_capability_the_waiter_backs_off_and_tries_again(
@@ -58,19 +70,5 @@ async def test_an_asyncio_waiter_is_woken_by_the_release_of_any_slot(
 ) -> None:
     client = redis.asyncio.Redis(port=redis_server.port)
     issuer = AsyncCounted(client)
-    semaphore = fencing.aio.Semaphore(issuer, f"wake-{uuid.uuid4().hex}", PERMITS, ttl=30)
-    woken_only(semaphore)
-    held = [await semaphore.acquire(timeout=0) for _ in range(PERMITS)]
-    issuer.takes = 0
-    waiter = asyncio.create_task(semaphore.acquire(timeout=60))
-
-    async def tried() -> bool:
-        return issuer.takes >= PERMITS or waiter.done()
-
-    await await_until(tried, "the waiter tried every slot")
-    await asyncio.sleep(HOLD)
-    await semaphore.release(held[1])
-    got = await asyncio.wait_for(waiter, 60)
-    assert_woken(issuer, held[1], got)
-    await semaphore.release(got)
+    assert_woken(issuer, *await awaited(issuer))
     await client.aclose()

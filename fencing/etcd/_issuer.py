@@ -22,6 +22,10 @@ Each operation, as calls of the etcd v3 API (messages in ``_messages``):
 - a semaphore's slot (``TakesSlots``): the acquire's ``Txn`` also reads the keys of the
   semaphore's slots, and a take that makes more than the caller's permits is deleted
   again (see ``EtcdFlows.acquire``).
+- a semaphore's waiter (``WakesSlots``): a refused take's mark is the revision of its
+  ``Txn``, and the waiter watches the slots' key range for deletions after it
+  (``WatchSlots``), so the release or expiry of any slot wakes it; a release is the
+  plain one (the deletion is the signal, nothing more is written).
 
 Imports the core (fences, flows, errors), the messages, the cluster ports and grpcio.
 """
@@ -41,7 +45,7 @@ from .._errors import FenceUnavailable
 from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
 from .._owned import OldClose
-from ..issuer import Busy, FenceStatus
+from ..issuer import Busy, FenceStatus, SlotBusy
 from . import _messages as msg
 from ._cluster import AsyncCluster, Cluster, client_core_failed
 from ._leases import Lease, LeasePool
@@ -130,11 +134,11 @@ class WatchRelease:
     like any call.
     """
 
-    __slots__ = ("after", "check", "request", "seconds")
+    __slots__ = ("after", "checks", "request", "seconds")
 
     def __init__(self, key: bytes, after: int, seconds: float) -> None:
         self.request = msg.watch_release(key, after)
-        self.check = msg.peek(key)
+        self.checks = [msg.peek(key)]
         self.after = after
         self.seconds = seconds
 
@@ -145,22 +149,31 @@ class WatchRelease:
         """A ``created`` reply from a store past ``after``: events may be waiting."""
         return bool(reply.created) and 0 < self.after < int(reply.header.revision)
 
-    def _gone(self, peek: Any) -> bool:
-        """What the one local read after ``_moved_on`` says: the wait is over."""
-        return msg.changed_since(peek, self.after)
+    def _ended(self, reply: Any) -> bool:
+        """The reply ends the wait: deleted, or compacted past ``after``."""
+        return bool(reply.events) or bool(reply.canceled)
+
+    def _gone(self, peeks: list[Any]) -> bool:
+        """What the local reads (``checks``) after ``_moved_on`` say: the wait is over."""
+        return msg.changed_since(peeks[0], self.after)
+
+    def _quiet(self, exc: grpc.RpcError) -> bool:
+        """An error that only ends the wait (``_ran_out``)."""
+        return _ran_out(exc)
 
     def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
         call = self._open(member, seconds, metadata)
         try:
             for reply in call:
-                if reply.events or reply.canceled:  # deleted, or compacted past `after`
+                if self._ended(reply):
                     return
                 if self._moved_on(reply):
-                    peek = member.kv.Range(self.check, timeout=seconds, metadata=metadata)
-                    if self._gone(peek):
+                    range_ = member.kv.Range
+                    peeks = [range_(c, timeout=seconds, metadata=metadata) for c in self.checks]
+                    if self._gone(peeks):
                         return
         except grpc.RpcError as exc:
-            if not _ran_out(exc):
+            if not self._quiet(exc):
                 raise
         finally:
             call.cancel()
@@ -169,14 +182,17 @@ class WatchRelease:
         call = self._open(member, seconds, metadata)
         try:
             async for reply in call:
-                if reply.events or reply.canceled:
+                if self._ended(reply):
                     return
                 if self._moved_on(reply):
-                    peek = await member.kv.Range(self.check, timeout=seconds, metadata=metadata)
-                    if self._gone(peek):
+                    range_ = member.kv.Range
+                    peeks = [
+                        await range_(c, timeout=seconds, metadata=metadata) for c in self.checks
+                    ]
+                    if self._gone(peeks):
                         return
         except grpc.RpcError as exc:
-            if not _ran_out(exc):
+            if not self._quiet(exc):
                 raise
         finally:
             call.cancel()
@@ -207,8 +223,46 @@ class WatchChange(WatchRelease):
     def _moved_on(self, reply: Any) -> bool:
         return bool(reply.created)  # the watch starts now: look once it is there
 
-    def _gone(self, peek: Any) -> bool:
-        return msg.created_revision(peek) != self.token
+    def _gone(self, peeks: list[Any]) -> bool:
+        return msg.created_revision(peeks[0]) != self.token
+
+
+class WatchSlots(WatchRelease):
+    """Block up to ``seconds`` until a slot of a semaphore (a key ``among<k>``) is deleted
+    after revision ``after`` (``WakesSlots``): ``result`` is that slot, or ``None`` (the
+    wait ran out, or etcd compacted its history past ``after``: the waiter looks again).
+
+    One watch of the slots' key range, from ``after`` + 1, so a release between the
+    refused take (read at ``after``) and the watch is replayed, not missed; when the
+    store has moved past ``after`` at the watch's creation, two local reads of the slots
+    (at ``after`` and now) find such a release at once, as ``WatchRelease`` does for one
+    key.
+    """
+
+    __slots__ = ("among", "result")
+    result: int | None
+
+    def __init__(self, among: bytes, after: int, seconds: float) -> None:
+        super().__init__(among, after, seconds)
+        self.request = msg.watch_slots_released(among, after)
+        self.checks = [msg.peek_slots(among, after), msg.peek_slots(among, 0)]
+        self.among = among
+        self.result = None
+
+    def _ended(self, reply: Any) -> bool:
+        for event in reply.events:  # deletions only (NOPUT), in revision order
+            self.result = msg.slot_of(bytes(event.kv.key), self.among)
+            if self.result is not None:
+                return True
+        return bool(reply.canceled)
+
+    def _gone(self, peeks: list[Any]) -> bool:
+        self.result = msg.released_slot(peeks[0], peeks[1], self.among)
+        return self.result is not None
+
+    def _quiet(self, exc: grpc.RpcError) -> bool:
+        """Also the read at ``after`` refused as compacted (``OUT_OF_RANGE``)."""
+        return _ran_out(exc) or exc.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
 def _ran_out(exc: grpc.RpcError) -> bool:
@@ -225,7 +279,7 @@ def _ran_out(exc: grpc.RpcError) -> bool:
     )
 
 
-Step = Unary[Any] | KeepAlive | WatchRelease | WatchChange
+Step = Unary[Any] | KeepAlive | WatchRelease | WatchChange | WatchSlots
 
 # -- flows: each operation once, for both ports ------------------------------------------------
 
@@ -252,7 +306,13 @@ class EtcdFlows:
         self.leases = LeasePool(clock, self.MEMORY)
 
     def acquire(
-        self, name: str, holder: str, ttl_ms: int, group: str | None = None, permits: int = 0
+        self,
+        name: str,
+        holder: str,
+        ttl_ms: int,
+        group: str | None = None,
+        permits: int = 0,
+        wait_ms: int = 0,
     ) -> Flow[Step, int | Busy]:
         """The lease of ``name``. With ``group`` (``TakesSlots``: ``name`` is a slot of the
         semaphore whose slots are ``group<k>``), the take's ``Txn`` also reads the held
@@ -260,7 +320,14 @@ class EtcdFlows:
         deleted again and the reply is ``Busy``. Sound without a lock: a holder let in
         counted, after its own take, every holder taken before it and still live, so no
         more than ``permits`` of those let in are ever live together (two that take at
-        once may both give back: they try again after a back-off)."""
+        once may both give back: they try again after a back-off).
+
+        With ``wait_ms`` as well (``WakesSlots``), a refusal is a ``SlotBusy`` whose mark
+        is the revision the ``Txn`` read the slots at: every release after the refusal
+        has a higher one (``WatchSlots``). A take given back keeps the mark of its own
+        ``Txn``, so its own deletion wakes its waiter at once: one more round, and no
+        release by another holder meanwhile is missed. The mark stays usable until etcd
+        compacts its history past it, whatever ``wait_ms``."""
         key, seconds = self.keys.of(name), msg.lease_seconds(ttl_ms)
         among = None if group is None else self.keys.of(group)
         lease, stale = self.leases.take(name, seconds)
@@ -292,14 +359,14 @@ class EtcdFlows:
             self.leases.hold(name, outcome, lease)
             if among is not None and msg.held_slots(txn.result, among) > permits:
                 yield from self.release(name, outcome, holder)  # over: give it back
-                return Busy(None)
+                return _refused(txn.result, wait_ms)
             return outcome
         if len(self.seen) >= self.MEMORY and name not in self.seen:
             self.seen.clear()  # forgetting costs a replayed watch event, never safety
         self.seen[name] = outcome.revision
         if not self.leases.keep(name, lease):
             yield from _best_effort(_revoke(lease.id))
-        return Busy(None)
+        return _refused(txn.result, wait_ms)
 
     def _grant(self, seconds: int) -> Flow[Step, Lease]:
         since = self.clock()
@@ -360,6 +427,12 @@ class EtcdFlows:
     def await_change(self, name: str, token: int | None, seconds: float) -> Flow[Step, None]:
         yield WatchChange(self.keys.of(name), token, seconds)
 
+    def await_slot_release(self, group: str, since: str, seconds: float) -> Flow[Step, int | None]:
+        """``WakesSlots``: the first slot of ``group`` deleted after the mark ``since``."""
+        watch = WatchSlots(self.keys.of(group), int(since), seconds)
+        yield watch
+        return watch.result
+
     # -- operations (``Inspects``, ``ForceReleases``) ------------------------------------
 
     def status(self, name: str) -> Flow[Step, FenceStatus]:
@@ -406,6 +479,11 @@ class EtcdFlows:
         return FenceStatus(name, held=True, holder=holder, token=token, last_token=token)
 
 
+def _refused(reply: Any, wait_ms: int) -> Busy:
+    """A slot take's refusal: with ``wait_ms``, marked with the revision of its ``Txn``."""
+    return SlotBusy(None, str(int(reply.header.revision))) if wait_ms else Busy(None)
+
+
 def _best_effort(step: Step) -> Flow[Step, None]:
     """Clean-up that may fail without harm (a lease that is not revoked expires)."""
     with contextlib.suppress(FenceUnavailable):
@@ -426,7 +504,8 @@ class EtcdIssuer:
 
     Each lease is an etcd lease; the token is the revision at which the fence's key was
     created (see ``_messages``). Waiters watch the key instead of polling
-    (``WakesOnRelease``); operators can inspect and force-release (``Inspects``,
+    (``WakesOnRelease``), a semaphore's waiters all its slots' keys (``WakesSlots``);
+    operators can inspect and force-release (``Inspects``,
     ``ForceReleases``). Thread-safe; ``close()`` closes its channels.
     """
 
@@ -444,11 +523,19 @@ class EtcdIssuer:
         return run_sync(self.flows.acquire(name, holder, ttl_ms), self.cluster)
 
     def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
     ) -> int | Busy:
-        """``fencing.issuer.TakesSlots``: see ``EtcdFlows.acquire``."""
-        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits)
+        """``fencing.issuer.TakesSlots`` and ``WakesSlots``: see ``EtcdFlows.acquire``."""
+        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits, wait_ms)
         return run_sync(flow, self.cluster)
+
+    def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """``fencing.issuer.WakesSlots``: ``release``; the key's deletion is the wake-up."""
+        return self.release(f"{group}{slot}", token, holder)
+
+    def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """``fencing.issuer.WakesSlots``: a watch of the slots' keys (``WatchSlots``)."""
+        return run_sync(self.flows.await_slot_release(group, since, seconds), self.cluster)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return run_sync(self.flows.renew(name, token, holder, ttl_ms), self.cluster)
@@ -504,11 +591,20 @@ class AsyncEtcdIssuer(OldClose):
         return await run_async(self.flows.acquire(name, holder, ttl_ms), self.cluster)
 
     async def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
     ) -> int | Busy:
-        """``fencing.issuer.AsyncTakesSlots``: see ``EtcdFlows.acquire``."""
-        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits)
+        """``fencing.issuer.AsyncTakesSlots`` and ``AsyncWakesSlots``: see
+        ``EtcdFlows.acquire``."""
+        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits, wait_ms)
         return await run_async(flow, self.cluster)
+
+    async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """See ``EtcdIssuer.release_slot``."""
+        return await self.release(f"{group}{slot}", token, holder)
+
+    async def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """See ``EtcdIssuer.await_slot_release``."""
+        return await run_async(self.flows.await_slot_release(group, since, seconds), self.cluster)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return await run_async(self.flows.renew(name, token, holder, ttl_ms), self.cluster)

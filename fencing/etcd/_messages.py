@@ -97,11 +97,18 @@ def acquire(key: bytes, holder: str, lease: int, among: bytes | None = None) -> 
     )
 
 
+def slot_of(key: bytes, among: bytes) -> int | None:
+    """The slot number of ``key`` when it is ``among`` followed by digits, else ``None``
+    (another fence whose name starts like the semaphore's slots)."""
+    suffix = key[len(among) :]
+    return int(suffix) if key.startswith(among) and suffix.isdigit() else None
+
+
 def held_slots(reply: rpc.TxnResponse, among: bytes) -> int:
     """How many keys ``among`` followed by a slot number an ``acquire`` with ``among``
     found (a key exists only while its lease is held)."""
     kvs = reply.responses[-1].response_range.kvs
-    return sum(bytes(kv.key)[len(among) :].isdigit() for kv in kvs)
+    return sum(slot_of(bytes(kv.key), among) is not None for kv in kvs)
 
 
 @dataclass(frozen=True)
@@ -239,3 +246,39 @@ def watch_release(key: bytes, after: int) -> rpc.WatchRequest:
             filters=[rpc.WatchCreateRequest.NOPUT],
         )
     )
+
+
+def watch_slots_released(among: bytes, after: int) -> rpc.WatchRequest:
+    """Watch the keys that start with ``among`` (a semaphore's slots) for deletions
+    (release, revoke or expiry) after revision ``after``, replayed as ``watch_release``."""
+    return rpc.WatchRequest(
+        create_request=rpc.WatchCreateRequest(
+            key=among,
+            range_end=prefix_end(among),
+            start_revision=after + 1,
+            filters=[rpc.WatchCreateRequest.NOPUT],
+        )
+    )
+
+
+def peek_slots(among: bytes, revision: int) -> rpc.RangeRequest:
+    """A local read of the keys that start with ``among`` (names and revisions) as they
+    were at ``revision`` (0: now)."""
+    return rpc.RangeRequest(
+        key=among,
+        range_end=prefix_end(among),
+        revision=revision,
+        serializable=True,
+        keys_only=True,
+    )
+
+
+def released_slot(then: rpc.RangeResponse, now: rpc.RangeResponse, among: bytes) -> int | None:
+    """A slot whose key ``then`` had and ``now`` has not (the same creation, by its create
+    revision): released in between; ``None`` when every slot held then is held still."""
+    held = {(bytes(kv.key), int(kv.create_revision)) for kv in now.kvs}
+    for kv in then.kvs:
+        slot = slot_of(bytes(kv.key), among)
+        if slot is not None and (bytes(kv.key), int(kv.create_revision)) not in held:
+            return slot
+    return None

@@ -55,7 +55,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from .._errors import issuer_error
 from .._flow import Flow
-from ..issuer import Busy, FenceStatus
+from ..issuer import Busy, FenceStatus, SlotBusy
 from ._layout import ROOT, FencePaths, decode_name, width_path
 
 R = TypeVar("R")
@@ -348,7 +348,7 @@ class ZooKeeperFlows:
         raise issuer_error("zookeeper", KazooException(f"{paths.fence} vanished twice"))
 
     def acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str
+        self, group: str, slot: int, permits: int, holder: str, wait_ms: int = 0
     ) -> Flow[Request[Any], int | Busy]:
         """``acquire`` of the slot ``<group><slot>``, only while fewer than ``permits``
         other slots are held (``TakesSlots``). The take's multi also checks the version
@@ -358,7 +358,11 @@ class ZooKeeperFlows:
         slots' lease znodes are read after the take (this session's requests are served
         in order, by a server that has applied the take and every earlier one), and a
         take that makes more than ``permits`` is released again: sound as on etcd (see
-        ``fencing.etcd``), since a holder let in counted every earlier live one."""
+        ``fencing.etcd``), since a holder let in counted every earlier live one.
+
+        With ``wait_ms`` (``WakesSlots``), a refusal is a ``SlotBusy`` whose mark is only
+        ``permits``, the slots to watch (see ``first_released``): ZooKeeper keeps no
+        trace of a deleted znode to mark a release by, and a waiter needs none."""
         name = f"{group}{slot}"
         paths, width_at, value = FencePaths.of(name), width_path(group), holder.encode()
         for _ in range(self.SLOT_TRIES):
@@ -388,7 +392,7 @@ class ZooKeeperFlows:
             elif reply is STALE:
                 self.widths.pop(group, None)
             elif isinstance(reply, Busy):
-                return reply
+                return _refused(permits, wait_ms)
             elif isinstance(reply, Granted):
                 self.versions.remember(paths.fence, reply.token, holder, reply.version)
                 if grown is not None:
@@ -405,7 +409,7 @@ class ZooKeeperFlows:
                 if held < permits:
                     return reply.token
                 yield from self.release(name, reply.token, holder)  # over: give it back
-                return Busy(None)
+                return _refused(permits, wait_ms)
         raise issuer_error("zookeeper", KazooException(f"{width_at} kept changing"))
 
     def renew(self, name: str, token: int, holder: str) -> Flow[Request[Any], bool]:
@@ -471,12 +475,32 @@ class ZooKeeperFlows:
         path = FencePaths.of(name).lease
         return Request(lambda client: client.exists_async(path, watch=watch), _is_not_none)
 
+    def first_released(
+        self, group: str, count: int, watch: Callable[[Any], None]
+    ) -> Flow[Request[Any], int | None]:
+        """Leave ``watch`` on the lease znode of each of the slots ``<group><k>``, ``k`` below
+        ``count`` (``WakesSlots``): the first slot whose znode is already gone, else
+        ``None`` (every watch is set, and fires at the znode's deletion). Each look and
+        its watch are one atomic step of the server, so a slot released after the
+        waiter's refused take is either found gone here or wakes it: none is missed."""
+        for slot in range(count):
+            exists = self.lease_exists(f"{group}{slot}", watch)
+            yield exists
+            if not exists.result:
+                return slot
+        return None
+
     @staticmethod
     def lease_token(name: str, watch: Callable[[Any], None]) -> Request[int | None]:
         """The token (``czxid``) of the lease znode of ``name``, ``None`` if there is none,
         leaving ``watch`` on it (it fires on its creation and on its deletion)."""
         path = FencePaths.of(name).lease
         return Request(lambda client: client.exists_async(path, watch=watch), _czxid)
+
+
+def _refused(permits: int, wait_ms: int) -> Busy:
+    """A slot take's refusal: with ``wait_ms``, marked with the slots to watch."""
+    return SlotBusy(None, str(permits)) if wait_ms else Busy(None)
 
 
 def _owner(

@@ -13,6 +13,8 @@ Waiters do not poll (``WakesOnRelease``): ``await_release`` leaves a kazoo watch
 lease znode and sleeps until it fires (the znode was deleted: released, or its session
 ended) or the wait is over. One watch callback per issuer serves all its waiters
 (``Releases``), so waiting longer than a lease lasts does not pile up callbacks in kazoo.
+A semaphore's waiter (``WakesSlots``) leaves that watch on the lease znode of each of
+its slots, so the release of any of them (or the end of its holder's session) wakes it.
 
 Imports the core (fences, flows, errors), the layout and flows, and kazoo.
 """
@@ -22,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
+from functools import partial
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
@@ -113,6 +116,16 @@ class _Base:
         finally:
             self.client.remove_listener(listener)
 
+    @contextmanager
+    def _slot_waits(self, group: str, count: int, wake: Callable[[int], None]) -> Iterator[None]:
+        """Call ``wake(k)`` when the watch on the lease znode of slot ``k`` of ``group``
+        fires, ``k`` below ``count``."""
+        with ExitStack() as stack:
+            for slot in range(count):
+                path = self.lease_path(f"{group}{slot}")
+                stack.enter_context(self.releases.waiting(path, partial(wake, slot)))
+            yield
+
 
 class ZooKeeperIssuer(_Base):
     """Leases and tokens in ZooKeeper, on a ``kazoo.client.KazooClient`` (see the module
@@ -133,10 +146,32 @@ class ZooKeeperIssuer(_Base):
         return self._run(self.flows.acquire(name, holder))
 
     def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
     ) -> int | Busy:
-        """``fencing.issuer.TakesSlots``: see ``ZooKeeperFlows.acquire_slot``."""
-        return self._run(self.flows.acquire_slot(group, slot, permits, holder))
+        """``fencing.issuer.TakesSlots`` and ``WakesSlots``: see
+        ``ZooKeeperFlows.acquire_slot``."""
+        return self._run(self.flows.acquire_slot(group, slot, permits, holder, wait_ms))
+
+    def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """``fencing.issuer.WakesSlots``: ``release``; the znode's deletion is the wake-up."""
+        return self.release(f"{group}{slot}", token, holder)
+
+    def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """``fencing.issuer.WakesSlots``: a watch on each slot's lease znode (``since`` is
+        how many; see ``ZooKeeperFlows.first_released``)."""
+        woken: list[int] = []
+        released = threading.Event()
+
+        def wake(slot: int) -> None:  # in kazoo's event thread
+            woken.append(slot)
+            released.set()
+
+        count = int(since)
+        with self._slot_waits(group, count, wake):
+            gone = self._run(self.flows.first_released(group, count, self.releases.fire))
+            if gone is None:
+                released.wait(seconds)
+        return gone if gone is not None else next(iter(woken), None)
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return self._run(self.flows.renew(name, token, holder))
@@ -190,10 +225,34 @@ class AsyncZooKeeperIssuer(_Base):
         return await self._run(self.flows.acquire(name, holder))
 
     async def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
     ) -> int | Busy:
-        """``fencing.issuer.AsyncTakesSlots``: see ``ZooKeeperFlows.acquire_slot``."""
-        return await self._run(self.flows.acquire_slot(group, slot, permits, holder))
+        """``fencing.issuer.AsyncTakesSlots`` and ``AsyncWakesSlots``: see
+        ``ZooKeeperFlows.acquire_slot``."""
+        return await self._run(self.flows.acquire_slot(group, slot, permits, holder, wait_ms))
+
+    async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
+        """See ``ZooKeeperIssuer.release_slot``."""
+        return await self.release(f"{group}{slot}", token, holder)
+
+    async def await_slot_release(self, group: str, since: str, seconds: float) -> int | None:
+        """See ``ZooKeeperIssuer.await_slot_release``."""
+        loop = asyncio.get_running_loop()
+        woken: list[int] = []
+        released = asyncio.Event()
+
+        def wake(slot: int) -> None:  # in kazoo's event thread
+            woken.append(slot)
+            with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(released.set)
+
+        count = int(since)
+        with self._slot_waits(group, count, wake):
+            gone = await self._run(self.flows.first_released(group, count, self.releases.fire))
+            if gone is None:
+                with suppress(asyncio.TimeoutError):  # TimeoutError since Python 3.11
+                    await asyncio.wait_for(released.wait(), seconds)
+        return gone if gone is not None else next(iter(woken), None)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
         return await self._run(self.flows.renew(name, token, holder))
