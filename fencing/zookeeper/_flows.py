@@ -361,8 +361,8 @@ class ZooKeeperFlows:
         ``fencing.etcd``), since a holder let in counted every earlier live one.
 
         With ``wait_ms`` (``WakesSlots``), a refusal is a ``SlotBusy`` whose mark is only
-        ``permits``, the slots to watch (see ``first_released``): ZooKeeper keeps no
-        trace of a deleted znode to mark a release by, and a waiter needs none."""
+        how many slots to watch (see ``first_released``): ZooKeeper keeps no trace of a
+        deleted znode to mark a release by, and a waiter needs none (``_refused``)."""
         name = f"{group}{slot}"
         paths, width_at, value = FencePaths.of(name), width_path(group), holder.encode()
         for _ in range(self.SLOT_TRIES):
@@ -392,7 +392,7 @@ class ZooKeeperFlows:
             elif reply is STALE:
                 self.widths.pop(group, None)
             elif isinstance(reply, Busy):
-                return _refused(permits, wait_ms)
+                return _refused(permits, wait_ms, width)
             elif isinstance(reply, Granted):
                 self.versions.remember(paths.fence, reply.token, holder, reply.version)
                 if grown is not None:
@@ -409,7 +409,7 @@ class ZooKeeperFlows:
                 if held < permits:
                     return reply.token
                 yield from self.release(name, reply.token, holder)  # over: give it back
-                return _refused(permits, wait_ms)
+                return _refused(permits, wait_ms, max(width, slot + 1))
         raise issuer_error("zookeeper", KazooException(f"{width_at} kept changing"))
 
     def renew(self, name: str, token: int, holder: str) -> Flow[Request[Any], bool]:
@@ -498,9 +498,18 @@ class ZooKeeperFlows:
         return Request(lambda client: client.exists_async(path, watch=watch), _czxid)
 
 
-def _refused(permits: int, wait_ms: int) -> Busy:
-    """A slot take's refusal: with ``wait_ms``, marked with the slots to watch."""
-    return SlotBusy(None, str(permits)) if wait_ms else Busy(None)
+def _refused(permits: int, wait_ms: int, width: int) -> Busy:
+    """A slot take's refusal: with ``wait_ms``, marked with how many slots to watch.
+
+    While no slot at or above ``permits`` was ever taken (``width``), a slot below it
+    that is free when its watch is set was released after the refusal: all ``permits``
+    are watched. Past it (clients of one name with different permits), a free slot may
+    be one the count refused, whose absence would end every wait at once, the waiter
+    trying again without pause for as long as the others hold their slots: none is
+    watched, and the waiter tries again after its longest block (a second)."""
+    if not wait_ms:
+        return Busy(None)
+    return SlotBusy(None, str(permits if width <= permits else 0))
 
 
 def _owner(
