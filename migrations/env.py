@@ -1,9 +1,10 @@
 """Alembic environment of the fencing SDK's tables; see ``fencing.sql._migrate``.
 
 Online mode reuses the caller's connection (``config.attributes["connection"]``), else
-connects to ``sqlalchemy.url``; offline mode prints SQL. Only the SDK's own tables are
-considered (``include_object``), and the version table is ``fencing_alembic_version``,
-so an application's own migrations and tables are never touched.
+connects to ``sqlalchemy.url``; offline mode prints SQL. Only the SDK's own tables, and
+their indexes that the database's dialect has, are considered (``include_object``), and
+the version table is ``fencing_alembic_version``, so an application's own migrations and
+tables are never touched.
 """
 
 from __future__ import annotations
@@ -11,37 +12,33 @@ from __future__ import annotations
 from typing import Any
 
 from alembic import context
-from sqlalchemy import Connection, create_engine, pool
+from sqlalchemy import Connection, create_engine, make_url, pool
 
-from fencing.sql._schema import VERSION_TABLE, metadata
+from fencing.sql._schema import VERSION_TABLE, include_object, metadata
 
 config = context.config
 
 
-def include_object(obj: Any, name: str | None, type_: str, reflected: bool, other: Any) -> bool:
-    if type_ == "table":
-        return name in metadata.tables
-    return True
-
-
-def _configure(**kw: Any) -> None:
+def _configure(dialect_name: str, **kw: Any) -> None:
     context.configure(
         target_metadata=metadata,
         version_table=VERSION_TABLE,
-        include_object=include_object,
+        include_object=include_object(dialect_name),
         compare_type=True,
         **kw,
     )
 
 
 def run_offline() -> None:
-    _configure(url=config.get_main_option("sqlalchemy.url"), literal_binds=True)
+    url = make_url(config.get_main_option("sqlalchemy.url") or "")
+    _configure(url.get_backend_name(), url=url, literal_binds=True)
     with context.begin_transaction():
         context.run_migrations()
 
 
 def _run(connection: Connection) -> None:
-    _configure(connection=connection, render_as_batch=connection.dialect.name == "sqlite")
+    dialect = connection.dialect.name
+    _configure(dialect, connection=connection, render_as_batch=dialect == "sqlite")
     with context.begin_transaction():
         context.run_migrations()
 

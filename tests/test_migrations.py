@@ -7,20 +7,32 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
-from sqlalchemy import Column, Engine, Integer, MetaData, Table, create_engine, inspect
+from sqlalchemy import (
+    ClauseElement,
+    Column,
+    Engine,
+    Integer,
+    MetaData,
+    Table,
+    create_engine,
+    inspect,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 import fencing
 from fencing import cli
 from fencing.alembic import add_fence_column, drop_fence_column
 from fencing.sql import FencedMixin, SqlFence, downgrade, upgrade
+from fencing.sql._issuer_statements import statements
 from fencing.sql._migrate import current_revision, head_revision
-from fencing.sql._schema import VERSION_TABLE, metadata
+from fencing.sql._schema import VERSION_TABLE, include_object, metadata
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,7 +56,7 @@ def _sdk_diff(engine: Engine) -> list[object]:
             conn,
             opts={
                 "version_table": VERSION_TABLE,
-                "include_object": lambda o, n, t, r, c: t != "table" or n in metadata.tables,
+                "include_object": include_object(conn.dialect.name),
                 "compare_type": True,
             },
         )
@@ -57,6 +69,11 @@ def test_upgrade_downgrade_upgrade_and_no_autogenerate_difference(fresh_url: str
     assert {"fencing_leases", "fencing_admissions", VERSION_TABLE} <= _tables(engine)
     assert "alembic_version" not in _tables(engine)  # never the application's table
     assert _sdk_diff(engine) == []
+    pattern = "fencing_leases_name_pattern"
+    indexes = {i["name"] for i in inspect(engine).get_indexes("fencing_leases")}
+    assert (pattern in indexes) == (engine.dialect.name == "postgresql")
+    downgrade(engine, "0002")
+    assert pattern not in {i["name"] for i in inspect(engine).get_indexes("fencing_leases")}
     downgrade(engine, "0001")
     assert "fencing_admissions" not in _tables(engine)
     assert "fencing_leases" in _tables(engine)
@@ -64,8 +81,42 @@ def test_upgrade_downgrade_upgrade_and_no_autogenerate_difference(fresh_url: str
     assert "fencing_leases" not in _tables(engine)
     upgrade(fresh_url)
     with engine.connect() as conn:
-        assert current_revision(conn) == head_revision() == "0002"
+        assert current_revision(conn) == head_revision() == "0003"
     assert _sdk_diff(engine) == []
+    engine.dispose()
+
+
+def test_postgresql_counts_a_semaphores_slots_on_the_name_pattern_index(
+    empty_pg_url: str,
+) -> None:
+    """The plan of a slot's take, generic as a prepared statement's after five runs: on
+    10,000 other fences its count reads the index of migration 0003; without it
+    (control: the database at 0002) the statement still plans, as a scan of the table."""
+    engine = create_engine(empty_pg_url)
+    upgrade(engine)
+    take = cast(ClauseElement, statements("postgresql")["slot_acquire"]).compile(engine)
+    values = {"fence": "jobs1", "holder_id": "h", "ttl": 30.0, "group": "jobs"}
+    params = take.construct_params({**values, "first": "jobs0", "after": "jobs:", "permits": 3})
+
+    def plan() -> str:
+        with engine.begin() as conn:
+            conn.execute(text("SET LOCAL plan_cache_mode = force_generic_plan"))
+            rows = conn.exec_driver_sql(f"EXPLAIN {take}", params)
+            return "\n".join(row[0] for row in rows)
+
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO fencing_leases (name, token) "
+                "SELECT 'f' || g, 1 FROM generate_series(1, 10000) g"
+            )
+        )
+        conn.execute(text("ANALYZE fencing_leases"))
+    assert "fencing_leases_name_pattern" in plan()
+    downgrade(engine, "0002")
+    unindexed = plan()
+    assert "fencing_leases_name_pattern" not in unindexed
+    assert "Seq Scan on fencing_leases" in unindexed
     engine.dispose()
 
 

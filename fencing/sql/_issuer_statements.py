@@ -104,28 +104,32 @@ def _slots(dialect: str, live: Any, take: Callable[[Any], Executable]) -> dict[s
     """The semaphores' takes (``TakesSlots``): ``acquire``'s upsert from a row that exists
     only while fewer than ``:permits`` other slots ``:group<k>`` are ``live``.
 
-    On SQLite the slots are a range of the primary key (``:group0`` up to ``:group:``,
-    ``:`` being the character after ``9``) and ``BEGIN IMMEDIATE`` serializes the takes
-    already. PostgreSQL's text order depends on the collation, so there a prefix finds
-    them, by a scan of the table (docs/limits.md), and ``slot_lock`` takes the
-    semaphore's transaction-level advisory lock, on the keys of ``advisory_keys(group)``
-    derived by the server (``KEYS_SQL``)."""
+    The slots are a range of names in byte order (``:group0`` up to ``:group:``, ``:``
+    being the character after ``9``): on SQLite the primary key's, and ``BEGIN
+    IMMEDIATE`` serializes the takes already. PostgreSQL's text order depends on the
+    collation, so there the range is of the pattern operators (``~>=~``, ``~<~``), which
+    the index ``name_pattern`` serves (without it, on a database not yet migrated, the
+    count scans the table), and ``slot_lock`` takes the semaphore's transaction-level
+    advisory lock, on the keys of ``advisory_keys(group)`` derived by the server
+    (``KEYS_SQL``)."""
     now, clock = db_now(dialect), db_micros(dialect)
     upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     group = bindparam("group", type_=String)
     number = func.substr(leases.c.name, func.length(group) + 1)
+    first, after = bindparam("first", type_=String), bindparam("after", type_=String)
     if dialect == "postgresql":
         keys = KEYS_SQL.replace(":name", ":group")
         lock: Executable = text(f"SELECT pg_advisory_xact_lock(k1, k2) FROM ({keys}) AS keys")
         slots = and_(
-            func.substr(leases.c.name, 1, func.length(group)) == group,
+            leases.c.name.op("~>=~")(first),
+            leases.c.name.op("~<~")(after),
             number.op("~")("^[0-9]+$"),
         )
     else:
         lock = select(literal_column("1", Integer))
         slots = and_(
-            leases.c.name >= bindparam("first", type_=String),
-            leases.c.name < bindparam("after", type_=String),
+            leases.c.name >= first,
+            leases.c.name < after,
             number.op("NOT GLOB")("*[^0-9]*"),
         )
     others = select(func.count()).where(slots, leases.c.name != _FENCE, live).scalar_subquery()

@@ -10,11 +10,13 @@ since the Unix epoch *by the database's clock* (a double), the same way on SQLit
 PostgreSQL, so no client clock is ever compared with another.
 
 The table is created by the migrations (``fencing migrate``); the embedded SQLite
-default runs those migrations itself on first use. Imports SQLAlchemy only.
+default runs those migrations itself on first use. On PostgreSQL only, ``name_pattern``
+indexes the names in byte order for the semaphores' counts. Imports SQLAlchemy only.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import (
@@ -22,6 +24,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Double,
+    Index,
     MetaData,
     String,
     Table,
@@ -45,6 +48,17 @@ leases = Table(
     Column("expires_at", Double, nullable=True),
 )
 
+#: PostgreSQL only (migration ``0003``): the names in byte order (``text_pattern_ops``),
+#: for a semaphore's count of its slots, a range ``name ~>=~ :first AND name ~<~ :after``
+#: (the primary key's order is the collation's, which serves no such range). SQLite's
+#: primary key is in byte order already.
+name_pattern = Index(
+    "fencing_leases_name_pattern", leases.c.name, postgresql_ops={"name": "text_pattern_ops"}
+).ddl_if(dialect="postgresql")
+
+#: The SDK's indexes that exist on PostgreSQL only.
+_POSTGRESQL_ONLY = frozenset({name_pattern.name})
+
 #: The rate limiters' windows: per limiter ``name`` and ``kind`` (its window: ``fixed``
 #: or ``sliding``), a lock row ``seq = 0`` (``at``: the time of the last request; every
 #: request updates it first, which serializes the requests of one limiter) and one row
@@ -59,6 +73,20 @@ admissions = Table(
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("at", BigInteger, nullable=False),
 )
+
+
+def include_object(dialect_name: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
+    """Alembic's ``include_object`` for a database of ``dialect_name``: the SDK's tables
+    only (never the application's), without the indexes that dialect does not have."""
+
+    def include(obj: Any, name: str | None, type_: str, reflected: bool, other: Any) -> bool:
+        if type_ == "table":
+            return name in metadata.tables
+        if type_ == "index" and name in _POSTGRESQL_ONLY:
+            return dialect_name == "postgresql"
+        return True
+
+    return include
 
 
 def _epoch(dialect_name: str) -> ColumnElement[Any]:
