@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from .sql import SqlFence, SqlIssuer
     from .zookeeper import ZooKeeperFence, ZooKeeperIssuer
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Public names whose modules need an optional dependency (redis-py, SQLAlchemy, grpcio,
 #: kazoo) or are heavy: imported on first use, so ``import fencing`` needs none of them.
