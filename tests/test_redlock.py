@@ -545,7 +545,7 @@ def test_connect_redlock_url(nodes: list[RedisServer]) -> None:
         return newer
 
     assert asyncio.run(asyncio_side()) > token
-    backend.close()  # type: ignore[attr-defined]
+    backend.close()
     assert repr(backend).startswith("RedlockBackend(")
     with pytest.raises(ValueError, match="host:port"):
         fencing.connect("redis+redlock://127.0.0.1:1,nohost")

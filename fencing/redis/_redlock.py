@@ -954,10 +954,11 @@ class RedlockFence(Fence):
         *,
         issuer: RedlockIssuer | None = None,
         release_timeout: float = DEFAULT_RELEASE_TIMEOUT,
+        reentrant: bool = False,
     ) -> None:
         if issuer is None:
             issuer = RedlockIssuer(clients, release_timeout=release_timeout)
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)
 
 
 class AsyncRedlockFence(AsyncFence):
@@ -971,7 +972,8 @@ class AsyncRedlockFence(AsyncFence):
         *,
         issuer: AsyncRedlockIssuer | None = None,
         release_timeout: float = DEFAULT_RELEASE_TIMEOUT,
+        reentrant: bool = False,
     ) -> None:
         if issuer is None:
             issuer = AsyncRedlockIssuer(clients, release_timeout=release_timeout)
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)
