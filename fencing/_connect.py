@@ -48,6 +48,7 @@ from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
 from ._election import AsyncElection, Election
 from ._fence import Fence
+from ._lazy import needs_extra
 from ._limiter import AsyncLimiter, Limiter
 from ._semaphore import AsyncSemaphore, Semaphore
 
@@ -199,7 +200,8 @@ def connect(url: str | None = None) -> Backend:
     if found is not None:
         if scheme == "postgres":  # the libpq spelling; SQLAlchemy wants postgresql
             url = "postgresql" + url[len("postgres") :]
-        backend: Backend = getattr(importlib.import_module(found[0]), found[1])(url)
+        with needs_extra("fencing.connect()"):
+            backend: Backend = getattr(importlib.import_module(found[0]), found[1])(url)
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
