@@ -13,6 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from .._errors import MissingExtra
 from .._lazy import needs_extra
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fencing", description="Fence tokens: stale lock holders stopped at the resource."
     )
+    parser.add_argument("--version", action="version", version=f"fencing {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         try:
