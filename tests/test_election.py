@@ -43,7 +43,7 @@ async def test_a_backend_gives_asyncio_elections(tmp_path: Path) -> None:
 
 
 def test_the_longest_value_fits_the_sql_holder_column(postgres_server: PostgresServer) -> None:
-    url = postgres_server.url("psycopg")
+    url = postgres_server.url
     engine = create_engine(url)
     create_tables(engine)
     issuer = SqlIssuer(engine)
