@@ -17,7 +17,7 @@ module and provide one fixture; pytest collects the inherited tests::
 - ``FenceContract``: ``make_fence(name, ttl)`` returns a fresh ``fencing.Fence``. Every call
   with the same name must reach the same leases and tokens (the same issuer), as separate
   processes would.
-- ``AsyncFenceContract``: the same promises for a ``fencing.AsyncFence``; its tests are
+- ``AsyncFenceContract``: the same promises for a ``fencing.aio.Fence``; its tests are
   coroutines (run them with pytest-asyncio in auto mode, or mark the class ``asyncio``).
   The fixture itself may be async (to open a client on the test's event loop).
 - ``OperationsContract``: for an issuer with the operators' capabilities
