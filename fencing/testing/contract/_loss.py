@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ... import AsyncFence, Election, Fence, LeaseLost, Semaphore, aio
+from ... import Election, Fence, LeaseLost, Semaphore, aio
 
 #: ``freeze()``: a context manager during which the issuer answers nothing (a server
 #: stopped with SIGSTOP, checked stopped, resumed on leaving whatever happens).
@@ -119,7 +119,7 @@ class AsyncLossBoundContract(_LossBound):
         election's term signal the loss, each within ``ttl`` of the freeze plus
         ``margin``."""
         name = self.fresh_name("frozen")
-        hold = AsyncFence(async_issuer, name, self.ttl).hold(self.patience, cancel_on_loss=True)
+        hold = aio.Fence(async_issuer, name, self.ttl).hold(self.patience, cancel_on_loss=True)
         entered = asyncio.Event()
 
         async def body() -> None:
