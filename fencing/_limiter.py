@@ -260,7 +260,7 @@ class LimiterCore:
                 return reply
             wait = max(reply.retry_in, 0.001)
             if deadline is not None and self._monotonic() + wait > deadline:
-                raise AcquireTimeout(self.name, timeout)
+                raise AcquireTimeout(self.name, timeout, "limiter")
             yield Pause(wait)
 
 
