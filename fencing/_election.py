@@ -97,7 +97,7 @@ def _holder_ids(value: str) -> Callable[[], str]:
 
 
 def _check_poll(poll: object) -> float:
-    seconds = check_timeout(poll)
+    seconds = check_timeout(poll, "poll")
     if seconds is None or seconds <= 0:
         raise ValueError(f"poll must be a finite number of seconds > 0, not {poll!r}")
     return seconds
