@@ -58,10 +58,10 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     postgres: PostgresServer = request.getfixturevalue("postgres_server")
-    engine = create_engine(postgres.url("psycopg"))
+    engine = create_engine(postgres.url)
     create_tables(engine)
     engine.dispose()
-    return postgres.url("psycopg")
+    return postgres.url
 
 
 Run = Callable[..., tuple[int, str, str]]

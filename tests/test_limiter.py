@@ -73,7 +73,7 @@ def store_urls(
     """The stores of rate limits with a server clock, the session's Redis and its
     PostgreSQL (with the SDK's tables, as ``fencing migrate`` makes them), and a fresh
     SQLite file between them, whose clock is its host's."""
-    url = postgres_server.url("psycopg")
+    url = postgres_server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()
@@ -327,7 +327,7 @@ async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
         url = f"sqlite:///{tmp_path / 'aio.db'}"
     else:
         server: PostgresServer = request.getfixturevalue("postgres_server")
-        url = server.url("psycopg")
+        url = server.url
         engine = create_engine(url)
         create_tables(engine)
         engine.dispose()

@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import suppress
-from typing import Any, ClassVar
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -760,9 +760,6 @@ class RedlockIssuer:
     step's deadline, but its threads stay busy until the socket times out.
     """
 
-    #: The driver errors turned into ``FenceUnavailable``.
-    wrapped: ClassVar[tuple[type[Exception], ...]] = (RedisError,)
-
     def __init__(
         self, clients: SyncClients, *, release_timeout: float = DEFAULT_RELEASE_TIMEOUT
     ) -> None:
@@ -943,6 +940,10 @@ class AsyncRedlockIssuer:
         except RedisError:
             pass
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - start)))
+
+    async def status(self, name: str) -> FenceStatus:
+        """``AsyncInspects``: see ``RedlockIssuer.status`` (the same flow)."""
+        return await run_async(self.flows.status(name), self.nodes)
 
     async def aclose(self) -> None:
         """Close every node's client's connections (each reconnects if used again): for
