@@ -37,6 +37,7 @@ NO_ASYNCIO_TWIN = {
         "FencingError",
         "LeaseLost",
         "LimitUse",
+        "MissingExtra",
         "NotReplicated",
         "Permit",
         "StaleTokenError",
