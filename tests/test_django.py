@@ -583,3 +583,36 @@ def test_manage_py_fencing_database_operates_the_fences_of_django_s_own_database
                 call_command("fencing", "status", name, "--database", db, *unsupported)
             assert refused.value.returncode == 4
     assert fd.fence(name, ttl=60, using=db).acquire() > token
+
+
+def test_manage_py_fencing_shows_django_s_fences_by_default_through_self_stdout(
+    django_dbs: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--database`` or ``--url`` (and no ``FENCING_URL`` setting) the command
+    operates ``fencing.django.fence``'s fences, on the ``default`` database; what it
+    says goes to the command's ``stdout``/``stderr``, so ``call_command`` captures it
+    and the process's own streams get nothing."""
+    from io import StringIO
+
+    from django.conf import settings
+    from django.core.management import CommandError, call_command
+
+    assert not hasattr(settings, "FENCING_URL")
+    name = f"default:{uuid.uuid4().hex[:8]}"
+    token = fd.fence(name, ttl=60).acquire()
+    out, err = StringIO(), StringIO()
+    call_command("fencing", "status", name, stdout=out, stderr=err)
+    assert out.getvalue().startswith(f"{name}: held by ") and f"with token {token:d}," in (
+        out.getvalue()
+    )
+    out = StringIO()
+    call_command("fencing", "list", "--prefix", name, stdout=out)
+    assert out.getvalue() == f"{name}\n"  # one line each, no ending added by Django
+    with pytest.raises(CommandError) as refused:
+        call_command("fencing", "release", name, stdout=out, stderr=err)  # no --force
+    assert refused.value.returncode == 2 and "without --force" in err.getvalue()
+    out = StringIO()
+    call_command("fencing", "release", "--force", name, stdout=out)
+    assert f"token {token:d}" in out.getvalue()
+    assert capsys.readouterr() == ("", "")
+    assert fd.fence(name, ttl=60).acquire() > token
