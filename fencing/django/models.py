@@ -38,8 +38,8 @@ class _TokenAttribute(DeferredAttribute):
     """``fence_token`` on a ``FencedModel`` instance. An assignment by the program
     (``row.fence_token = token``) is a stamp: the instance's next ``save()`` of its row is
     the guarded write with that token. The values Django loads (``__init__``, which
-    ``from_db`` calls, and ``refresh_from_db``) clear the stamp instead: a row loaded and
-    not stamped is never saved unguarded, whatever its token."""
+    ``from_db`` calls, and ``refresh_from_db``) are no stamp and clear one: a row loaded
+    and not stamped is never saved unguarded, whatever its token."""
 
     def __set__(self, instance: Any, value: Any) -> None:
         data = instance.__dict__
@@ -137,8 +137,8 @@ class FencedModel(models.Model):
         abstract = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        with _loading(self):  # the values given or loaded are not a stamp
-            super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)
+        self.__dict__.pop(_STAMPED, None)  # the values given or loaded are not a stamp
 
     def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
         with _loading(self):  # a reloaded fence_token clears the stamp
