@@ -40,6 +40,7 @@ from ._lazy import lazy_names
 from ._limiter import Admission, Limiter, LimitUse
 from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
+from ._rwlock import ReadToken, RWLock, WriteToken
 from ._semaphore import Permit, Semaphore, SemaphoreHold
 from ._token import FenceToken
 from .issuer import AsyncIssuer, Busy, Issuer
@@ -108,6 +109,8 @@ __all__ = [
     "MemoryMark",
     "NotReplicated",
     "Permit",
+    "RWLock",
+    "ReadToken",
     "RedisFence",
     "RedisIssuer",
     "RedisMark",
@@ -120,6 +123,7 @@ __all__ = [
     "StaleTokenError",
     "Term",
     "UnfencedWriteError",
+    "WriteToken",
     "ZooKeeperFence",
     "ZooKeeperIssuer",
     "__version__",

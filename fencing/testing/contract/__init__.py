@@ -33,6 +33,11 @@ module and provide one fixture; pytest collects the inherited tests::
   term at a time, term tokens increasing, ``resign`` handing over at once, a lost term
   signalled and replaced, observers seeing every change in order, ``run`` campaigning
   again after a loss (asyncio: its task cancelled), bad input refused.
+- ``RWLockContract``: ``make_rwlock(name, ttl)`` returns a fresh ``fencing.RWLock`` and
+  ``make_async_rwlock(name, ttl)`` a ``fencing.aio.RWLock`` on the same issuer: writers
+  exclusive with new tokens, readers together sharing the read epoch, the epoch between
+  writes, a waiting writer stopping new readers, expiry, the exact lease, bad input,
+  ``hold()``'s loss signal, racing readers and writers (docs/rwlock.md).
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -91,6 +96,7 @@ from ._helpers import (
 )
 from ._marks import MarkContract
 from ._operations import OperationsContract
+from ._rwlock import MakeAsyncRWLock, MakeRWLock, RWLockContract
 from ._semaphore import (
     BAD_COUNTS,
     AsyncSemaphoreContract,
@@ -117,13 +123,16 @@ __all__ = [
     "LeaseTerms",
     "MakeAsyncElection",
     "MakeAsyncFence",
+    "MakeAsyncRWLock",
     "MakeAsyncSemaphore",
     "MakeElection",
     "MakeFence",
     "MakeMark",
+    "MakeRWLock",
     "MakeSemaphore",
     "MarkContract",
     "OperationsContract",
+    "RWLockContract",
     "SemaphoreContract",
     "assert_increasing",
     "assert_token_of",
