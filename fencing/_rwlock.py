@@ -27,6 +27,7 @@ from ._core import DEFAULT_TTL, Clock, FenceCore
 from ._errors import LeaseLost
 from ._fence import Fence
 from ._log import acquire_log
+from ._owned import Owner
 from ._token import FenceToken
 from ._validate import check_name, check_token_for
 from .issuer import READ, WRITE, AsyncIssuer, AsyncReadWrites, Issuer, ReadWrites
@@ -205,9 +206,10 @@ class RWLock:
         return f"{type(self).__name__}({self.name!r}, ttl={self.ttl})"
 
 
-class AsyncRWLock:
+class AsyncRWLock(Owner):
     """The asyncio ``RWLock`` (``fencing.aio.RWLock``), on an issuer with
-    ``AsyncReadWrites``: the same leases and tokens as a blocking lock of that name."""
+    ``AsyncReadWrites``: the same leases and tokens as a blocking lock of that name;
+    ``aclose`` as ``AsyncFence.aclose``."""
 
     def __init__(
         self,
