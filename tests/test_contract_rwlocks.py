@@ -5,15 +5,18 @@ through what a user calls (``MemoryIssuer.rwlock``, ``fencing.connect(url).rwloc
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
 import fencing
 from fencing import MemoryIssuer
 from fencing._rwlock import AsyncRWLock
+from fencing.sql import create_tables
 from fencing.testing.contract import MakeAsyncRWLock, MakeRWLock, RWLockContract
-from fencing.testing.servers import RedisServer
+from fencing.testing.servers import PostgresServer, RedisServer
 
 
 class TestMemoryRWLock(RWLockContract):
@@ -39,6 +42,45 @@ class TestRedisRWLock(RWLockContract):
         backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
         yield backend
         backend.close()  # type: ignore[attr-defined]
+
+    @pytest.fixture
+    def make_rwlock(self, backend: Any) -> MakeRWLock:
+        return backend.rwlock  # type: ignore[no-any-return]
+
+    @pytest.fixture
+    async def make_async_rwlock(self, backend: Any) -> AsyncIterator[MakeAsyncRWLock]:
+        made: list[AsyncRWLock] = []
+
+        def make(name: str, ttl: float) -> AsyncRWLock:
+            made.append(backend.aio_rwlock(name, ttl))
+            return made[-1]
+
+        yield make
+        for rwlock in made:
+            await rwlock.aclose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh SQLite file, or the session's PostgreSQL with the SDK's tables."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fencing.db'}"
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    url = server.url("psycopg")
+    engine = create_engine(url)
+    create_tables(engine)
+    engine.dispose()
+    return url
+
+
+class TestSqlRWLock(RWLockContract):
+    """On a SQLite file and on PostgreSQL, through ``fencing.connect(url)``."""
+
+    rw_rounds = 4
+
+    @pytest.fixture
+    def backend(self, sql_url: str) -> Any:
+        return fencing.connect(sql_url)
 
     @pytest.fixture
     def make_rwlock(self, backend: Any) -> MakeRWLock:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import signal
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +43,13 @@ def _rwlock(url: str, name: str, ttl: float) -> RWLock:
     return rwlock
 
 
-@pytest.fixture(params=["redis"])
-def url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The URL of an engine with read-write locks."""
+@pytest.fixture(params=["redis", "sqlite"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The URL of an engine with read-write locks: the session's Redis, a SQLite file."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fencing.db'}"
     server: RedisServer = request.getfixturevalue("redis_server")
-    yield f"redis://127.0.0.1:{server.port}"
+    return f"redis://127.0.0.1:{server.port}"
 
 
 def _frozen_reader(url: str, name: str, path: str, claims: bool, log: str) -> None:
