@@ -41,7 +41,7 @@ class TestRedisRWLock(RWLockContract):
     def backend(self, redis_server: RedisServer) -> Iterator[Any]:
         backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
         yield backend
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()
 
     @pytest.fixture
     def make_rwlock(self, backend: Any) -> MakeRWLock:
