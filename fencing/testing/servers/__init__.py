@@ -8,7 +8,7 @@ touching anything else on the machine. One module per server kind; every name is
 importable from here. Imports nothing from the package outside ``fencing.testing``.
 """
 
-from ._base import ServerError, free_port, frozen, stopped
+from ._base import ServerError, all_frozen, free_port, frozen, stopped
 from ._etcd import Certificates, EtcdCluster, EtcdMember
 from ._pgbouncer import PgBouncer
 from ._postgres import PostgresServer, _postgres_bin
@@ -33,6 +33,7 @@ __all__ = [
     "ZooKeeperEnsemble",
     "ZooKeeperServer",
     "_postgres_bin",
+    "all_frozen",
     "faketime_environment",
     "four_letter",
     "free_port",
