@@ -1,6 +1,7 @@
 """The loss bound (``fencing.testing.contract.LossBoundContract``, issue 32) on every
 engine: a hold on a frozen issuer signals its loss by the lease's end, not when its
-renewal's call times out.
+renewal's call times out. And with the connection cut rather than the server frozen
+(a proxy that stops forwarding), on Redis and PostgreSQL.
 
 Each engine's issuer is frozen for real (its server processes stopped with SIGSTOP and
 checked stopped in ``/proc``), so the servers frozen are the test's own: a redis-server
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, make_url
 
 import fencing
 import fencing.redis
@@ -27,6 +28,7 @@ import fencing.redis.aio
 from fencing.sql import create_tables
 from fencing.testing.contract import AsyncLossBoundContract, Freeze, LossBoundContract
 from fencing.testing.servers import (
+    CuttableProxy,
     EtcdCluster,
     PostgresServer,
     RedisCluster,
@@ -314,3 +316,72 @@ class TestAsyncZooKeeperLossBound(AsyncConnectedLossBound):
     @pytest.fixture
     def freeze(self, zookeeper_server: ZooKeeperServer) -> Freeze:
         return zookeeper_server.frozen
+
+
+# -- the connection cut, not the server: a proxy that stops forwarding ---------------------
+
+
+@pytest.fixture
+def redis_proxy(frozen_redis: RedisServer) -> Iterator[CuttableProxy]:
+    with CuttableProxy(frozen_redis.port) as proxy:
+        yield proxy
+
+
+class TestRedisCutLossBound(LossBoundContract):
+    """The user's client without a socket timeout, its connection cut."""
+
+    @pytest.fixture
+    def issuer(self, redis_proxy: CuttableProxy) -> Iterator[fencing.redis.RedisIssuer]:
+        client = redis.Redis(port=redis_proxy.port)
+        yield fencing.redis.RedisIssuer(client)
+        client.close()
+
+    @pytest.fixture
+    def freeze(self, redis_proxy: CuttableProxy) -> Freeze:
+        return redis_proxy.cut
+
+
+class TestAsyncRedisCutLossBound(AsyncLossBoundContract):
+    @pytest.fixture
+    async def async_issuer(
+        self, redis_proxy: CuttableProxy
+    ) -> AsyncIterator[fencing.redis.aio.RedisIssuer]:
+        client = redis.asyncio.Redis(port=redis_proxy.port)
+        yield fencing.redis.aio.RedisIssuer(client)
+        await client.aclose()
+
+    @pytest.fixture
+    def freeze(self, redis_proxy: CuttableProxy) -> Freeze:
+        return redis_proxy.cut
+
+
+@pytest.fixture
+def pg_proxy(postgres_server: PostgresServer) -> Iterator[CuttableProxy]:
+    with CuttableProxy(postgres_server.port) as proxy:
+        yield proxy
+
+
+def _through(url: str, proxy: CuttableProxy) -> str:
+    return str(make_url(url).set(port=proxy.port))
+
+
+class TestPostgresCutLossBound(ConnectedLossBound):
+    """The connection to the session's PostgreSQL cut (the server itself runs on)."""
+
+    @pytest.fixture
+    def url(self, pg_tables_url: str, pg_proxy: CuttableProxy) -> str:
+        return _through(pg_tables_url, pg_proxy)
+
+    @pytest.fixture
+    def freeze(self, pg_proxy: CuttableProxy) -> Freeze:
+        return pg_proxy.cut
+
+
+class TestAsyncPostgresCutLossBound(AsyncConnectedLossBound):
+    @pytest.fixture
+    def url(self, pg_tables_url: str, pg_proxy: CuttableProxy) -> str:
+        return _through(pg_tables_url, pg_proxy)
+
+    @pytest.fixture
+    def freeze(self, pg_proxy: CuttableProxy) -> Freeze:
+        return pg_proxy.cut

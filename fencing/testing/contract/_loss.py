@@ -24,8 +24,9 @@ import pytest
 
 from ... import AsyncFence, Election, Fence, LeaseLost, Semaphore, aio
 
-#: ``freeze()``: a context manager during which the issuer answers nothing (a server
-#: stopped with SIGSTOP, checked stopped, resumed on leaving whatever happens).
+#: ``freeze()``: a context manager during which the issuer answers nothing (its servers
+#: stopped with SIGSTOP, checked stopped, or the connections to them cut), back to
+#: normal on leaving whatever happens.
 Freeze = Callable[[], AbstractContextManager[None]]
 
 
@@ -45,8 +46,9 @@ class _LossBound:
     @pytest.fixture
     def freeze(self) -> Freeze:
         """Provided by the subclass: ``freeze()`` stops the issuer (every server that a
-        lease needs an answer from; e.g. SIGSTOP, checked in ``/proc``) for the
-        ``with`` block and resumes it on leaving, also on failure."""
+        lease needs an answer from; e.g. SIGSTOP, checked in ``/proc``, or the
+        connections to them cut) for the ``with`` block and resumes it on leaving, also
+        on failure."""
         raise NotImplementedError(f"{type(self).__name__} must provide a freeze fixture")
 
     @staticmethod
