@@ -102,7 +102,7 @@ class AsyncFence(FenceCore, Owner):
         """Acquire, renew every ttl/3 in a task, release on exit (see ``Fence.hold``).
 
         ``async with fence.hold() as token:``; the returned ``AsyncHold`` has its own
-        ``lost`` flag, ``on_lost`` callbacks (run in the renewal task) and
+        ``lost`` flag, ``on_lost`` callbacks (run in its renewal or watch task) and
         ``await hold.wait_lost()``. With ``cancel_on_loss=True`` the task running the
         ``async with`` body is cancelled when the renewal finds the lease lost: the body
         sees ``CancelledError`` at its next ``await``, and the ``async with`` then raises
@@ -130,7 +130,9 @@ class AsyncHolding(HoldBase, Generic[E]):
 
     A second task, the watch, presumes the lease lost at the hold's deadline (see
     ``HoldState``) while the renewal may still be blocked in a call to a frozen or cut
-    off issuer; the loss then cancels that call."""
+    off issuer; that renewal ends when its call returns (each backend bounds its calls),
+    and ``__aexit__`` does not wait for it past the deadline. (It is not cancelled: a
+    driver's clean-up of a cancelled call can itself wait for the frozen issuer.)"""
 
     _fence: AsyncFence  # the fence of the lease held, once entered
 
@@ -178,16 +180,13 @@ class AsyncHolding(HoldBase, Generic[E]):
         return given
 
     def _lost(self, error: LeaseLost) -> None:
-        """The signal's first callback: wake ``wait_lost``, cancel a renewal still in its
-        call, cancel the body if asked.
+        """The signal's first callback: wake ``wait_lost``, cancel the body if asked.
 
         Runs on the loop (in the renewal task, the watch, or ``__aexit__``), so the body
         is suspended in its own code: the cancellation lands there, never in
         ``__aexit__``.
         """
         self._settled.set()
-        if self._tasks is not None and self._tasks[0] is not asyncio.current_task():
-            self._tasks[0].cancel()  # blocked in a frozen issuer, say: nothing to wait for
         body = self._body
         if body is not None and not self._exiting and not body.done():
             self._cancelled = True
@@ -228,8 +227,13 @@ class AsyncHolding(HoldBase, Generic[E]):
             return
         try:
             if self._tasks is not None:
+                renewal, watch = self._tasks
                 self._stop.set()
-                await asyncio.wait(self._tasks)  # a renewal cancelled on loss raises nothing
+                await asyncio.wait({watch})
+                # a renewal still in its call (its cancellation may wait for a frozen
+                # issuer too) is waited for until the deadline at most; it raises nothing
+                while not renewal.done() and (left := state.left()) is not None:
+                    await asyncio.wait({renewal}, timeout=left)
             if (
                 self._cancelled
                 and self._took_back_cancel()

@@ -357,8 +357,8 @@ class LossSignal:
 
     ``lose`` sets the flag, runs the callbacks registered so far, each once, then wakes
     the waiters (so ``wait_lost`` returns once every callback has run), in the calling
-    thread: the hold's renewer (a thread for ``Hold``, a task
-    on the event loop for ``AsyncHold``), or the code leaving the hold when its release
+    thread: the hold's renewer or watch (threads for ``Hold``, tasks on the event loop
+    for ``AsyncHold``), or the code leaving the hold when its release or its deadline
     is what found the lease gone. A callback registered after the loss runs at once, in
     the thread that registers it. A callback that raises is logged on ``fencing.lost``
     and does not stop the others. ``end`` says the hold is over with its lease released:
@@ -458,10 +458,11 @@ class HoldBase:
         """Call ``callback(error)`` once when this hold's lease is found lost.
 
         ``error`` is a ``LeaseLost`` naming the fence and token and saying how the lease
-        was lost (renewal refused, or the issuer unreachable past the lease's end). The
-        callback runs in the hold's renewer: its background thread for a ``Hold``, its
-        renewal task on the event loop for an ``AsyncHold`` (so it must not block; start
-        a task from it for asynchronous work). Registered after the loss, it runs at
+        was lost (renewal refused, or no renewal went through by the lease's end). The
+        callback runs where the loss was found: the hold's renewer or its watch (see
+        ``HoldState``), background threads for a ``Hold``, tasks on the event loop for
+        an ``AsyncHold`` (so it must not block; start a task from it for asynchronous
+        work). Registered after the loss, it runs at
         once, in the caller's thread. It may be registered before the hold is entered.
         A callback that raises is logged on ``fencing.lost``; the others still run.
         ``TypeError`` if ``callback`` is not callable.

@@ -329,7 +329,7 @@ class AsyncTerm:
         return self._hold.lost
 
     def on_lost(self, callback: OnLost) -> None:
-        """Call ``callback(error)`` once, in the renewal task, when the term is lost."""
+        """Call ``callback(error)`` once, in a task of the term's hold, when the term is lost."""
         self._hold.on_lost(callback)
 
     async def wait_lost(self, timeout: float | None = None) -> bool:

@@ -121,7 +121,7 @@ class Fence(FenceCore):
         ``with fence.hold() as token:`` gives the token. The returned ``Hold`` has its
         own ``lost`` flag: if a renewal finds the lease lost it becomes True at once,
         and leaving the block raises ``LeaseLost``. ``on_lost(error)`` is called once,
-        in the renewal thread, when that happens (see ``Hold.on_lost``), and
+        in a background thread of the hold, when that happens (see ``Hold.on_lost``), and
         ``Hold.wait_lost`` blocks until it does.
         """
         return Hold(self, timeout, auto_renew, on_lost)
