@@ -243,7 +243,8 @@ def test_a_lease_presumed_lost_is_released_once_the_issuer_answers(driver: str) 
             async with hold as token:
                 down.set()
                 assert await hold.wait_lost(PATIENCE)
-        assert issuer.status(name).holder is not None  # still held where the issuer is
+        held = issuer.status(name)
+        assert (held.token, held.holder is not None) == (token, True)  # still held there
         down.clear()
         await asyncio.to_thread(
             wait_until, lambda: issuer.status(name).holder is None, "the release"
@@ -254,6 +255,7 @@ def test_a_lease_presumed_lost_is_released_once_the_issuer_answers(driver: str) 
         asyncio.run(aio())
         return
     token = blocking()
-    assert issuer.status(name).holder is not None  # still held where the issuer is
+    held = issuer.status(name)
+    assert (held.token, held.holder is not None) == (token, True)  # still held there
     down.clear()
     wait_until(lambda: issuer.status(name).holder is None, "the release behind the hold")
