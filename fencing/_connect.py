@@ -50,6 +50,7 @@ from ._election import AsyncElection, Election
 from ._fence import Fence
 from ._lazy import needs_extra
 from ._limiter import AsyncLimiter, Limiter
+from ._rwlock import AsyncRWLock, RWLock
 from ._semaphore import AsyncSemaphore, Semaphore
 
 ENV_VAR = "FENCING_URL"
@@ -74,8 +75,9 @@ class Backend(Protocol):
 
     Every backend class has every method (``tests/test_connect_types.py`` checks it); one
     whose issuer lacks a primitive raises ``ValueError`` naming the URLs that have it
-    (``NoSemaphore``, ``NoElection``, ``NoLimiter``): Redlock has fences only, etcd and
-    ZooKeeper have no rate limiter, ``lease=advisory`` no semaphore or election.
+    (``NoSemaphore``, ``NoElection``, ``NoLimiter``, ``NoRWLock``): Redlock has fences
+    only, etcd and ZooKeeper have no rate limiter nor read-write lock, ``lease=advisory``
+    no semaphore, election or read-write lock.
     """
 
     url: str
@@ -107,6 +109,14 @@ class Backend(Protocol):
         """The asyncio semaphore of that name, sharing slots with ``semaphore``."""
         ...
 
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock of that name, readers fenced too (docs/rwlock.md)."""
+        ...
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio read-write lock of that name, sharing leases with ``rwlock``."""
+        ...
+
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
         """At most ``limit`` admissions per ``per`` seconds, on the server's clock."""
         ...
@@ -124,6 +134,7 @@ class Backend(Protocol):
 
 
 _ALL_BUT_REDLOCK = "Redis (redis://, Sentinel, Cluster), SQL, etcd and ZooKeeper"
+_REDIS_AND_SQL = "Redis (redis://, Sentinel, Cluster) and SQL"
 
 
 def _not_offered(backend: object, what: str, where: str) -> ValueError:
@@ -150,16 +161,26 @@ class NoElection:
         raise _not_offered(self, "election", _ALL_BUT_REDLOCK)
 
 
+class NoRWLock:
+    """``Backend.rwlock`` and ``aio_rwlock`` of a backend without read-write locks."""
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        raise _not_offered(self, "rwlock", _REDIS_AND_SQL)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        raise _not_offered(self, "rwlock", _REDIS_AND_SQL)
+
+
 class NoLimiter:
     """``Backend.limiter`` and ``aio_limiter`` of a backend without rate limiters."""
 
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
-        raise _not_offered(self, "limiter", "Redis (redis://, Sentinel, Cluster) and SQL")
+        raise _not_offered(self, "limiter", _REDIS_AND_SQL)
 
     def aio_limiter(
         self, name: str, limit: int, per: float, window: str = "sliding"
     ) -> AsyncLimiter:
-        raise _not_offered(self, "limiter", "Redis (redis://, Sentinel, Cluster) and SQL")
+        raise _not_offered(self, "limiter", _REDIS_AND_SQL)
 
 
 #: URL scheme -> (module, class) of its backend, imported only when that scheme is used.
