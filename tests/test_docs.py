@@ -1,7 +1,7 @@
 """Every code block of README.md and docs/*.md runs as pasted, or is marked a fragment
 on purpose (``<!-- fragment -->``; see tests/docs_blocks.py for the conventions).
 
-Each page's blocks run in order, as one script, in one fresh interpreter, in a directory
+Each page's blocks run in order, as one script with a fresh namespace, in a process and a directory
 of its own, with ``$FENCING_URL`` on the throwaway server the page asks for. mypy
 (``make lint``) checks the same scripts, ``--strict``; the first test here keeps them
 current with the pages.
@@ -10,15 +10,16 @@ current with the pages.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from importlib.metadata import metadata
 from pathlib import Path
 
 import docs_blocks
 import psycopg
 import pytest
+from processes import CONTEXT
 
 from fencing._connect import _BACKENDS
 from fencing.testing.servers import (
@@ -47,25 +48,37 @@ def test_sql_page_names_every_url_scheme() -> None:
     assert [s for s in _BACKENDS if f"`{s}://" not in text] == []
 
 
+def test_readme_names_every_extra() -> None:
+    """README.md's install section names every extra of the package (pyproject.toml's,
+    as installed)."""
+    extras = metadata("fencing").get_all("Provides-Extra") or []
+    assert "redis" in extras
+    readme = (docs_blocks.ROOT / "README.md").read_text()
+    install = readme[readme.index("## Install") : readme.index("## Quick start")]
+    assert [name for name in extras if f"`{name}`" not in install] == []
+
+
 def run_page(name: str, url: str, tmp_path: Path) -> None:
     """Run the page's script in ``tmp_path``, ``$FENCING_URL`` set to ``url``; the
-    ``fencing`` command on ``PATH``, as after an install."""
+    ``fencing`` command on ``PATH``, as after an install. It runs in a child of the
+    suite's forkserver (``docs_blocks.run_script``), as the script's own ``__main__``."""
     env = {
         **os.environ,
         "FENCING_URL": url,
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    result = subprocess.run(
-        [sys.executable, str(docs_blocks.OUT / PAGES[name].module)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-        env=env,
+    output = tmp_path / "output.txt"
+    script = str(docs_blocks.OUT / PAGES[name].module)
+    child = CONTEXT.Process(
+        target=docs_blocks.run_script, args=(script, env, str(tmp_path), str(output))
     )
-    assert result.returncode == 0, f"{name}:\n{result.stdout}{result.stderr}"
+    child.start()
+    child.join(120)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    assert child.exitcode == 0, f"{name} ended with {child.exitcode}:\n{output.read_text()}"
 
 
 @pytest.fixture
