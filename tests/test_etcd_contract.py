@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 import fencing
+import fencing.aio
 from fencing.etcd import EtcdFence, EtcdIssuer
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
@@ -55,7 +56,7 @@ class TestAsyncEtcdFence(EtcdTerms, AsyncFenceContract):
     async def make_fence(self, etcd_cluster: EtcdCluster) -> AsyncIterator[MakeAsyncFence]:
         issuer = AsyncEtcdIssuer(etcd_cluster.url)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return AsyncEtcdFence(issuer, name, ttl)
 
         yield make

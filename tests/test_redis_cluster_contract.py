@@ -56,7 +56,7 @@ class TestAsyncRedisClusterFence(AsyncFenceContract):
     async def make_fence(self, redis_cluster: RedisCluster) -> AsyncIterator[MakeAsyncFence]:
         client = redis_cluster.async_client()
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return fencing.aio.RedisFence(client, name, ttl)
 
         yield make

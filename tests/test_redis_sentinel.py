@@ -46,7 +46,7 @@ def stable_group() -> Iterator[SentinelGroup]:
     group.close()
 
 
-def client_of(fence: fencing.Fence | fencing.AsyncFence) -> Any:
+def client_of(fence: fencing.Fence | fencing.aio.Fence) -> Any:
     issuer = fence.issuer
     assert isinstance(issuer, (RedisIssuer, AsyncRedisIssuer))
     return issuer.client
@@ -73,9 +73,9 @@ class TestAsyncSentinelFence(AsyncFenceContract):
     @pytest.fixture
     async def make_fence(self, stable_group: SentinelGroup) -> AsyncIterator[MakeAsyncFence]:
         backend = fencing.connect(stable_group.url + "?min_replicas=1")
-        made: list[fencing.AsyncFence] = []
+        made: list[fencing.aio.Fence] = []
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             made.append(backend.aio_fence(name, ttl))
             return made[-1]
 

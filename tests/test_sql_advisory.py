@@ -185,7 +185,15 @@ async def test_interop_asyncio(backend: SqlBackend, postgres_server: PostgresSer
         with raw(postgres_server) as other:
             token = await fence.acquire(timeout=0)
             assert not try_lock(other, name)
+            blocking = backend.issuer
+            assert isinstance(blocking, AdvisoryIssuer)
+            issuer = fence.issuer
+            assert isinstance(issuer, AsyncAdvisoryIssuer)
+            held = await issuer.status(name)  # the same read as the blocking issuer's
+            assert held == blocking.status(name) and held.token == token, held
             await fence.release(token)
+            free = await issuer.status(name)
+            assert not free.held and free.last_token == token, free
             assert try_lock(other, name)
             with pytest.raises(fencing.AcquireTimeout):
                 await fence.acquire(timeout=0)

@@ -22,6 +22,7 @@ from test_sql_advisory import locked_anywhere, raw, try_lock, unique
 from test_sql_advisory_contract import AdvisoryTerms
 
 import fencing
+import fencing.aio
 from fencing.sql import AdvisoryFence, AdvisoryIssuer
 from fencing.sql._advisory import PEER, is_direct, socket_address
 from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
@@ -111,7 +112,7 @@ class TestAsyncSessionPooler(AdvisoryTerms, AsyncFenceContract):
         url = pooled_url(session_pooler, postgres_server, request.param)
         issuer = AsyncAdvisoryIssuer(url)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return AsyncAdvisoryFence(url, name, ttl, issuer=issuer)
 
         yield make

@@ -32,6 +32,7 @@ from .._election import AsyncElection, Election
 from .._fence import Fence
 from .._limiter import AsyncLimiter, Limiter
 from .._owned import owned
+from .._rwlock import AsyncRWLock, RWLock
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import (
     AsyncClient,
@@ -126,6 +127,16 @@ class RedisBackend:
         """The asyncio ``semaphore`` (a client of its own, on the event loop that uses it)."""
         issuer = self._new_async_issuer()
         return owned(AsyncSemaphore(issuer, name, permits, ttl), issuer)
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock (docs/rwlock.md): one script per operation, its keys in the
+        Redis Cluster slot of ``name``, its tokens from the fence ``name``'s counter."""
+        return RWLock(self.issuer, name, ttl)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio ``rwlock`` (a client of its own, on the event loop that uses it)."""
+        issuer = self._new_async_issuer()
+        return owned(AsyncRWLock(issuer, name, ttl), issuer)
 
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
         """At most ``limit`` admissions per ``per`` seconds: one script per request, on the

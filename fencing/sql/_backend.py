@@ -19,6 +19,7 @@ from .._election import AsyncElection, Election
 from .._fence import Fence
 from .._limiter import AsyncLimiter, Limiter
 from .._owned import owned
+from .._rwlock import AsyncRWLock, RWLock
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, shared_issuer
@@ -97,6 +98,18 @@ class SqlBackend:
         self._rows_only("semaphore")
         issuer = self._new_async_issuer()
         return owned(AsyncSemaphore(issuer, name, permits, ttl), issuer)
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock (docs/rwlock.md): its leases are rows of ``fencing_rw_leases``,
+        its tokens come from the name's row of ``fencing_leases``."""
+        self._rows_only("read-write lock")
+        return RWLock(shared_issuer(self.engine_url), name, ttl)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio ``rwlock``: the same rows, leases and tokens."""
+        self._rows_only("read-write lock")
+        issuer = self._new_async_issuer()
+        return owned(AsyncRWLock(issuer, name, ttl), issuer)
 
     def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election named ``name`` on this backend (see ``fencing.Election``):

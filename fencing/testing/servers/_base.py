@@ -14,7 +14,8 @@ import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -110,6 +111,49 @@ class URL(str):
 S = TypeVar("S", bound="_Server")
 
 
+def stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped: state ``T`` in ``/proc/PID/stat`` (its
+    ``SIGSTOP`` has landed; until then it may still answer)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
+def children(pid: int) -> list[int]:
+    """The ids of the processes whose parent is ``pid`` (PostgreSQL's backends)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # it exited meanwhile
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@contextmanager
+def frozen(pids: Iterable[int], patience: float = 10.0) -> Iterator[None]:
+    """Freeze the processes ``pids`` (SIGSTOP) for the ``with`` block: each is checked
+    stopped in ``/proc`` before the block starts, and each is resumed (SIGCONT) on
+    leaving, whatever happened. ``ServerError`` if one is not stopped within
+    ``patience`` seconds."""
+    stopping: list[int] = []
+    try:
+        for pid in pids:
+            stopping.append(pid)
+            os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + patience
+        while not all(stopped(pid) for pid in stopping):
+            if time.monotonic() > deadline:
+                raise ServerError(f"processes {stopping} not all stopped after {patience}s")
+            time.sleep(0.005)
+        yield
+    finally:
+        for pid in stopping:
+            os.kill(pid, signal.SIGCONT)
+
+
 class _Server:
     """A server process on a free loopback port, in a temporary directory of its own.
 
@@ -137,6 +181,11 @@ class _Server:
         if self.process is None:
             raise ServerError("server is not running")
         return self.process.pid
+
+    def frozen(self) -> AbstractContextManager[None]:
+        """The server frozen (SIGSTOP, checked stopped) for a ``with`` block, resumed on
+        leaving it (see ``frozen``)."""
+        return frozen([self._pid()])
 
     def stop(self) -> None:
         """Stop the server (resuming it first if frozen); SIGKILL after 15 s."""
