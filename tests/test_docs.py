@@ -1,8 +1,8 @@
 """Every code block of README.md and docs/*.md runs as pasted, or is marked a fragment
 on purpose (``<!-- fragment -->``; see tests/docs_blocks.py for the conventions).
 
-Each page's blocks run in order, as one script with a fresh namespace, in a process and a directory
-of its own, with ``$FENCING_URL`` on the throwaway server the page asks for. mypy
+Each page's blocks run in order, as one script with a fresh namespace, in a process and
+a directory of its own, with ``$FENCING_URL`` on the throwaway server the page asks for. mypy
 (``make lint``) checks the same scripts, ``--strict``; the first test here keeps them
 current with the pages.
 """
@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from importlib.metadata import metadata
 from pathlib import Path
 
 import docs_blocks
-import psycopg
 import pytest
+import redis
 from processes import CONTEXT
 
 from fencing._connect import _BACKENDS
 from fencing.testing.servers import (
     EtcdCluster,
-    PostgresServer,
     RedisServer,
     ZooKeeperServer,
 )
@@ -82,18 +80,6 @@ def run_page(name: str, url: str, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def fresh_pg_url(postgres_server: PostgresServer) -> Iterator[str]:
-    """A new, empty database (no fencing tables: a page runs ``fencing migrate``)."""
-    name = f"docs_{uuid.uuid4().hex[:12]}"
-    admin = f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield postgres_server.url.replace("/fencing", f"/{name}")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
-
-
-@pytest.fixture
 def redlock_url() -> Iterator[str]:
     """Three throwaway Redis servers, as ``redis+redlock://`` over them."""
     servers = [RedisServer().start() for _ in range(3)]
@@ -107,7 +93,7 @@ URLS = {
     None: "sqlite_url",
     "redis": "redis_url",
     "redlock": "redlock_url",
-    "postgresql": "fresh_pg_url",
+    "postgresql": "empty_pg_url",  # a new database: the page runs `fencing migrate`
     "etcd": "etcd_url",
     "zookeeper": "zookeeper_url",
 }
@@ -122,7 +108,12 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def redis_url(redis_server: RedisServer) -> str:
-    return redis_server.url.replace("/0", "/9")  # a database of its own
+    """A database of the session's Redis that only these pages use, emptied: no lease
+    another page left (a page that failed in a hold) makes the next one wait."""
+    url = redis_server.url.replace("/0", "/9")
+    with redis.Redis.from_url(url) as client:
+        client.flushdb()
+    return url
 
 
 @pytest.fixture
