@@ -151,8 +151,10 @@ class AsyncHolding(HoldBase, Generic[E]):
         started = self._clock.monotonic()
         fence, token, given = await self._take()
         self._fence = fence
-        sent = await run_async(fence._anchor_flow(token, started), fence._calls)
+        sent, lost = await run_async(fence._anchor_flow(token, started), fence._calls)
         state = self._state = fence._hold_started(token, self._signal, sent)
+        if lost is not None:
+            state.lose(lost)  # found gone at once: the hold starts lost
         if self._cancel_on_loss:
             self._body = asyncio.current_task()
         if self._auto_renew:

@@ -248,20 +248,33 @@ class FenceCore:
             if pause.result:
                 return
 
-    def _anchor_flow(self, token: FenceToken, started: float) -> Flow[Op, float]:
+    def _anchor_flow(
+        self, token: FenceToken, started: float
+    ) -> Flow[Op, tuple[float, LeaseLost | None]]:
         """When the ttl of a hold's lease last began, on this client's clock, at most:
         ``started``, when the acquire began, if it took at most a third of the ttl; else
         the send time of a renewal made at once (an acquire that waited may have been
         granted or handed its lease at any moment since it began, and a reentrant
-        acquire asked the issuer nothing). ``LeaseLost`` if that renewal finds the
-        lease gone."""
+        acquire asked the issuer nothing).
+
+        It never raises, so a hold whose acquire succeeded is always entered (and its
+        lease released on leaving). A lease that renewal finds gone comes back with the
+        loss, and the hold starts lost, as if its renewer had found it. An issuer that
+        does not answer leaves the earliest moment the ttl can have begun: ``started``,
+        or for a reentrant acquire (whose lease began before it) a whole ttl earlier, so
+        the hold's watch presumes the loss at once unless a renewal gets through."""
         monotonic = self.clock.monotonic
         reentered = self.reentrant and self._counts.get(token, (None, 1))[1] > 1
         if not reentered and monotonic() - started <= self.ttl / 3:
-            return started
+            return started, None
         sent = monotonic()
-        yield from self._renew_flow(token)
-        return sent
+        try:
+            yield from self._renew_flow(token)
+        except LeaseLost as lost:
+            return started, lost
+        except FenceUnavailable:
+            return (started - self.ttl if reentered else started), None
+        return sent, None
 
     # -- holds -------------------------------------------------------------------------
 

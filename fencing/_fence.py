@@ -150,8 +150,10 @@ class Holding(HoldBase, Generic[E]):
         started = self._clock.monotonic()
         fence, token, given = self._take()
         self._fence = fence
-        sent = run_sync(fence._anchor_flow(token, started), fence._calls)
+        sent, lost = run_sync(fence._anchor_flow(token, started), fence._calls)
         state = self._state = fence._hold_started(token, self._signal, sent)
+        if lost is not None:
+            state.lose(lost)  # found gone at once: the hold starts lost
         if self._auto_renew:
             port = fence._calls.with_sleep(self._stop.wait)
             self._threads = (
