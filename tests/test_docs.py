@@ -1,8 +1,8 @@
 """Every code block of README.md and docs/*.md runs as pasted, or is marked a fragment
 on purpose (``<!-- fragment -->``; see tests/docs_blocks.py for the conventions).
 
-Each page's blocks run in order, as one script, in one fresh interpreter, in a directory
-of its own, with ``$FENCING_URL`` on the throwaway server the page asks for. mypy
+Each page's blocks run in order, as one script with a fresh namespace, in a process and
+a directory of its own, with ``$FENCING_URL`` on the throwaway server the page asks for. mypy
 (``make lint``) checks the same scripts, ``--strict``; the first test here keeps them
 current with the pages.
 """
@@ -10,20 +10,19 @@ current with the pages.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
+from importlib.metadata import metadata
 from pathlib import Path
 
 import docs_blocks
-import psycopg
 import pytest
+import redis
+from processes import CONTEXT
 
 from fencing._connect import _BACKENDS
 from fencing.testing.servers import (
     EtcdCluster,
-    PostgresServer,
     RedisServer,
     ZooKeeperServer,
 )
@@ -47,37 +46,37 @@ def test_sql_page_names_every_url_scheme() -> None:
     assert [s for s in _BACKENDS if f"`{s}://" not in text] == []
 
 
+def test_readme_names_every_extra() -> None:
+    """README.md's install section names every extra of the package (pyproject.toml's,
+    as installed)."""
+    extras = metadata("fencing").get_all("Provides-Extra") or []
+    assert "redis" in extras
+    readme = (docs_blocks.ROOT / "README.md").read_text()
+    install = readme[readme.index("## Install") : readme.index("## Quick start")]
+    assert [name for name in extras if f"`{name}`" not in install] == []
+
+
 def run_page(name: str, url: str, tmp_path: Path) -> None:
     """Run the page's script in ``tmp_path``, ``$FENCING_URL`` set to ``url``; the
-    ``fencing`` command on ``PATH``, as after an install."""
+    ``fencing`` command on ``PATH``, as after an install. It runs in a child of the
+    suite's forkserver (``docs_blocks.run_script``), as the script's own ``__main__``."""
     env = {
         **os.environ,
         "FENCING_URL": url,
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    result = subprocess.run(
-        [sys.executable, str(docs_blocks.OUT / PAGES[name].module)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-        env=env,
+    output = tmp_path / "output.txt"
+    script = str(docs_blocks.OUT / PAGES[name].module)
+    child = CONTEXT.Process(
+        target=docs_blocks.run_script, args=(script, env, str(tmp_path), str(output))
     )
-    assert result.returncode == 0, f"{name}:\n{result.stdout}{result.stderr}"
-
-
-@pytest.fixture
-def fresh_pg_url(postgres_server: PostgresServer) -> Iterator[str]:
-    """A new, empty database (no fencing tables: a page runs ``fencing migrate``)."""
-    name = f"docs_{uuid.uuid4().hex[:12]}"
-    admin = f"host=127.0.0.1 port={postgres_server.port} user=postgres dbname=postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield postgres_server.url.replace("/fencing", f"/{name}")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    child.start()
+    child.join(120)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    assert child.exitcode == 0, f"{name} ended with {child.exitcode}:\n{output.read_text()}"
 
 
 @pytest.fixture
@@ -94,7 +93,7 @@ URLS = {
     None: "sqlite_url",
     "redis": "redis_url",
     "redlock": "redlock_url",
-    "postgresql": "fresh_pg_url",
+    "postgresql": "empty_pg_url",  # a new database: the page runs `fencing migrate`
     "etcd": "etcd_url",
     "zookeeper": "zookeeper_url",
 }
@@ -109,7 +108,12 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def redis_url(redis_server: RedisServer) -> str:
-    return redis_server.url.replace("/0", "/9")  # a database of its own
+    """A database of the session's Redis that only these pages use, emptied: no lease
+    another page left (a page that failed in a hold) makes the next one wait."""
+    url = redis_server.url.replace("/0", "/9")
+    with redis.Redis.from_url(url) as client:
+        client.flushdb()
+    return url
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 # Generated from docs/concepts.md by tests/docs_blocks.py: edit the page, then run
 # `python tests/docs_blocks.py`. tests/test_docs.py runs it and checks it is current.
 
-# docs/concepts.md:40
+# docs/concepts.md:43
 
 import fencing
 

@@ -1,7 +1,13 @@
 # Generated from README.md by tests/docs_blocks.py: edit the page, then run
 # `python tests/docs_blocks.py`. tests/test_docs.py runs it and checks it is current.
 
-# README.md:57
+import subprocess as _subprocess
+
+# README.md:103
+
+_subprocess.run('fencing --version', shell=True, check=True)
+
+# README.md:132
 
 import fencing
 
@@ -21,7 +27,22 @@ except fencing.StaleTokenError as exc:
     print("rejected:", exc.token, "<", exc.current)
 print(store.read())
 
-# README.md:82
+# README.md:154
+
+backend = fencing.connect()
+workers = backend.semaphore("render", permits=2, ttl=10)
+with workers.hold(timeout=5) as permit:       # one of 2 slots, with that slot's token
+    print("slot", permit.slot, "token", permit.token)
+
+api = backend.limiter("partner-api", limit=5, per=1.0)
+print("admitted:", api.try_acquire())         # never waits; acquire(timeout) may
+
+election = backend.election("scheduler", ttl=10)
+state = fencing.FileStore("scheduler.json")   # a store takes the tokens of one fence
+with election.campaign("host-1") as term:     # leads until the block ends
+    state.write(b"ran at 09:00 by host-1", term.token)
+
+# README.md:178
 
 import os
 
@@ -30,7 +51,7 @@ import redis
 r = redis.Redis.from_url(os.environ.get("FENCING_URL", "redis://localhost:6379/0"), socket_timeout=5)
 fence = fencing.RedisFence(r, "invoice:42", ttl=10.0)   # lease TTL in seconds
 token = fence.acquire(timeout=5.0)
-store.write(b'{"total": 130}', token)
+# ... write with the token ...
 fence.release(token)
 
 # a drop-in for redis-py's lock (same key, so old and new clients exclude each other
@@ -38,7 +59,7 @@ fence.release(token)
 with r.lock("invoice:42", timeout=10, lock_class=fencing.FencedLock) as lock:
     print(lock.fence_token)
 
-# README.md:102
+# README.md:198
 
 from sqlalchemy import create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column

@@ -1,7 +1,7 @@
 # Generated from docs/stores.md by tests/docs_blocks.py: edit the page, then run
 # `python tests/docs_blocks.py`. tests/test_docs.py runs it and checks it is current.
 
-# docs/stores.md:22
+# docs/stores.md:25
 
 import fencing
 
@@ -17,7 +17,7 @@ store.read_with_token()  # (token, data) from one consistent version of the file
 with fence.hold() as token:  # a read-modify-write: read, change and write as one step
     store.update(lambda current: (current or b"") + b"paid\n", token)
 
-# docs/stores.md:85
+# docs/stores.md:88
 
 import tempfile
 from pathlib import Path
@@ -35,7 +35,7 @@ store.write(b"%d" % (count + 1), token)  # ... and write: nothing older landed m
 fence.release(token)
 print(store.read_with_token())           # (1, b'1')
 
-# docs/stores.md:166
+# docs/stores.md:169
 
 @fencing.guard(mark=fencing.FileMark("ledger.mark"), name="ledger")  # /var/lib/app/...
 def append_entry(entry: bytes) -> None:
@@ -43,7 +43,7 @@ def append_entry(entry: bytes) -> None:
 
 append_entry(token, b"...")        # guarded(token, *args, **kwargs) -> fn's result
 
-# docs/stores.md:245
+# docs/stores.md:248
 
 import fencing
 
