@@ -40,6 +40,7 @@ from fencing.etcd._leases import Lease, LeasePool
 from fencing.etcd._messages import MAX_LEASE_SECONDS
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.issuer import AsyncWakesOnRelease, WakesOnRelease
+from fencing.testing.contract._helpers import _waits_seen
 from fencing.testing.servers import EtcdCluster, free_port
 
 PATIENCE = 30.0
@@ -203,17 +204,20 @@ def test_issuers_wake_waiters_instead_of_polling() -> None:
 
 def test_a_release_wakes_the_waiter_through_the_watch(issuer: EtcdIssuer) -> None:
     """The waiter blocks for up to a minute between attempts here, so it can only get the
-    lease within the patience if the watch on the key wakes it at the release."""
+    lease within the patience if the watch on the key wakes it at the release. Its watch
+    starts from the revision its refused attempt saw, so a release after that refusal
+    wakes it even before the watch is open: the release waits for the refusal (the
+    fence's debug record), not for a while."""
     name = fresh("wake")
     holder, waiter = EtcdFence(issuer, name, ttl=30), EtcdFence(issuer, name, ttl=30)
     waiter._waiting = Waiting(False, True, waiter.clock.monotonic, max_block=60.0)
     token = holder.acquire(timeout=0)
     got: list[int] = []
     thread = threading.Thread(target=lambda: got.append(waiter.acquire(timeout=120)), daemon=True)
-    thread.start()
-    time.sleep(0.5)  # the waiter is blocked in its watch by now
-    assert thread.is_alive()
-    holder.release(token)
+    with _waits_seen(name) as waits:
+        thread.start()
+        assert waits.wait(PATIENCE), "the waiter never found the lease busy"
+    holder.release(token)  # LeaseLost if the waiter had taken it meanwhile
     thread.join(PATIENCE)
     assert not thread.is_alive(), "the release did not wake the waiter"
     assert got and got[0] > token
