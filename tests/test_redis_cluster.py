@@ -292,14 +292,22 @@ def test_a_semaphore_and_a_limiter_keep_their_keys_in_one_cluster_slot(
 
 
 def test_connect_cluster_url_with_one_live_node_among_dead_ones(
-    redis_cluster: RedisCluster,
+    redis_cluster: RedisCluster, cluster_client: redis.cluster.RedisCluster
 ) -> None:
-    """The hosts are startup nodes: one that answers is enough."""
+    """The hosts are startup nodes: one that answers is enough. The client learns the
+    whole cluster from it, and its lease is the cluster's (another client sees it)."""
     live = redis_cluster.nodes[0]
     url = f"redis+cluster://127.0.0.1:1,{live.address}/0"
-    fence = fencing.connect(url).fence(f"url:{uuid.uuid4().hex}", ttl=5)
-    fence.release(fence.acquire())
-    fence.issuer.client.close()  # type: ignore[attr-defined]
+    name = f"url:{uuid.uuid4().hex}"
+    fence = fencing.connect(url).fence(name, ttl=5)
+    client = fence.issuer.client  # type: ignore[attr-defined]
+    token = fence.acquire(timeout=0)
+    found = {node.port for node in client.get_primaries()}
+    assert found == {node.port for node in redis_cluster.masters()}, found
+    seen = fencing.RedisIssuer(cluster_client).status(name)
+    assert seen.held and seen.token == token, seen
+    fence.release(token)
+    client.close()
 
 
 @pytest.mark.parametrize(
