@@ -532,31 +532,21 @@ def test_a_frozen_member_is_passed_over(etcd_cluster: EtcdCluster) -> None:
 # -- the operators' commands -----------------------------------------------------------------------
 
 
-def fencing_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fencing.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def test_the_command_line_reaches_the_cluster_of_an_etcd_url(
+    etcd_cluster: EtcdCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fencing status --url etcd://...`` reads the lease on the cluster. What status,
+    list and force-release promise is ``OperationsContract``'s (test_etcd_contract.py)."""
+    from fencing import cli
 
-
-def test_status_list_and_force_release_from_the_command_line(etcd_cluster: EtcdCluster) -> None:
     name = fresh("cli")
     fence = EtcdFence(etcd_cluster.url, name, ttl=30)
     token = fence.acquire(timeout=0)
-    status = fencing_cli("status", "--url", etcd_cluster.url, name)
-    assert status.returncode == 0, status.stderr
-    assert "held by" in status.stdout and f"with token {int(token)}" in status.stdout
-    listed = fencing_cli("list", "--url", etcd_cluster.url, "--prefix", name)
-    assert listed.returncode == 0 and name in listed.stdout, listed.stdout + listed.stderr
-    ended = fencing_cli("release", "--force", "--url", etcd_cluster.url, name)
-    assert ended.returncode == 0, ended.stderr
-    with pytest.raises(LeaseLost):
-        fence.renew(token)
-    newer = EtcdFence(etcd_cluster.url, name, ttl=5).acquire(timeout=0)
-    assert newer > token
+    capsys.readouterr()
+    assert cli.main(["status", "--url", etcd_cluster.url, name]) == 0
+    out = capsys.readouterr().out
+    assert "held by" in out and f"with token {int(token)}" in out, out
+    fence.release(token)
 
 
 def test_a_ttl_etcd_cannot_grant_is_refused_before_any_request(issuer: EtcdIssuer) -> None:
