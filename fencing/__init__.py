@@ -28,6 +28,7 @@ from ._errors import (
     FenceUnavailable,
     FencingError,
     LeaseLost,
+    MissingExtra,
     NotReplicated,
     StaleTokenError,
     UnfencedWriteError,
@@ -39,6 +40,7 @@ from ._lazy import lazy_names
 from ._limiter import Admission, Limiter, LimitUse
 from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
+from ._rwlock import ReadToken, RWLock, WriteToken
 from ._semaphore import Permit, Semaphore, SemaphoreHold
 from ._token import FenceToken
 from .issuer import Busy, Issuer
@@ -114,8 +116,11 @@ __all__ = [
     "MemoryFence",
     "MemoryIssuer",
     "MemoryMark",
+    "MissingExtra",
     "NotReplicated",
     "Permit",
+    "RWLock",
+    "ReadToken",
     "RedisFence",
     "RedisIssuer",
     "RedisMark",
@@ -128,6 +133,7 @@ __all__ = [
     "StaleTokenError",
     "Term",
     "UnfencedWriteError",
+    "WriteToken",
     "ZooKeeperFence",
     "ZooKeeperIssuer",
     "__version__",

@@ -23,6 +23,7 @@ from ._election import Leader
 from ._lazy import lazy_names
 from ._limiter import AsyncLimiter as Limiter
 from ._memory import AsyncMemoryFence as MemoryFence
+from ._rwlock import AsyncRWLock as RWLock
 from ._semaphore import AsyncSemaphore as Semaphore
 from ._semaphore import AsyncSemaphoreHold as SemaphoreHold
 from .issuer import AsyncIssuer as Issuer
@@ -65,6 +66,7 @@ __all__ = [
     "Leader",
     "Limiter",
     "MemoryFence",
+    "RWLock",
     "RedisFence",
     "RedisIssuer",
     "RedlockFence",

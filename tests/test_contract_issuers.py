@@ -41,7 +41,7 @@ def sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url("psycopg")
+    url = server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()

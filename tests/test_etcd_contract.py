@@ -86,8 +86,8 @@ class TestEtcdSemaphore(EtcdTerms, SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, etcd_cluster: EtcdCluster) -> Iterator[MakeSemaphore]:
         backend = fencing.connect(etcd_cluster.url)
-        yield backend.semaphore  # type: ignore[attr-defined]
-        backend.close()  # type: ignore[attr-defined]
+        yield backend.semaphore
+        backend.close()
 
 
 class TestAsyncEtcdSemaphore(EtcdTerms, AsyncSemaphoreContract):
@@ -101,7 +101,7 @@ class TestAsyncEtcdSemaphore(EtcdTerms, AsyncSemaphoreContract):
         made: list[fencing.aio.Semaphore] = []
 
         def make(name: str, permits: int, ttl: float) -> fencing.aio.Semaphore:
-            made.append(backend.aio_semaphore(name, permits, ttl))  # type: ignore[attr-defined]
+            made.append(backend.aio_semaphore(name, permits, ttl))
             return made[-1]
 
         yield make

@@ -37,10 +37,13 @@ NO_ASYNCIO_TWIN = {
         "FencingError",
         "LeaseLost",
         "LimitUse",
+        "MissingExtra",
         "NotReplicated",
         "Permit",
+        "ReadToken",
         "StaleTokenError",
         "UnfencedWriteError",
+        "WriteToken",
         # guards and marks run at the resource, inside the caller's write (a file, a
         # SQL statement, a Redis script): the blocking write path, asyncio or not
         "FileMark",

@@ -84,8 +84,8 @@ class TestRedisClusterSemaphore(SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, redis_cluster: RedisCluster) -> Iterator[MakeSemaphore]:
         backend = fencing.connect(redis_cluster.url)
-        yield backend.semaphore  # type: ignore[attr-defined]
-        backend.close()  # type: ignore[attr-defined]
+        yield backend.semaphore
+        backend.close()
 
 
 class TestAsyncRedisClusterSemaphore(AsyncSemaphoreContract):

@@ -235,7 +235,7 @@ async def test_a_users_async_engine_is_switched_and_given_back_as_it_was(
 ) -> None:
     """The same with an ``AsyncEngine`` (the switch runs in SQLAlchemy's greenlet)."""
     engine = create_async_engine(
-        postgres_server.url(driver), pool_size=1, max_overflow=0, pool_timeout=PATIENCE
+        postgres_server.url_for(driver), pool_size=1, max_overflow=0, pool_timeout=PATIENCE
     )
     issuer = AsyncAdvisoryIssuer(engine)
     name = unique("user-async-engine")
@@ -646,10 +646,10 @@ async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
 
     Blocking and asyncio side by side, on one restart."""
     with PostgresServer() as server:
-        engine = create_engine(server.url("psycopg"))
+        engine = create_engine(server.url)
         create_tables(engine)
         engine.dispose()
-        backend = fencing.connect(server.url("psycopg") + "?lease=advisory")
+        backend = fencing.connect(server.url + "?lease=advisory")
         assert isinstance(backend, SqlBackend)
         name = unique("restart")
         fence, afence = backend.fence(name, ttl=30), backend.aio_fence(name + ":aio", ttl=30)

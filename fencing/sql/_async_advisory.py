@@ -20,13 +20,13 @@ from typing import Any
 
 from sqlalchemy import Engine, TextClause
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError
+from .._lazy import needs_extra
 from .._owned import OldClose
 from .._token import FenceToken
 from ..issuer import Busy, FenceStatus
@@ -56,6 +56,14 @@ from ._advisory import (
     timeout_sql,
 )
 from ._engines import sql_errors
+
+with needs_extra("fencing.sql.aio"):  # SQLAlchemy's asyncio layer needs greenlet
+    from sqlalchemy.ext.asyncio import (
+        AsyncConnection,
+        AsyncEngine,
+        AsyncSession,
+        create_async_engine,
+    )
 
 
 def async_advisory_engine(source: AsyncEngine | Engine | str) -> AsyncEngine:
