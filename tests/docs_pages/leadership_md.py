@@ -13,7 +13,7 @@ with election.campaign("host-1:8080") as term:   # blocks until this candidate l
     ...                                           # term.lost / term.on_lost / term.wait_lost
 # leaving the block resigns: the next candidate is elected at once
 
-# docs/leadership.md:97
+# docs/leadership.md:99
 
 import tempfile
 from pathlib import Path
@@ -43,7 +43,7 @@ old.resign()  # nothing to hand over: a no-op
 new.resign()  # hands over at once
 print(f"the state: {state.read()!r}; leader now: {election.leader()}")
 
-# docs/leadership.md:247
+# docs/leadership.md:249
 
 import asyncio
 
@@ -82,7 +82,7 @@ async def main() -> None:
 
 asyncio.run(main())
 
-# docs/leadership.md:326
+# docs/leadership.md:328
 
 import fencing
 
@@ -106,7 +106,7 @@ token = fence.acquire()
 print(f"the next lease gets token {token:d}")
 fence.release(token)
 
-# docs/leadership.md:360
+# docs/leadership.md:362
 
 import functools
 import os

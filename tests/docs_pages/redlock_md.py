@@ -19,7 +19,7 @@ store = fencing.FileStore("invoice-42.json")  # any guarded resource
 with fence.hold(timeout=30) as token:      # acquire, renew every ttl/3, release
     store.write(b'{"total": 100}', token)  # the store refuses tokens below its mark
 
-# docs/redlock.md:171
+# docs/redlock.md:176
 
 from redis.backoff import NoBackoff
 from redis.retry import Retry

@@ -144,7 +144,7 @@ with engine.begin() as conn:                       # or a Session
     store.write(b'{"total": 0}', token)            # a file, an HTTP service, another database
 # committed: the lock went with the transaction, and the token stays issued
 
-# docs/sql.md:661
+# docs/sql.md:662
 
 from fencing.alembic import add_fence_column, drop_fence_column
 
