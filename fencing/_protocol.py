@@ -28,10 +28,12 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Awaitable, Callable
+from logging import DEBUG
 from typing import TypeVar, cast
 
 from ._errors import AcquireTimeout, FencingError
 from ._flow import Flow, run_async, run_sync
+from ._log import acquire_log
 from ._metrics import GRANTED, AcquireWatch, live, releasing, renewing
 from .issuer import (
     AsyncHandOff,
@@ -430,6 +432,8 @@ def wait_flow(
     lease busy also queues the waiter, so the release can hand the lease straight to it
     (rules 2 and 3 of the module docstring).
     """
+    if acquire_log.isEnabledFor(DEBUG):  # the wait path only: the fast path logs nothing
+        acquire_log.debug("fence %r: busy, holder %s waits", name, holder)
     hands_off = waiting.hands_off and ttl_ms > 0
     schedule = WaitSchedule(
         name,
