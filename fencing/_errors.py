@@ -9,7 +9,8 @@
     ├── UnfencedWriteError                         a fenced SQL row was updated without a new token
     ├── FenceUnavailable                           the issuer or mark backend is unreachable/failing
     │   └── NotReplicated                          too few replicas acknowledged a lease in time
-    └── FenceSetupError                            the backend answers but is not set up for fencing
+    ├── FenceSetupError                            the backend answers but is not set up for fencing
+    └── MissingExtra    (also a ModuleNotFoundError) an optional dependency is not installed
 
 Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
 ``raise ... from driver_error`` so the cause stays visible (``issuer_error``).
@@ -107,6 +108,24 @@ class FenceSetupError(FencingError):
     the Redis user's ACL forbids running the scripts. Retrying does not help: it is
     not a ``FenceUnavailable``. Nothing was changed.
     """
+
+
+class MissingExtra(FencingError, ModuleNotFoundError):
+    """A part of ``fencing`` needs an optional dependency that is not installed; the
+    message names the extra that brings it (``pip install -e '.[sql]'``).
+
+    ``name`` is the missing module (as for every ``ModuleNotFoundError``), ``extra`` the
+    extra of ``pyproject.toml`` that installs it, ``what`` the part that needs it.
+    """
+
+    def __init__(self, what: str, extra: str, module: str) -> None:
+        self.what = what
+        self.extra = extra
+        super().__init__(
+            f"{what} needs the {extra!r} extra: pip install -e '.[{extra}]' "
+            f"(or 'fencing[{extra}]'); {module!r} is not installed",
+            name=module,
+        )
 
 
 def issuer_error(backend: str, exc: BaseException) -> FenceUnavailable:

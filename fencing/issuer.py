@@ -1,7 +1,7 @@
 """``fencing.issuer``: what an issuer backend implements, for people who write one.
 
 An issuer grants leases and issues tokens, one fence name at a time. Wrap one in
-``fencing.Fence(issuer, name, ttl)`` (or ``fencing.AsyncFence`` for an ``AsyncIssuer``)
+``fencing.Fence(issuer, name, ttl)`` (or ``fencing.aio.Fence`` for an ``AsyncIssuer``)
 and the fence adds everything else: argument checks, holder ids, waiting with a
 deadline, ``hold()`` with background renewal, logs. Check it with the public contract,
 ``fencing.testing.contract`` (see docs/issuers.md).

@@ -101,7 +101,7 @@ async def _none(objs: list[Owner]) -> int:
 
 async def _use(obj: Owner) -> None:
     """One call that needs the server, on any of the four kinds of object."""
-    if isinstance(obj, fencing.AsyncFence):
+    if isinstance(obj, fencing.aio.Fence):
         await obj.release(await obj.acquire(timeout=5))
     elif isinstance(obj, fencing.aio.Election):
         await obj.leader()

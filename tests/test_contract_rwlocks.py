@@ -41,7 +41,7 @@ class TestRedisRWLock(RWLockContract):
     def backend(self, redis_server: RedisServer) -> Iterator[Any]:
         backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
         yield backend
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()
 
     @pytest.fixture
     def make_rwlock(self, backend: Any) -> MakeRWLock:
@@ -66,7 +66,7 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url("psycopg")
+    url = server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()

@@ -73,7 +73,7 @@ def store_urls(
     """The stores of rate limits with a server clock, the session's Redis and its
     PostgreSQL (with the SDK's tables, as ``fencing migrate`` makes them), and a fresh
     SQLite file between them, whose clock is its host's."""
-    url = postgres_server.url("psycopg")
+    url = postgres_server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()
@@ -206,7 +206,7 @@ def test_a_waiter_is_admitted_at_its_first_ask_after_the_window_frees(
         for window in WINDOWS:
             while time.monotonic() < deadline:
                 name = f"resume:{window}:{random.random()}"
-                store = _Counting(backend.limiter(name, 2, 0.2, window).store)  # type: ignore[attr-defined]
+                store = _Counting(backend.limiter(name, 2, 0.2, window).store)
                 limiter = Limiter(store, name, 2, 0.2, window)
                 assert limiter.try_acquire() and limiter.try_acquire()
                 del store.admitted[:]
@@ -227,7 +227,7 @@ def test_a_redis_log_stays_bounded_and_idle_keys_expire(redis_server: RedisServe
     client = backend.issuer.client  # type: ignore[attr-defined]
     name = f"log:{random.random()}"
     keys = {window: f"fencing:{{{name}}}:limit:{window}" for window in WINDOWS}
-    limiters = {w: backend.limiter(name, 3, 0.02, w) for w in WINDOWS}  # type: ignore[attr-defined]
+    limiters = {w: backend.limiter(name, 3, 0.02, w) for w in WINDOWS}
     for _ in range(10):  # from the fourth on, each admission goes into a full log
         for limiter in limiters.values():
             limiter.acquire(timeout=PATIENCE)
@@ -304,7 +304,7 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
     assert (await two.use()).used == 2 == one.use().used
     backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
     name = f"aio:{random.random()}"
-    blocking, aio = backend.limiter(name, 2, 30, "fixed"), backend.aio_limiter(name, 2, 30, "fixed")  # type: ignore[attr-defined]
+    blocking, aio = backend.limiter(name, 2, 30, "fixed"), backend.aio_limiter(name, 2, 30, "fixed")
     try:
         assert blocking.try_acquire() and await aio.try_acquire()
         assert not await aio.try_acquire() and not blocking.try_acquire()
@@ -313,7 +313,7 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
             await aio.acquire(timeout=1)
     finally:
         await aio.aclose()
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
@@ -327,15 +327,15 @@ async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
         url = f"sqlite:///{tmp_path / 'aio.db'}"
     else:
         server: PostgresServer = request.getfixturevalue("postgres_server")
-        url = server.url("psycopg")
+        url = server.url
         engine = create_engine(url)
         create_tables(engine)
         engine.dispose()
     backend = fencing.connect(url)
     name = f"aio:{random.random()}"
     for window in ("fixed", "sliding"):
-        blocking = backend.limiter(name, 2, 30, window)  # type: ignore[attr-defined]
-        aio = backend.aio_limiter(name, 2, 30, window)  # type: ignore[attr-defined]
+        blocking = backend.limiter(name, 2, 30, window)
+        aio = backend.aio_limiter(name, 2, 30, window)
         assert blocking.try_acquire() and await aio.try_acquire()
         refused = await aio.attempt()
         assert not refused.admitted and 0 < refused.retry_in <= 30
@@ -344,7 +344,7 @@ async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
         assert used.used == 2 and used.resets_in is not None and 0 < used.resets_in <= 30
         with pytest.raises(AcquireTimeout):
             await aio.acquire(timeout=1)
-        assert backend.limiter(name + "-other", 2, 30, window).try_acquire()  # type: ignore[attr-defined]
+        assert backend.limiter(name + "-other", 2, 30, window).try_acquire()
         await aio.aclose()
 
 

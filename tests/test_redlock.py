@@ -123,7 +123,7 @@ class TestAsyncRedlockFenceOnFive(AsyncFenceContract):
         clients = [redis.asyncio.Redis(port=server.port, socket_timeout=2) for server in five_nodes]
         issuer = AsyncRedlockIssuer(clients)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return AsyncRedlockFence(clients, name, ttl, issuer=issuer)
 
         yield make
@@ -141,17 +141,24 @@ def test_sync_and_asyncio_fences_share_leases_and_tokens(
     nodes: list[RedisServer], clients: list[redis.Redis]
 ) -> None:
     name = "shared"
-    fence = RedlockFence(clients, name, ttl=30)
+    issuer = RedlockIssuer(clients)
+    fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
 
     async def other_side(after: int) -> int:
         aclients = [redis.asyncio.Redis(port=server.port) for server in nodes]
-        afence = AsyncRedlockFence(aclients, name, ttl=30)
+        aissuer = AsyncRedlockIssuer(aclients)
+        afence = AsyncRedlockFence(aclients, name, ttl=30, issuer=aissuer)
         try:
             with pytest.raises(AcquireTimeout):
                 await afence.acquire(timeout=0)  # the blocking fence holds it
+            # the asyncio issuer's status reads the lease the blocking fence holds
+            held, seen = await aissuer.status(name), issuer.status(name)
+            assert held.held and held.token == after and held.holder == seen.holder, held
             fence.release(after)
             token = await afence.acquire(timeout=0)
             await afence.release(token)
+            free = await aissuer.status(name)
+            assert not free.held and free.last_token == token, free
             return token
         finally:
             for client in aclients:
@@ -159,6 +166,7 @@ def test_sync_and_asyncio_fences_share_leases_and_tokens(
 
     token = fence.acquire(timeout=0)
     assert asyncio.run(other_side(token)) > token
+    issuer.close()
 
 
 # -- waiters woken by the release ---------------------------------------------------------------
@@ -545,7 +553,7 @@ def test_connect_redlock_url(nodes: list[RedisServer]) -> None:
         return newer
 
     assert asyncio.run(asyncio_side()) > token
-    backend.close()  # type: ignore[attr-defined]
+    backend.close()
     assert repr(backend).startswith("RedlockBackend(")
     with pytest.raises(ValueError, match="host:port"):
         fencing.connect("redis+redlock://127.0.0.1:1,nohost")

@@ -23,21 +23,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
-from ._errors import StaleRowError
-from ._guard import (
-    aclaim,
-    afenced_delete,
-    afenced_get,
-    afenced_save,
-    afenced_update,
-    claim,
-    fenced_delete,
-    fenced_get,
-    fenced_save,
-    fenced_update,
-    unfenced,
-)
+from .._lazy import lazy_names, needs_extra
+
+with needs_extra("fencing.django"):  # say which extra brings a missing Django
+    from ._errors import StaleRowError
+    from ._guard import (
+        aclaim,
+        afenced_delete,
+        afenced_get,
+        afenced_save,
+        afenced_update,
+        claim,
+        fenced_delete,
+        fenced_get,
+        fenced_save,
+        fenced_update,
+        unfenced,
+    )
 
 if TYPE_CHECKING:
     from ._issuer import DjangoIssuer, fence, issuer

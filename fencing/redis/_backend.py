@@ -26,6 +26,7 @@ import redis.cluster
 import redis.connection
 
 from .._async_fence import AsyncFence
+from .._connect import NoElection, NoLimiter, NoSemaphore
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
@@ -230,7 +231,7 @@ def _host_port(part: str, url: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class RedlockBackend:
+class RedlockBackend(NoSemaphore, NoElection, NoLimiter):
     """Redlock fences on the independent Redis masters of ``redis+redlock://[user:
     password@]host:port,host:port,host:port[/db][?option=value...]`` (``rediss+redlock://``
     for TLS): one client per host, each made by redis-py from the URL with that host
@@ -254,12 +255,14 @@ class RedlockBackend:
             self._issuer = RedlockIssuer([redis.Redis.from_url(url) for url in self._urls])
         return self._issuer
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return RedlockFence((), name, ttl, issuer=self.issuer)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return RedlockFence((), name, ttl, issuer=self.issuer, reentrant=reentrant)
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
         clients = [redis.asyncio.Redis.from_url(url) for url in self._urls]
-        fence = AsyncRedlockFence(clients, name, ttl)
+        fence = AsyncRedlockFence(clients, name, ttl, reentrant=reentrant)
         return owned(fence, fence.issuer)
 
     def close(self) -> None:

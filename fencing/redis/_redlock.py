@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import suppress
-from typing import Any, ClassVar
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -755,9 +755,6 @@ class RedlockIssuer:
     step's deadline, but its threads stay busy until the socket times out.
     """
 
-    #: The driver errors turned into ``FenceUnavailable``.
-    wrapped: ClassVar[tuple[type[Exception], ...]] = (RedisError,)
-
     def __init__(
         self, clients: SyncClients, *, release_timeout: float = DEFAULT_RELEASE_TIMEOUT
     ) -> None:
@@ -932,6 +929,10 @@ class AsyncRedlockIssuer:
             pass
         await asyncio.sleep(max(0.0, seconds - (time.monotonic() - start)))
 
+    async def status(self, name: str) -> FenceStatus:
+        """``AsyncInspects``: see ``RedlockIssuer.status`` (the same flow)."""
+        return await run_async(self.flows.status(name), self.nodes)
+
     async def aclose(self) -> None:
         """Close every node's client's connections (each reconnects if used again): for
         the clients a backend made for one asyncio fence, which its ``aclose`` calls."""
@@ -954,10 +955,11 @@ class RedlockFence(Fence):
         *,
         issuer: RedlockIssuer | None = None,
         release_timeout: float = DEFAULT_RELEASE_TIMEOUT,
+        reentrant: bool = False,
     ) -> None:
         if issuer is None:
             issuer = RedlockIssuer(clients, release_timeout=release_timeout)
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)
 
 
 class AsyncRedlockFence(AsyncFence):
@@ -971,7 +973,8 @@ class AsyncRedlockFence(AsyncFence):
         *,
         issuer: AsyncRedlockIssuer | None = None,
         release_timeout: float = DEFAULT_RELEASE_TIMEOUT,
+        reentrant: bool = False,
     ) -> None:
         if issuer is None:
             issuer = AsyncRedlockIssuer(clients, release_timeout=release_timeout)
-        super().__init__(issuer, name, ttl)
+        super().__init__(issuer, name, ttl, reentrant=reentrant)

@@ -13,16 +13,19 @@ import weakref
 from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._flow import Flow, run_async
+from .._lazy import needs_extra
 from .._limiter import Admission, LimitUse
 from .._sql_flows import RW_POLL, Execute, SqlFlows, T
 from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
 from ._issuer_statements import AsyncSqlPort, statements
+
+with needs_extra("fencing.sql.aio"):  # SQLAlchemy's asyncio layer needs greenlet
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 class AsyncSqlIssuer:

@@ -136,6 +136,18 @@ class SqlBackend:
         issuer = self._new_async_issuer()
         return owned(AsyncLimiter(issuer, name, limit, per, window), issuer)
 
+    def close(self) -> None:
+        """Close the idle connections of the pool that the blocking objects use (the
+        process's one pool for this URL, which every backend and fence of the URL share:
+        connections in use, and the leases they hold, are left alone; the pool connects
+        again when used); each asyncio object's engine is disposed of by its ``aclose()``."""
+        if self.lease == "advisory":
+            from ._advisory import shared_advisory_issuer
+
+            shared_advisory_issuer(self.engine_url).engine.dispose()
+        else:
+            shared_issuer(self.engine_url).engine.dispose()
+
     def _new_async_issuer(self) -> AsyncSqlIssuer:
         """An asyncio issuer with an engine of its own, for one asyncio object (which
         owns it: its ``aclose()`` disposes of the engine)."""
