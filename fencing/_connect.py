@@ -50,6 +50,7 @@ from ._election import AsyncElection, Election
 from ._fence import Fence
 from ._lazy import needs_extra
 from ._limiter import AsyncLimiter, Limiter
+from ._rwlock import AsyncRWLock, RWLock
 from ._semaphore import AsyncSemaphore, Semaphore
 
 ENV_VAR = "FENCING_URL"
@@ -117,6 +118,14 @@ class Backend(Protocol):
         """The asyncio limiter of that name, sharing windows with ``limiter``."""
         ...
 
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock whose readers are fenced too (docs/rwlock.md)."""
+        ...
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio read-write lock of that name, sharing leases with ``rwlock``."""
+        ...
+
     def close(self) -> None:
         """Close what the backend opened for its blocking objects (each asyncio object's
         own connections are closed by its ``aclose()``)."""
@@ -161,6 +170,18 @@ class NoLimiter:
     ) -> AsyncLimiter:
         raise _not_offered(self, "limiter", "Redis (redis://, Sentinel, Cluster) and SQL")
 
+
+class NoRWLock:
+    """``Backend.rwlock`` and ``aio_rwlock`` of a backend without read-write locks."""
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        raise _not_offered(self, "read-write lock", _RW_LOCKS)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        raise _not_offered(self, "read-write lock", _RW_LOCKS)
+
+
+_RW_LOCKS = "Redis (redis://, Sentinel, Cluster) and SQL"
 
 #: URL scheme -> (module, class) of its backend, imported only when that scheme is used.
 _BACKENDS: dict[str, tuple[str, str]] = {

@@ -26,7 +26,7 @@ import redis.cluster
 import redis.connection
 
 from .._async_fence import AsyncFence
-from .._connect import NoElection, NoLimiter, NoSemaphore
+from .._connect import NoElection, NoLimiter, NoRWLock, NoSemaphore
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
@@ -231,7 +231,7 @@ def _host_port(part: str, url: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class RedlockBackend(NoSemaphore, NoElection, NoLimiter):
+class RedlockBackend(NoSemaphore, NoElection, NoLimiter, NoRWLock):
     """Redlock fences on the independent Redis masters of ``redis+redlock://[user:
     password@]host:port,host:port,host:port[/db][?option=value...]`` (``rediss+redlock://``
     for TLS): one client per host, each made by redis-py from the URL with that host
