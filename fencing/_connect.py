@@ -161,16 +161,6 @@ class NoElection:
         raise _not_offered(self, "election", _ALL_BUT_REDLOCK)
 
 
-class NoRWLock:
-    """``Backend.rwlock`` and ``aio_rwlock`` of a backend without read-write locks."""
-
-    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
-        raise _not_offered(self, "rwlock", _REDIS_AND_SQL)
-
-    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
-        raise _not_offered(self, "rwlock", _REDIS_AND_SQL)
-
-
 class NoLimiter:
     """``Backend.limiter`` and ``aio_limiter`` of a backend without rate limiters."""
 
@@ -181,6 +171,16 @@ class NoLimiter:
         self, name: str, limit: int, per: float, window: str = "sliding"
     ) -> AsyncLimiter:
         raise _not_offered(self, "limiter", _REDIS_AND_SQL)
+
+
+class NoRWLock:
+    """``Backend.rwlock`` and ``aio_rwlock`` of a backend without read-write locks."""
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        raise _not_offered(self, "read-write lock", _REDIS_AND_SQL)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        raise _not_offered(self, "read-write lock", _REDIS_AND_SQL)
 
 
 #: URL scheme -> (module, class) of its backend, imported only when that scheme is used.

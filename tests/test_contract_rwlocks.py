@@ -4,16 +4,16 @@ through what a user calls (``MemoryIssuer.rwlock``, ``fencing.connect(url).rwloc
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from rwlocks import ThroughBackend
 from sqlalchemy import create_engine
 
 import fencing
 from fencing import MemoryIssuer
-from fencing._rwlock import AsyncRWLock
+from fencing._connect import Backend
 from fencing.sql import create_tables
 from fencing.testing.contract import MakeAsyncRWLock, MakeRWLock, RWLockContract
 from fencing.testing.servers import PostgresServer, RedisServer
@@ -33,31 +33,12 @@ class TestMemoryRWLock(RWLockContract):
         return issuer.aio_rwlock
 
 
-class TestRedisRWLock(RWLockContract):
-    """Through ``fencing.connect(url)``: one client for the blocking locks, one per
-    asyncio lock (closed at the test's end)."""
-
+class TestRedisRWLock(ThroughBackend):
     @pytest.fixture
-    def backend(self, redis_server: RedisServer) -> Iterator[Any]:
+    def backend(self, redis_server: RedisServer) -> Iterator[Backend]:
         backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
         yield backend
         backend.close()
-
-    @pytest.fixture
-    def make_rwlock(self, backend: Any) -> MakeRWLock:
-        return backend.rwlock  # type: ignore[no-any-return]
-
-    @pytest.fixture
-    async def make_async_rwlock(self, backend: Any) -> AsyncIterator[MakeAsyncRWLock]:
-        made: list[AsyncRWLock] = []
-
-        def make(name: str, ttl: float) -> AsyncRWLock:
-            made.append(backend.aio_rwlock(name, ttl))
-            return made[-1]
-
-        yield make
-        for rwlock in made:
-            await rwlock.aclose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -73,27 +54,12 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
-class TestSqlRWLock(RWLockContract):
-    """On a SQLite file and on PostgreSQL, through ``fencing.connect(url)``."""
+class TestSqlRWLock(ThroughBackend):
+    """On a SQLite file and on PostgreSQL (fewer racing rounds: SQLite's writers queue
+    on its one file lock, and the waiters poll)."""
 
     rw_rounds = 4
 
     @pytest.fixture
-    def backend(self, sql_url: str) -> Any:
+    def backend(self, sql_url: str) -> Backend:
         return fencing.connect(sql_url)
-
-    @pytest.fixture
-    def make_rwlock(self, backend: Any) -> MakeRWLock:
-        return backend.rwlock  # type: ignore[no-any-return]
-
-    @pytest.fixture
-    async def make_async_rwlock(self, backend: Any) -> AsyncIterator[MakeAsyncRWLock]:
-        made: list[AsyncRWLock] = []
-
-        def make(name: str, ttl: float) -> AsyncRWLock:
-            made.append(backend.aio_rwlock(name, ttl))
-            return made[-1]
-
-        yield make
-        for rwlock in made:
-            await rwlock.aclose()

@@ -13,9 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from rwlocks import ThroughBackend
 
 import fencing
 import fencing.aio
+from fencing._connect import Backend
 from fencing.redis._backend import RedisBackend, fence_options
 from fencing.redis._issuer import AsyncRedisIssuer, RedisIssuer
 from fencing.redis._sentinel import SentinelURL, parse_sentinel_url
@@ -253,3 +255,13 @@ def test_replication_options_in_any_redis_url() -> None:
     aio = sentinel.aio_fence("y").issuer
     assert isinstance(aio, AsyncRedisIssuer)
     assert (aio.flows.min_replicas, aio.flows.replica_timeout) == (1, 0.25)
+
+
+class TestSentinelRWLock(ThroughBackend):
+    """Each grant and renewal acknowledged by the replica (``min_replicas=1``)."""
+
+    @pytest.fixture
+    def backend(self, stable_group: SentinelGroup) -> Iterator[Backend]:
+        backend = fencing.connect(stable_group.url + "?min_replicas=1")
+        yield backend
+        backend.close()

@@ -43,7 +43,26 @@ old.resign()  # nothing to hand over: a no-op
 new.resign()  # hands over at once
 print(f"the state: {state.read()!r}; leader now: {election.leader()}")
 
-# docs/leadership.md:249
+# docs/leadership.md:154
+
+import fencing
+
+ledger = fencing.FileStore("billing-ledger.json")  # the resource: it checks term tokens
+
+
+def cancel_side_effects() -> None:
+    print("lost the term: cancelling what no guard protects (e-mails, other APIs)")
+
+
+election = fencing.connect().election("billing-run", ttl=10)
+with election.campaign("host-a") as term:
+    term.on_lost(lambda error: cancel_side_effects())
+    for batch in [b"batch 1", b"batch 2"]:
+        if term.lost:  # at the latest 10 s after the last renewal that went through
+            break  # stop before host-b's term can begin
+        ledger.write(batch, term.token)  # fenced: refused anyway once term 34 exists
+
+# docs/leadership.md:289
 
 import asyncio
 
@@ -82,7 +101,7 @@ async def main() -> None:
 
 asyncio.run(main())
 
-# docs/leadership.md:328
+# docs/leadership.md:372
 
 import fencing
 
@@ -106,7 +125,7 @@ token = fence.acquire()
 print(f"the next lease gets token {token:d}")
 fence.release(token)
 
-# docs/leadership.md:362
+# docs/leadership.md:406
 
 import functools
 import os
