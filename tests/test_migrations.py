@@ -129,7 +129,7 @@ def test_cli_migrate_and_downgrade(fresh_url: str, capsys: pytest.CaptureFixture
     engine.dispose()
     assert "upgraded to head" in capsys.readouterr().out
     assert cli.main(["migrate", "--url", fresh_url, "--downgrade"]) == 2
-    assert cli.main(["migrate", "--url", "mysql://u@h/db"]) == 2
+    assert cli.main(["migrate", "--url", "mssql://u@h/db"]) == 2
 
 
 def test_cli_prints_sql_offline(capsys: pytest.CaptureFixture[str]) -> None:

@@ -47,7 +47,9 @@ from .._limiter import Admission, LimitUse
 from .._shared import Shared
 from .._sql_flows import Execute, FlowsIssuer, SqlFlows, T
 from ._engines import issuer_engine, sql_errors
+from ._errors import check_innodb
 from ._issuer_statements import SqlPort, statements
+from ._schema import MYSQL
 
 
 class SqlIssuer(FlowsIssuer):
@@ -80,6 +82,9 @@ class SqlIssuer(FlowsIssuer):
                 from ._migrate import create_tables
 
                 create_tables(self.engine)
+            if not self._ready and self.dialect in MYSQL:
+                with self.engine.connect() as conn:
+                    check_innodb(conn)
             self._ready = True
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:

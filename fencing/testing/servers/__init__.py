@@ -1,4 +1,4 @@
-"""Throwaway ``redis-server``, PostgreSQL (and pgbouncer in front of it), Redis Sentinel
+"""Throwaway ``redis-server``, PostgreSQL (and pgbouncer in front of it), MariaDB, Redis Sentinel
 groups, a Redis Cluster, etcd (a 3-member cluster) and ZooKeeper (a server or a 3-server
 ensemble) on free loopback ports.
 
@@ -10,6 +10,7 @@ importable from here. Imports nothing from the package outside ``fencing.testing
 
 from ._base import ServerError, free_port
 from ._etcd import Certificates, EtcdCluster, EtcdMember
+from ._mariadb import MariaDBServer
 from ._pgbouncer import PgBouncer
 from ._postgres import PostgresServer, _postgres_bin
 from ._redis import RedisServer, faketime_environment
@@ -22,6 +23,7 @@ __all__ = [
     "Certificates",
     "EtcdCluster",
     "EtcdMember",
+    "MariaDBServer",
     "PgBouncer",
     "PostgresServer",
     "RedisCluster",
