@@ -135,6 +135,19 @@ def mariadb_url(mariadb_server: MariaDBServer) -> str:
     return mariadb_server.url
 
 
+@pytest.fixture
+def empty_mariadb_url(mariadb_server: MariaDBServer) -> Iterator[str]:
+    """A new, empty database on the session's MariaDB (no fencing tables), dropped after."""
+    name = f"empty_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(mariadb_server.url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    yield mariadb_server.url_for("mysql+pymysql", name)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE {name}")
+    admin.dispose()
+
+
 @pytest.fixture(scope="session")
 def django_dbs(
     postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
@@ -189,11 +202,14 @@ def empty_pg_url(postgres_server: PostgresServer) -> Iterator[str]:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Each SQL test runs twice: on a fresh SQLite file and on the session's PostgreSQL."""
+    """Each SQL test runs three times: on a fresh SQLite file, on the session's PostgreSQL
+    and on its MariaDB (with the SDK's tables)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return server.url("psycopg")
 

@@ -37,13 +37,16 @@ from fencing.sql._schema import VERSION_TABLE, include_object, metadata
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database: a new SQLite file, or a new database on the session's PostgreSQL."""
+    """An empty database: a new SQLite file, or a new database on the session's PostgreSQL
+    or MariaDB."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'fresh.db'}"
         return
-    yield request.getfixturevalue("empty_pg_url")
+    yield request.getfixturevalue(
+        "empty_mariadb_url" if request.param == "mariadb" else "empty_pg_url"
+    )
 
 
 def _tables(engine: Engine) -> set[str]:
