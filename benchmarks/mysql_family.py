@@ -42,6 +42,7 @@ def _issuer(url: str) -> dict[str, Callable[[], Any]]:
     engine = sa.create_engine(url, isolation_level="READ COMMITTED")
     take, read_back = statements("mysql")["acquire"]  # type: ignore[misc]
     release = statements("mysql")["release"]
+    assert not isinstance(release, tuple)
     conn = engine.connect()
 
     def bare() -> None:
