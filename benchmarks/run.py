@@ -167,7 +167,7 @@ class _Postgres:
     def url(self) -> str:
         if self._url is None:
             server = self._stack.enter_context(self._created.result())
-            self._url = server.url()
+            self._url = server.url
         return self._url
 
 

@@ -114,7 +114,11 @@ class AsyncHolding(HoldBase, Generic[E]):
     and what the ``async with`` gives), renews it every ttl/3 in a task, and releases it
     on exit; with its own ``lost`` flag, ``on_lost`` callbacks, ``wait_lost`` and, if
     asked, the body's cancellation on loss. ``AsyncHold`` takes a fence's lease, a
-    semaphore's hold a permit's."""
+    semaphore's hold a permit's.
+
+    A second task, the watch, presumes the lease lost at the hold's deadline (see
+    ``HoldState``) while the renewal may still be blocked in a call to a frozen or cut
+    off issuer; the loss then cancels that call."""
 
     _fence: AsyncFence  # the fence of the lease held, once entered
 
@@ -122,12 +126,13 @@ class AsyncHolding(HoldBase, Generic[E]):
         self,
         timeout: float | None,
         auto_renew: bool,
+        clock: Clock,
         on_lost: OnLost | None = None,
         cancel_on_loss: bool = False,
     ) -> None:
-        super().__init__(timeout, auto_renew, None)
+        super().__init__(timeout, auto_renew, None, clock)
         self._stop = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: tuple[asyncio.Task[None], asyncio.Task[None]] | None = None
         self._settled = asyncio.Event()  # lost or over, for wait_lost (set on the loop)
         self._cancel_on_loss = cancel_on_loss
         self._body: asyncio.Task[object] | None = None  # the task to cancel on loss
@@ -143,22 +148,34 @@ class AsyncHolding(HoldBase, Generic[E]):
 
     async def __aenter__(self) -> E:
         self._entering()
+        started = self._clock.monotonic()
         fence, token, given = await self._take()
         self._fence = fence
-        state = self._state = fence._hold_started(token, self._signal)
+        sent, lost = await run_async(fence._anchor_flow(token, started), fence._calls)
+        state = self._state = fence._hold_started(token, self._signal, sent)
+        if lost is not None:
+            state.lose(lost)  # found gone at once: the hold starts lost
         if self._cancel_on_loss:
             self._body = asyncio.current_task()
         if self._auto_renew:
-            self._task = asyncio.create_task(self._renew(state))
+            port = fence._calls.with_sleep(self._wait_stop)
+            self._tasks = (
+                asyncio.create_task(self._renew(state, port)),
+                asyncio.create_task(run_async(fence._watch_flow(state), port)),
+            )
         return given
 
     def _lost(self, error: LeaseLost) -> None:
-        """The signal's first callback: wake ``wait_lost``, cancel the body if asked.
+        """The signal's first callback: wake ``wait_lost``, cancel a renewal still in its
+        call, cancel the body if asked.
 
-        Runs on the loop (in the renewal task, or in ``__aexit__``), so the body is
-        suspended in its own code: the cancellation lands there, never in ``__aexit__``.
+        Runs on the loop (in the renewal task, the watch, or ``__aexit__``), so the body
+        is suspended in its own code: the cancellation lands there, never in
+        ``__aexit__``.
         """
         self._settled.set()
+        if self._tasks is not None and self._tasks[0] is not asyncio.current_task():
+            self._tasks[0].cancel()  # blocked in a frozen issuer, say: nothing to wait for
         body = self._body
         if body is not None and not self._exiting and not body.done():
             self._cancelled = True
@@ -181,10 +198,9 @@ class AsyncHolding(HoldBase, Generic[E]):
             return False
         return True
 
-    async def _renew(self, state: HoldState) -> None:
-        fence = self._fence
+    async def _renew(self, state: HoldState, port: AsyncCalls) -> None:
         try:
-            await run_async(fence._renewal_flow(state), fence._calls.with_sleep(self._wait_stop))
+            await run_async(self._fence._renewal_flow(state), port)
         except Exception:
             state.renewal_crashed()
 
@@ -199,9 +215,9 @@ class AsyncHolding(HoldBase, Generic[E]):
         if state is None:
             return
         try:
-            if self._task is not None:
+            if self._tasks is not None:
                 self._stop.set()
-                await self._task
+                await asyncio.wait(self._tasks)  # a renewal cancelled on loss raises nothing
             if (
                 self._cancelled
                 and self._took_back_cancel()
@@ -241,7 +257,7 @@ class AsyncHold(AsyncHolding[FenceToken]):
         on_lost: OnLost | None = None,
         cancel_on_loss: bool = False,
     ) -> None:
-        super().__init__(timeout, auto_renew, on_lost, cancel_on_loss)
+        super().__init__(timeout, auto_renew, fence.clock, on_lost, cancel_on_loss)
         self._fence = fence
 
     async def _take(self) -> tuple[AsyncFence, FenceToken, FenceToken]:

@@ -199,48 +199,93 @@ class FenceCore:
             release_log.debug("fence %r: released token %d", self.name, token)
 
     def _renewal_flow(self, hold: HoldState) -> Flow[Op, None]:
-        """Renew ``hold``'s lease every ttl/3 until stopped; on loss mark the hold lost.
+        """Renew ``hold``'s lease every ttl/3, counted from when the last successful
+        renewal was sent, until stopped; on loss mark the hold lost.
 
-        A renewal that fails because the issuer is unreachable is retried every ttl/6;
-        once a whole ttl has passed since the last success the lease must be presumed
-        lost. (Retrying after half of what is left would never reach the end on a
-        virtual clock, and would call the issuer ever faster on a real one.)
+        Each renewal that succeeds moves the hold's deadline (``HoldState.renewed``) to
+        when that request was *sent* plus the ttl: the issuer may have applied it at any
+        moment until its reply. A renewal that fails because the issuer is unreachable
+        is retried every ttl/6 until the deadline, where the lease is presumed lost.
+        (Retrying after half of what is left would never reach the end on a virtual
+        clock, and would call the issuer ever faster on a real one.) The hold's watch
+        (``_watch_flow``) presumes the loss at the deadline too, while a renewal is
+        still blocked in its call; a renewal that returns after that changes nothing.
         """
         token = hold.token
         interval = self.ttl / 3
-        last_ok = self.clock.monotonic()
-        delay = interval
+        monotonic = self.clock.monotonic
+        delay = max(0.0, hold.sent + interval - monotonic())
         while True:
             pause = Sleep(delay)
             yield pause
-            if pause.result:
+            if pause.result or hold.signal.settled:
                 return
+            sent = monotonic()
             try:
                 yield from self._renew_flow(token)
             except LeaseLost as lost:
                 hold.lose(lost)
                 return
             except FenceUnavailable as exc:
-                left = self.ttl - (self.clock.monotonic() - last_ok)
-                if left < 0.001:  # a lease's resolution: nothing of it can be left
-                    lost_log.warning("fence %r: token %d presumed lost: %s", self.name, token, exc)
-                    lease_lost(self._calls, self._holders.get(token))
-                    self._forget(token)
-                    presumed = LeaseLost(
-                        self.name, token, f"issuer unreachable past the lease's end: {exc}"
-                    )
-                    presumed.__cause__ = exc
-                    hold.lose(presumed)
+                left = hold.left(exc)
+                if left is None:
                     return
                 delay = min(interval / 2, left)  # sooner, but never a shrinking series
                 continue
-            last_ok = self.clock.monotonic()
-            delay = interval
+            if not hold.renewed(sent):
+                return  # the deadline passed while the renewal was in flight: too late
+            delay = max(0.0, sent + interval - monotonic())
+
+    def _watch_flow(self, hold: HoldState) -> Flow[Op, None]:
+        """Sleep until ``hold``'s deadline and presume its lease lost there, unless a
+        renewal moved the deadline meanwhile (then sleep until the new one), or the hold
+        was stopped. It waits on its own, not on the renewal's calls, so a renewal
+        blocked in a frozen issuer or a cut connection does not delay the signal (as
+        etcd's clients time a lease's keep-alive out by a timer of their own)."""
+        while (left := hold.left()) is not None:
+            pause = Sleep(left)
+            yield pause
+            if pause.result:
+                return
+
+    def _anchor_flow(
+        self, token: FenceToken, started: float
+    ) -> Flow[Op, tuple[float, LeaseLost | None]]:
+        """When the ttl of a hold's lease last began, on this client's clock, at most:
+        ``started``, when the acquire began, if it took at most a third of the ttl; else
+        the send time of a renewal made at once (an acquire that waited may have been
+        granted or handed its lease at any moment since it began, and a reentrant
+        acquire asked the issuer nothing).
+
+        It never raises, so a hold whose acquire succeeded is always entered (and its
+        lease released on leaving). A lease that renewal finds gone comes back with the
+        loss, and the hold starts lost, as if its renewer had found it. An issuer that
+        does not answer leaves the earliest moment the ttl can have begun: ``started``,
+        or for a reentrant acquire (whose lease began before it) a whole ttl earlier, so
+        the hold's watch presumes the loss at once unless a renewal gets through."""
+        monotonic = self.clock.monotonic
+        reentered = self.reentrant and self._counts.get(token, (None, 1))[1] > 1
+        if not reentered and monotonic() - started <= self.ttl / 3:
+            return started, None
+        sent = monotonic()
+        try:
+            yield from self._renew_flow(token)
+        except LeaseLost as lost:
+            return started, lost
+        except FenceUnavailable:
+            return (started - self.ttl if reentered else started), None
+        return sent, None
 
     # -- holds -------------------------------------------------------------------------
 
-    def _hold_started(self, token: FenceToken, signal: LossSignal | None = None) -> HoldState:
-        hold = self._last_hold = HoldState(self, token, LossSignal() if signal is None else signal)
+    def _hold_started(
+        self, token: FenceToken, signal: LossSignal | None = None, sent: float | None = None
+    ) -> HoldState:
+        """The state of a hold of ``token`` whose lease was granted (or last renewed)
+        by a request sent at ``sent`` (default: now) on the fence's clock."""
+        start = self.clock.monotonic() if sent is None else sent
+        hold = HoldState(self, token, LossSignal() if signal is None else signal, start)
+        self._last_hold = hold
         return hold
 
     # -- helpers -----------------------------------------------------------------------
@@ -349,8 +394,11 @@ class HoldBase:
 
     _state: HoldState | None = None
 
-    def __init__(self, timeout: float | None, auto_renew: bool, on_lost: OnLost | None) -> None:
+    def __init__(
+        self, timeout: float | None, auto_renew: bool, on_lost: OnLost | None, clock: Clock
+    ) -> None:
         self._timeout = timeout
+        self._clock = clock  # the fence's: where the hold's deadline is read
         self._auto_renew = auto_renew
         self._signal = LossSignal()
         if on_lost is not None:
@@ -386,24 +434,37 @@ class HoldBase:
         self._signal.add(check_callback(callback))
 
 
-class HoldState:
-    """What one ``hold()`` knows once entered: its token and its ``LossSignal`` (set by
-    its renewal).
+#: The share of a ttl by which a hold presumes its lease lost before ``sent + ttl``: it
+#: covers the issuer's clock running up to 1% faster than this client's during one ttl.
+DRIFT = 0.01
 
+
+class HoldState:
+    """What one ``hold()`` knows once entered: its token, its ``LossSignal``, and its
+    deadline: when the lease must be presumed lost unless a renewal succeeds first.
+
+    The deadline is ``sent + ttl`` less the ``DRIFT`` margin, where ``sent`` is this
+    client's monotonic time when the acquire or the last successful renewal was
+    *sent*: the issuer cannot have started the lease's ttl before then, so the lease
+    cannot outlive that moment on the issuer's clock, whatever happened to the reply.
     Each hold has its own, so a second hold on the same fence never clears the first
     one's flag.
     """
 
-    __slots__ = ("_fence", "signal", "token")
+    __slots__ = ("_fence", "deadline", "sent", "signal", "token")
 
-    def __init__(self, fence: FenceCore, token: FenceToken, signal: LossSignal) -> None:
+    def __init__(
+        self, fence: FenceCore, token: FenceToken, signal: LossSignal, sent: float
+    ) -> None:
         self._fence = fence
         self.token = token
         self.signal = signal
+        self.sent = sent
+        self.deadline = sent + fence.ttl * (1 - DRIFT)
 
     @property
     def lost(self) -> bool:
-        """True once this hold's renewal found its lease lost."""
+        """True once this hold's lease was found (or presumed) lost."""
         return self.signal.lost
 
     def lose(self, error: LeaseLost | None = None) -> None:
@@ -411,6 +472,37 @@ class HoldState:
         if error is None:
             error = LeaseLost(self._fence.name, self.token, "lease was lost during hold()")
         self.signal.lose(error)
+
+    def renewed(self, sent: float) -> bool:
+        """A renewal sent at ``sent`` succeeded: move the deadline. False if the hold is
+        lost or over already (a loss signalled is never taken back)."""
+        if self.signal.settled:
+            return False
+        self.sent = sent
+        self.deadline = sent + self._fence.ttl * (1 - DRIFT)
+        return True
+
+    def left(self, cause: Exception | None = None) -> float | None:
+        """Seconds until the deadline; ``None`` once the hold is lost or over, and, at
+        the deadline, after presuming the lease lost (``cause``: the renewal's last
+        error, if any)."""
+        if self.signal.settled:
+            return None
+        fence = self._fence
+        left = self.deadline - fence.clock.monotonic()
+        if left >= 0.001:  # a lease's resolution: less than that is nothing left
+            return left
+        token = self.token
+        why = "no renewal succeeded within the ttl"
+        if cause is not None:
+            why = f"issuer unreachable past the lease's end: {cause}"
+        lost_log.warning("fence %r: token %d presumed lost: %s", fence.name, token, why)
+        lease_lost(fence._calls, fence._holders.get(token))
+        fence._forget(token)
+        presumed = LeaseLost(fence.name, token, why)
+        presumed.__cause__ = cause
+        self.lose(presumed)
+        return None
 
     @contextlib.contextmanager
     def finishing(self) -> Iterator[None]:

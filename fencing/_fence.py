@@ -6,6 +6,7 @@ Imports the core, protocol and flow modules; knows no backend.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -124,14 +125,21 @@ class Holding(HoldBase, Generic[E]):
     """A blocking hold: on entry it takes a lease (``_take``, which says on which fence
     and what the ``with`` gives), renews it every ttl/3 in a background thread, and
     releases it on exit; with its own ``lost`` flag, ``on_lost`` callbacks and
-    ``wait_lost``. ``Hold`` takes a fence's lease, a semaphore's hold a permit's."""
+    ``wait_lost``. ``Hold`` takes a fence's lease, a semaphore's hold a permit's.
+
+    A second thread, the watch, presumes the lease lost at the hold's deadline (see
+    ``HoldState``) while the renewer may still be blocked in a call to a frozen or cut
+    off issuer; that renewer ends when its call returns (each backend bounds its calls)
+    or, if the call is still blocked, is left behind by ``__exit__``."""
 
     _fence: Fence  # the fence of the lease held, once entered
 
-    def __init__(self, timeout: float | None, auto_renew: bool, on_lost: OnLost | None) -> None:
-        super().__init__(timeout, auto_renew, on_lost)
+    def __init__(
+        self, timeout: float | None, auto_renew: bool, on_lost: OnLost | None, clock: Clock
+    ) -> None:
+        super().__init__(timeout, auto_renew, on_lost, clock)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: tuple[threading.Thread, threading.Thread] | None = None
 
     def _take(self) -> tuple[Fence, FenceToken, E]:
         """Acquire the lease: its fence, its token, and what the ``with`` gives."""
@@ -139,15 +147,28 @@ class Holding(HoldBase, Generic[E]):
 
     def __enter__(self) -> E:
         self._entering()
+        started = self._clock.monotonic()
         fence, token, given = self._take()
         self._fence = fence
-        state = self._state = fence._hold_started(token, self._signal)
+        sent, lost = run_sync(fence._anchor_flow(token, started), fence._calls)
+        state = self._state = fence._hold_started(token, self._signal, sent)
+        if lost is not None:
+            state.lose(lost)  # found gone at once: the hold starts lost
         if self._auto_renew:
-            self._thread = threading.Thread(
-                target=self._renew, args=(state,), name=f"fencing-renew:{fence.name}", daemon=True
+            port = fence._calls.with_sleep(self._stop.wait)
+            self._threads = (
+                self._thread(self._renew, state, port, f"fencing-renew:{fence.name}"),
+                self._thread(self._watch, state, port, f"fencing-watch:{fence.name}"),
             )
-            self._thread.start()
         return given
+
+    @staticmethod
+    def _thread(
+        target: Callable[[HoldState, Calls], None], state: HoldState, port: Calls, name: str
+    ) -> threading.Thread:
+        thread = threading.Thread(target=target, args=(state, port), name=name, daemon=True)
+        thread.start()
+        return thread
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until this hold's lease is found lost, and return True; or return False
@@ -155,12 +176,14 @@ class Holding(HoldBase, Generic[E]):
         lease released. Any thread may wait, also before the hold is entered."""
         return self._signal.wait(check_timeout(timeout))
 
-    def _renew(self, state: HoldState) -> None:
-        fence = self._fence
+    def _renew(self, state: HoldState, port: Calls) -> None:
         try:
-            run_sync(fence._renewal_flow(state), fence._calls.with_sleep(self._stop.wait))
+            run_sync(self._fence._renewal_flow(state), port)
         except Exception:
             state.renewal_crashed()
+
+    def _watch(self, state: HoldState, port: Calls) -> None:
+        run_sync(self._fence._watch_flow(state), port)
 
     def __exit__(
         self,
@@ -172,9 +195,13 @@ class Holding(HoldBase, Generic[E]):
         if state is None:
             return
         try:
-            if self._thread is not None:
+            if self._threads is not None:
+                renewer, watch = self._threads
                 self._stop.set()
-                self._thread.join()
+                watch.join()
+                # a renewer blocked in its call is waited for until the deadline at most
+                while renewer.is_alive() and (left := state.left()) is not None:
+                    renewer.join(left)
             with state.finishing():
                 self._fence.release(state.token)
         finally:
@@ -188,7 +215,7 @@ class Hold(Holding[FenceToken]):
     def __init__(
         self, fence: Fence, timeout: float | None, auto_renew: bool, on_lost: OnLost | None
     ) -> None:
-        super().__init__(timeout, auto_renew, on_lost)
+        super().__init__(timeout, auto_renew, on_lost, fence.clock)
         self._fence = fence
 
     def _take(self) -> tuple[Fence, FenceToken, FenceToken]:

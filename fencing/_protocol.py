@@ -319,8 +319,10 @@ class WaitSchedule:
         rng: Callable[[], float] = random.random,
         max_block: float = MAX_BLOCK,
         interval: float | None = None,
+        kind: str = "fence",
     ) -> None:
         self._name = name
+        self._kind = kind  # what ``AcquireTimeout`` says did not come
         self._timeout = timeout
         self._wakes = wakes
         self._clock = clock
@@ -337,12 +339,12 @@ class WaitSchedule:
     def next_wait(self, busy: Busy) -> float:
         remaining = self.remaining()
         if remaining is not None and remaining <= 0:
-            raise AcquireTimeout(self._name, self._timeout)
+            raise AcquireTimeout(self._name, self._timeout, self._kind)
         if self._wakes:
             wait = self._max_block
         elif self._interval is not None:
             if self._deadline is not None and self._clock() + self._interval > self._deadline:
-                raise AcquireTimeout(self._name, self._timeout)
+                raise AcquireTimeout(self._name, self._timeout, self._kind)
             return self._interval
         else:
             wait = self._backoff * (0.5 + self._rng() / 2)

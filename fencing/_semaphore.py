@@ -249,7 +249,12 @@ class SemaphoreCore(Generic[F]):
         group = self._wake_group
         wakes = group is not None or self._wakes
         schedule = WaitSchedule(
-            self.name, timeout, wakes, self.clock.monotonic, max_block=self._max_block
+            self.name,
+            timeout,
+            wakes,
+            self.clock.monotonic,
+            max_block=self._max_block,
+            kind="semaphore",
         )
         count = self.permits
         start = random.randrange(count)
@@ -439,7 +444,7 @@ class SemaphoreHold(Holding[Permit]):
     ``on_lost`` callbacks and ``wait_lost`` (a ``Hold`` on the permit's slot)."""
 
     def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
-        super().__init__(timeout, True, None)
+        super().__init__(timeout, True, None, semaphore.clock)
         self._semaphore = semaphore
         self._permit: Permit | None = None
 
@@ -469,7 +474,7 @@ class AsyncSemaphoreHold(AsyncHolding[Permit]):
     """One ``async with semaphore.hold()``: gives the permit (see ``SemaphoreHold``)."""
 
     def __init__(self, semaphore: AsyncSemaphore, timeout: float | None) -> None:
-        super().__init__(timeout, True)
+        super().__init__(timeout, True, semaphore.clock)
         self._semaphore = semaphore
         self._permit: Permit | None = None
 

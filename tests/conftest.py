@@ -142,7 +142,7 @@ def empty_mariadb_url(mariadb_server: MariaDBServer) -> Iterator[str]:
     admin = create_engine(mariadb_server.url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f"CREATE DATABASE {name}")
-    yield mariadb_server.url_for("mysql+pymysql", name)
+    yield mariadb_server.url_for(database=name)
     with admin.connect() as conn:
         conn.exec_driver_sql(f"DROP DATABASE {name}")
     admin.dispose()
@@ -187,7 +187,7 @@ def zookeeper_ensemble() -> Iterator[ZooKeeperEnsemble]:
 @pytest.fixture
 def pg_url(postgres_server: PostgresServer) -> str:
     """URL of the session's PostgreSQL database (psycopg driver); tests clean up their tables."""
-    return postgres_server.url("psycopg")
+    return postgres_server.url
 
 
 @pytest.fixture
@@ -211,7 +211,7 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "mariadb":
         return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.url("psycopg")
+    return server.url
 
 
 @pytest.fixture(
@@ -225,13 +225,13 @@ def async_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if driver.startswith("sqlite"):
         return f"{driver}:///{tmp_path / 'fencing.db'}"
     if driver.startswith("mysql"):
-        server: MariaDBServer = request.getfixturevalue("mariadb_server")
-        return server.url_for(driver)
-    pg: PostgresServer = request.getfixturevalue("postgres_server")
-    engine = create_engine(pg.url("psycopg"))
+        maria: MariaDBServer = request.getfixturevalue("mariadb_server")
+        return maria.url_for(driver.partition("+")[2])
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    engine = create_engine(server.url)
     create_tables(engine)
     engine.dispose()
-    return pg.url(driver.partition("+")[2])
+    return server.url_for(driver.partition("+")[2])
 
 
 @pytest.fixture

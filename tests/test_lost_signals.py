@@ -176,3 +176,28 @@ def test_bad_input_is_refused_before_any_io() -> None:
     with pytest.raises(TypeError):
         afence.hold(on_lost=5)  # type: ignore[arg-type]
     assert not issuer.status("bad").held  # nothing was taken
+
+
+def test_a_lease_gone_before_the_hold_began_starts_the_hold_lost() -> None:
+    """An acquire whose reply came back after its lease's end (virtual time: the reply
+    took longer than the ttl): the hold's first renewal, made at once because the
+    acquire took more than a third of the ttl, finds the lease gone. The body is still
+    entered (the acquire succeeded), with the loss already signalled, and leaving
+    raises ``LeaseLost`` with nothing released."""
+    clock = VirtualClock()
+
+    class SlowReply(fencing.MemoryIssuer):
+        def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | fencing.Busy:
+            granted = super().try_acquire(name, holder, ttl_ms)
+            clock.advance(2 * ttl_ms / 1000)  # the reply arrives after the lease's end
+            return granted
+
+    issuer = SlowReply(clock.monotonic)
+    fence = fencing.Fence(issuer, "slow-reply", ttl=0.3, clock=clock)
+    got: list[fencing.LeaseLost] = []
+    hold = fence.hold(auto_renew=False, on_lost=got.append)
+    with pytest.raises(fencing.LeaseLost) as info, hold as token:
+        assert hold.lost and hold.wait_lost(0)
+        assert got and got[0].token == token
+    assert info.value.token == token
+    assert issuer.status("slow-reply").holder is None  # nobody holds it: nothing to release

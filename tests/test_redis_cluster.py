@@ -276,12 +276,12 @@ def test_a_semaphore_and_a_limiter_keep_their_keys_in_one_cluster_slot(
     backend = fencing.connect(redis_cluster.url)
     client = backend.issuer.client  # type: ignore[attr-defined]
     name = f"bounded:{uuid.uuid4().hex}"
-    semaphore = backend.semaphore(name, permits=4, ttl=30)  # type: ignore[attr-defined]
+    semaphore = backend.semaphore(name, permits=4, ttl=30)
     permits = [semaphore.acquire(timeout=0) for _ in range(4)]
     with pytest.raises(fencing.AcquireTimeout):
         semaphore.acquire(timeout=0.01)  # a waiter: its refused take makes the stream
     for window in ("sliding", "fixed"):
-        limiter = backend.limiter(name, 1, 30, window)  # type: ignore[attr-defined]
+        limiter = backend.limiter(name, 1, 30, window)
         assert limiter.try_acquire() and not limiter.try_acquire()
     keys = list(client.scan_iter(match=f"*{name}*", target_nodes=client.ALL_NODES))
     assert len(keys) >= 4 + 2 and any(key.endswith(b":released") for key in keys), keys

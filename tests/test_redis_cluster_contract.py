@@ -56,7 +56,7 @@ class TestAsyncRedisClusterFence(AsyncFenceContract):
     async def make_fence(self, redis_cluster: RedisCluster) -> AsyncIterator[MakeAsyncFence]:
         client = redis_cluster.async_client()
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return fencing.aio.RedisFence(client, name, ttl)
 
         yield make
@@ -84,8 +84,8 @@ class TestRedisClusterSemaphore(SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, redis_cluster: RedisCluster) -> Iterator[MakeSemaphore]:
         backend = fencing.connect(redis_cluster.url)
-        yield backend.semaphore  # type: ignore[attr-defined]
-        backend.close()  # type: ignore[attr-defined]
+        yield backend.semaphore
+        backend.close()
 
 
 class TestAsyncRedisClusterSemaphore(AsyncSemaphoreContract):

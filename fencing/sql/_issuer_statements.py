@@ -40,7 +40,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from .._sql_flows import LIKE_ESCAPE, STATEMENTS, Reply, StatementName
 from ._keys import KEYS_SQL
-from ._schema import MYSQL, admissions, db_micros, db_now, leases
+from ._schema import MYSQL, admissions, db_micros, db_now, leases, rw_leases
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -238,11 +238,54 @@ def _admissions(dialect: str) -> dict[str, Statement]:
     }
 
 
+def _rw_leases(dialect: str) -> dict[str, Statement]:
+    """The read-write locks' statements (``fencing_rw_leases``); the decisions are the
+    flow's (``SqlFlows.rw_acquire``), in one transaction serialized on the name's row of
+    ``fencing_leases`` (``rw_lock``: PostgreSQL's and MySQL's row lock; SQLite's ``BEGIN
+    IMMEDIATE`` serializes every write already), whose counter gives the tokens
+    (``rw_next``; on MySQL and MariaDB, without ``RETURNING``, read back after the
+    UPDATE under its row lock)."""
+    rw, now, clock = rw_leases, db_now(dialect), db_micros(dialect)
+    mysql_family = dialect in MYSQL
+    greatest = func.max if dialect == "sqlite" else func.greatest  # SQLite's scalar max
+    mode = bindparam("rw_mode", type_=String)
+    ours = and_(rw.c.name == _FENCE, rw.c.holder == _HOLDER)
+    held = and_(ours, rw.c.mode == mode, rw.c.token == _TOKEN, rw.c.expires_at > now)
+    if mysql_family:  # not INSERT IGNORE: it share-locks an existing row, and two touches
+        # then both waiting for rw_lock's exclusive lock deadlock (error 1213, measured)
+        touch: Executable = (
+            mysql.insert(leases).values(name=_FENCE).on_duplicate_key_update(token=leases.c.token)
+        )
+    else:
+        touch = _upsert(dialect)(leases).values(name=_FENCE).on_conflict_do_nothing()
+    bump = (
+        update(leases)
+        .where(leases.c.name == _FENCE)
+        .values(token=greatest(leases.c.token + 1, clock))
+    )
+    bumped = select(leases.c.token).where(leases.c.name == _FENCE)
+    return {
+        "rw_touch": touch,
+        "rw_lock": select(leases.c.token).where(leases.c.name == _FENCE).with_for_update(),
+        "rw_expire": delete(rw).where(rw.c.name == _FENCE, rw.c.expires_at <= now),
+        "rw_rows": select(rw.c.holder, rw.c.mode, rw.c.token, rw.c.expires_at - now).where(
+            rw.c.name == _FENCE
+        ),
+        "rw_next": (bump, bumped) if mysql_family else bump.returning(leases.c.token),
+        "rw_insert": insert(rw).values(
+            name=_FENCE, holder=_HOLDER, mode=mode, token=_TOKEN, expires_at=now + _TTL
+        ),
+        "rw_drop": delete(rw).where(ours),
+        "rw_renew": update(rw).where(held).values(expires_at=now + _TTL),
+        "rw_release": delete(rw).where(held),
+    }
+
+
 @functools.cache
 def statements(dialect: str) -> Mapping[str, Statement]:
     """Every statement of the SQL flows (``STATEMENTS``, in that order) for ``dialect``
     (``sqlite``, ``postgresql``, ``mysql`` or ``mariadb``), built on the first call."""
-    built = {**_leases(dialect), **_admissions(dialect)}
+    built = {**_leases(dialect), **_admissions(dialect), **_rw_leases(dialect)}
     return {name: built[name] for name in STATEMENTS}
 
 

@@ -1,4 +1,4 @@
-"""``AsyncFenceContract``: the promises of an asyncio issuer, through ``fencing.AsyncFence``."""
+"""``AsyncFenceContract``: the promises of an asyncio issuer, through ``fencing.aio.Fence``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ... import AcquireTimeout, AsyncFence, FenceToken, LeaseLost
+from ... import AcquireTimeout, FenceToken, LeaseLost
+from ..._async_fence import AsyncFence
 from ._helpers import (
     BAD_NAMES,
     BAD_TIMEOUTS,
@@ -43,7 +44,7 @@ async def _taken(fence: AsyncFence) -> bool:
 
 
 class AsyncFenceContract(LeaseTerms):
-    """The promises of an asyncio issuer, checked through ``fencing.AsyncFence``.
+    """The promises of an asyncio issuer, checked through ``fencing.aio.Fence``.
 
     The same checks as ``FenceContract``, as coroutines, with tasks where it uses
     threads. Provide ``make_fence(name, ttl)`` returning a fresh ``AsyncFence``.

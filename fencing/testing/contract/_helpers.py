@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterator, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from ... import AsyncElection, AsyncFence, Election, Fence, FenceToken, LeaseLost
+from ... import Election, Fence, FenceToken, LeaseLost
+from ..._async_fence import AsyncFence
+from ..._election import AsyncElection
 from ..._marks import Mark
 from ..._validate import MAX_TTL
 

@@ -8,7 +8,7 @@ touching anything else on the machine. One module per server kind; every name is
 importable from here. Imports nothing from the package outside ``fencing.testing``.
 """
 
-from ._base import ServerError, free_port
+from ._base import ServerError, free_port, frozen, stopped
 from ._etcd import Certificates, EtcdCluster, EtcdMember
 from ._mariadb import MariaDBServer
 from ._pgbouncer import PgBouncer
@@ -38,4 +38,6 @@ __all__ = [
     "faketime_environment",
     "four_letter",
     "free_port",
+    "frozen",
+    "stopped",
 ]

@@ -13,8 +13,11 @@ import socket
 import subprocess
 import tempfile
 import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 
 class ServerError(RuntimeError):
@@ -76,7 +79,79 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeo
     raise ServerError(f"{what} did not open port {port} within {timeout}s")
 
 
+class URL(str):
+    """A server's URL (``server.url``, a property on every server), still callable as
+    ``server.url(...)``, the method it once was on PostgreSQL and pgbouncer: that call
+    warns ``DeprecationWarning`` and returns what the method returned.
+
+    It is a ``str`` to everything else (``fencing.connect(server.url)``), and pickles as
+    a plain one, so a child process never receives the server behind it.
+    """
+
+    _make: Callable[..., str]
+
+    def __new__(cls, url: str, make: Callable[..., str]) -> URL:
+        self = super().__new__(cls, url)
+        self._make = make
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        warnings.warn(
+            "calling a server's url is deprecated: `url` is a property (a str); "
+            "use url_for(driver) for another driver",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._make(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        return (str, (str(self),))
+
+
 S = TypeVar("S", bound="_Server")
+
+
+def stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped: state ``T`` in ``/proc/PID/stat`` (its
+    ``SIGSTOP`` has landed; until then it may still answer)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2] == "T"
+
+
+def children(pid: int) -> list[int]:
+    """The ids of the processes whose parent is ``pid`` (PostgreSQL's backends)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:  # it exited meanwhile
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@contextmanager
+def frozen(pids: Iterable[int], patience: float = 10.0) -> Iterator[None]:
+    """Freeze the processes ``pids`` (SIGSTOP) for the ``with`` block: each is checked
+    stopped in ``/proc`` before the block starts, and each is resumed (SIGCONT) on
+    leaving, whatever happened. ``ServerError`` if one is not stopped within
+    ``patience`` seconds."""
+    stopping: list[int] = []
+    try:
+        for pid in pids:
+            stopping.append(pid)
+            os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + patience
+        while not all(stopped(pid) for pid in stopping):
+            if time.monotonic() > deadline:
+                raise ServerError(f"processes {stopping} not all stopped after {patience}s")
+            time.sleep(0.005)
+        yield
+    finally:
+        for pid in stopping:
+            os.kill(pid, signal.SIGCONT)
 
 
 class _Server:
@@ -106,6 +181,11 @@ class _Server:
         if self.process is None:
             raise ServerError("server is not running")
         return self.process.pid
+
+    def frozen(self) -> AbstractContextManager[None]:
+        """The server frozen (SIGSTOP, checked stopped) for a ``with`` block, resumed on
+        leaving it (see ``frozen``)."""
+        return frozen([self._pid()])
 
     def stop(self) -> None:
         """Stop the server (resuming it first if frozen); SIGKILL after 15 s."""

@@ -74,11 +74,11 @@ class MariaDBServer(_Server):
     @property
     def url(self) -> str:
         """The SQLAlchemy URL of the ``fencing`` database (PyMySQL)."""
-        return self.url_for("mysql+pymysql")
+        return self.url_for()
 
-    def url_for(self, driver: str, database: str = DATABASE) -> str:
-        """The URL of ``database`` through ``driver`` (``mariadb+pymysql``, ``mysql+aiomysql``)."""
-        return f"{driver}://{USER}@127.0.0.1:{self.port}/{database}"
+    def url_for(self, driver: str = "pymysql", database: str = DATABASE) -> str:
+        """The URL of ``database`` through another ``driver`` (``aiomysql``)."""
+        return f"mysql+{driver}://{USER}@127.0.0.1:{self.port}/{database}"
 
     def _bootstrap(self) -> None:
         sql = [
