@@ -68,7 +68,7 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "mariadb":
         return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url("psycopg")
+    url = server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()
