@@ -82,7 +82,7 @@ async def test_aio_fence_shares_leases_and_tokens(tmp_path: Path) -> None:
 
 
 def test_bad_urls() -> None:
-    for url in ("mysql://u@h/db", "http://x", "nothing", "sqlite://"):
+    for url in ("mssql://u@h/db", "http://x", "nothing", "sqlite://"):
         with pytest.raises(ValueError):
             fencing.connect(url)
     with pytest.raises(TypeError):

@@ -1,5 +1,5 @@
 """The public contract (``fencing.testing.contract``) against every issuer of the package,
-blocking and asyncio: memory, Redis, SQLite and PostgreSQL; and against the issuer of
+blocking and asyncio: memory, Redis, SQLite, PostgreSQL and MariaDB; and against the issuer of
 examples/custom_issuer.py, which docs/issuers.md says passes it.
 
 Each class only says how to make a fence; the tests are the contract's. Backend-specific
@@ -34,12 +34,14 @@ from fencing.testing.contract import (
 from fencing.testing.servers import PostgresServer, RedisServer
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file, or the session's PostgreSQL with the SDK's tables created
-    (SQLite creates them itself on first use)."""
+    """A fresh SQLite file, or the session's PostgreSQL or MariaDB with the SDK's tables
+    created (SQLite creates them itself on first use)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
     url = server.url
     engine = create_engine(url)
@@ -115,7 +117,7 @@ class TestAsyncRedisFence(AsyncFenceContract):
 
 
 class TestSqlFence(FenceContract):
-    """On a SQLite file and on PostgreSQL (``sql_issuer_url`` runs each test on both)."""
+    """On a SQLite file, PostgreSQL and MariaDB (``sql_issuer_url`` runs each test on each)."""
 
     @pytest.fixture
     def make_fence(self, sql_issuer_url: str) -> Iterator[MakeFence]:
@@ -129,7 +131,7 @@ class TestSqlFence(FenceContract):
 
 
 class TestAsyncSqlFence(AsyncFenceContract):
-    """On a SQLite file and on PostgreSQL, with each asyncio driver."""
+    """On a SQLite file, PostgreSQL and MariaDB, with each asyncio driver."""
 
     @pytest.fixture
     async def make_fence(self, async_sql_url: str) -> AsyncIterator[MakeAsyncFence]:
@@ -156,7 +158,7 @@ class TestRedisOperations(OperationsContract):
 
 
 class TestSqlOperations(OperationsContract):
-    """The same on a SQLite file and on PostgreSQL."""
+    """The same on a SQLite file, PostgreSQL and MariaDB."""
 
     make_fence = TestSqlFence.make_fence
 
@@ -181,12 +183,12 @@ class TestAsyncRedisElection(AsyncElectionContract):
 
 
 class TestSqlElection(ElectionContract):
-    """On a SQLite file and on PostgreSQL."""
+    """On a SQLite file, PostgreSQL and MariaDB."""
 
     make_fence = TestSqlFence.make_fence
 
 
 class TestAsyncSqlElection(AsyncElectionContract):
-    """On a SQLite file and on PostgreSQL, with each asyncio driver."""
+    """On a SQLite file, PostgreSQL and MariaDB, with each asyncio driver."""
 
     make_fence = TestAsyncSqlFence.make_fence

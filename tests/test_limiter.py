@@ -316,15 +316,17 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
         backend.close()
 
 
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("database", ["sqlite", "postgresql", "mariadb"])
 async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
     database: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """On SQL, both windows: a blocking and an asyncio limiter of one name share its
     admissions (``fencing_admissions``), the refusal names when one frees, and names,
-    windows and databases are apart."""
+    windows and databases are apart (MariaDB: PyMySQL and aiomysql)."""
     if database == "sqlite":
         url = f"sqlite:///{tmp_path / 'aio.db'}"
+    elif database == "mariadb":
+        url = request.getfixturevalue("mariadb_url")
     else:
         server: PostgresServer = request.getfixturevalue("postgres_server")
         url = server.url
