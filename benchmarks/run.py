@@ -35,6 +35,7 @@ import limits_family
 import redlock_family
 import replicas
 import report
+import rwlock_family
 import throughput
 import web
 import zookeeper_family
@@ -54,6 +55,7 @@ FAMILIES = {
     "zookeeper": zookeeper_family.run,
     "advisory": advisory_family.run,
     "limits": limits_family.run,
+    "rwlock": rwlock_family.run,
 }
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -167,7 +169,7 @@ class _Postgres:
     def url(self) -> str:
         if self._url is None:
             server = self._stack.enter_context(self._created.result())
-            self._url = server.url()
+            self._url = server.url
         return self._url
 
 

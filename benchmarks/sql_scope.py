@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             from fencing.testing.servers import PostgresServer
 
-            url = stack.enter_context(PostgresServer()).url()
+            url = stack.enter_context(PostgresServer()).url
         if args.db != "memory":
             create_rows(url, (1, 2, 3))
         children = [

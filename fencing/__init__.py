@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._async_fence import AsyncFence, AsyncHold
-from ._election import AsyncElection, AsyncTerm, Election, Leader, Term
+from ._election import Election, Leader, Term
 from ._errors import (
     AcquireTimeout,
     FenceSetupError,
     FenceUnavailable,
     FencingError,
     LeaseLost,
+    MissingExtra,
     NotReplicated,
     StaleTokenError,
     UnfencedWriteError,
@@ -40,13 +40,18 @@ from ._lazy import lazy_names
 from ._limiter import Admission, Limiter, LimitUse
 from ._marks import FileMark, Mark, MemoryMark
 from ._memory import MemoryFence, MemoryIssuer
+from ._rwlock import ReadToken, RWLock, WriteToken
 from ._semaphore import Permit, Semaphore, SemaphoreHold
 from ._token import FenceToken
-from .issuer import AsyncIssuer, Busy, Issuer
+from .issuer import Busy, Issuer
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
+    # the deprecated names too, so that code using them still type-checks until they go
+    from ._async_fence import AsyncFence, AsyncHold  # noqa: F401
     from ._connect import connect
+    from ._election import AsyncElection, AsyncTerm  # noqa: F401
     from .etcd import EtcdFence, EtcdIssuer
+    from .issuer import AsyncIssuer  # noqa: F401
     from .redis import FencedLock, RedisFence, RedisIssuer, RedisMark, RedlockFence, RedlockIssuer
     from .sql import SqlFence, SqlIssuer
     from .zookeeper import ZooKeeperFence, ZooKeeperIssuer
@@ -72,17 +77,22 @@ _LAZY: dict[str, str] = {
     "connect": "fencing._connect",
 }
 
-__getattr__ = lazy_names(__name__, _LAZY)
+#: Deprecated spelling -> its name now: the asyncio classes live in ``fencing.aio`` under
+#: their blocking twins' names (see CHANGELOG, "Deprecated").
+_RENAMED: dict[str, str] = {
+    "AsyncElection": "fencing.aio.Election",
+    "AsyncFence": "fencing.aio.Fence",
+    "AsyncHold": "fencing.aio.Hold",
+    "AsyncIssuer": "fencing.aio.Issuer",
+    "AsyncTerm": "fencing.aio.Term",
+}
+
+__getattr__ = lazy_names(__name__, _LAZY, _RENAMED)
 
 
 __all__ = [
     "AcquireTimeout",
     "Admission",
-    "AsyncElection",
-    "AsyncFence",
-    "AsyncHold",
-    "AsyncIssuer",
-    "AsyncTerm",
     "Busy",
     "Election",
     "EtcdFence",
@@ -106,8 +116,11 @@ __all__ = [
     "MemoryFence",
     "MemoryIssuer",
     "MemoryMark",
+    "MissingExtra",
     "NotReplicated",
     "Permit",
+    "RWLock",
+    "ReadToken",
     "RedisFence",
     "RedisIssuer",
     "RedisMark",
@@ -120,6 +133,7 @@ __all__ = [
     "StaleTokenError",
     "Term",
     "UnfencedWriteError",
+    "WriteToken",
     "ZooKeeperFence",
     "ZooKeeperIssuer",
     "__version__",

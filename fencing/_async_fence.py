@@ -82,6 +82,15 @@ class AsyncFence(FenceCore, Owner):
             return
         self._released(value, await release_async(self._calls, value, holder))
 
+    def _abandon(self, token: int) -> None:
+        """Release a lease presumed lost (``_abandon_flow``) in a task of its own:
+        leaving a hold never waits for an issuer that does not answer."""
+        task = asyncio.get_running_loop().create_task(
+            run_async(self._abandon_flow(token), self._calls)
+        )
+        _ABANDONING.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(_ABANDONING.discard)
+
     def hold(
         self,
         timeout: float | None = None,
@@ -107,6 +116,9 @@ class AsyncFence(FenceCore, Owner):
 
 #: What entering a hold gives: a token (``AsyncHold``), or a semaphore's permit.
 E = TypeVar("E")
+
+#: The tasks releasing leases that holds presumed lost (``AsyncFence._abandon``).
+_ABANDONING: set[asyncio.Task[None]] = set()
 
 
 class AsyncHolding(HoldBase, Generic[E]):
@@ -153,8 +165,10 @@ class AsyncHolding(HoldBase, Generic[E]):
         started = self._clock.monotonic()
         fence, token, given = await self._take()
         self._fence = fence
-        sent = await run_async(fence._anchor_flow(token, started), fence._calls)
+        sent, lost = await run_async(fence._anchor_flow(token, started), fence._calls)
         state = self._state = fence._hold_started(token, self._signal, sent)
+        if lost is not None:
+            state.lose(lost)  # found gone at once: the hold starts lost
         if self._cancel_on_loss:
             self._body = asyncio.current_task()
         if self._auto_renew:
@@ -230,6 +244,8 @@ class AsyncHolding(HoldBase, Generic[E]):
                 ) from exc
             if self._cancelled and isinstance(exc, asyncio.CancelledError):
                 return  # cancelled from outside as well: that cancellation goes on
+            if state.presumed:
+                self._fence._abandon(state.token)
             with state.finishing():
                 await self._fence.release(state.token)
         finally:

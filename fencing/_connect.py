@@ -20,7 +20,9 @@ PostgreSQL, ``?lease=advisory`` (session-level advisory locks, see docs/sql.md);
 The returned backend gives ``.fence(name, ttl=...)`` (a blocking ``Fence``) and
 ``.aio_fence(name, ttl=...)`` (its asyncio twin, the same leases and tokens); both take
 ``reentrant=True`` (see ``Fence``); ``.election(name, ttl=...)`` and
-``.aio_election(name, ttl=...)`` give leader elections (see ``fencing.Election``). Each
+``.aio_election(name, ttl=...)`` give leader elections (see ``fencing.Election``),
+``.semaphore``/``.aio_semaphore`` and ``.limiter``/``.aio_limiter`` semaphores and rate
+limiters (docs/limits.md); a backend without one of them says so (``Backend``). Each
 asyncio object a backend makes (``aio_fence``, ``aio_election``, ``aio_semaphore``,
 ``aio_limiter``) opens its connections on the event loop that uses it; ``await
 obj.aclose()`` closes them before that loop ends. The embedded default is a SQLite file
@@ -46,6 +48,10 @@ from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
 from ._election import AsyncElection, Election
 from ._fence import Fence
+from ._lazy import needs_extra
+from ._limiter import AsyncLimiter, Limiter
+from ._rwlock import AsyncRWLock, RWLock
+from ._semaphore import AsyncSemaphore, Semaphore
 
 ENV_VAR = "FENCING_URL"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
@@ -65,7 +71,14 @@ def default_url() -> str:
 
 
 class Backend(Protocol):
-    """What ``connect`` returns: fences on one issuer, blocking or asyncio."""
+    """What ``connect`` returns: every primitive on one issuer, blocking or asyncio.
+
+    Every backend class has every method (``tests/test_connect_types.py`` checks it); one
+    whose issuer lacks a primitive raises ``ValueError`` naming the URLs that have it
+    (``NoSemaphore``, ``NoElection``, ``NoLimiter``, ``NoRWLock``): Redlock has fences
+    only, etcd and ZooKeeper have no rate limiter nor read-write lock, ``lease=advisory``
+    no semaphore, election or read-write lock.
+    """
 
     url: str
 
@@ -87,6 +100,87 @@ class Backend(Protocol):
     def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
         """The asyncio election of that name, sharing terms with ``election``."""
         ...
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        """A semaphore of ``permits`` slots, each a fence of this backend (docs/limits.md)."""
+        ...
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        """The asyncio semaphore of that name, sharing slots with ``semaphore``."""
+        ...
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock of that name, readers fenced too (docs/rwlock.md)."""
+        ...
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio read-write lock of that name, sharing leases with ``rwlock``."""
+        ...
+
+    def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
+        """At most ``limit`` admissions per ``per`` seconds, on the server's clock."""
+        ...
+
+    def aio_limiter(
+        self, name: str, limit: int, per: float, window: str = "sliding"
+    ) -> AsyncLimiter:
+        """The asyncio limiter of that name, sharing windows with ``limiter``."""
+        ...
+
+    def close(self) -> None:
+        """Close what the backend opened for its blocking objects (each asyncio object's
+        own connections are closed by its ``aclose()``)."""
+        ...
+
+
+_ALL_BUT_REDLOCK = "Redis (redis://, Sentinel, Cluster), SQL, etcd and ZooKeeper"
+_REDIS_AND_SQL = "Redis (redis://, Sentinel, Cluster) and SQL"
+
+
+def _not_offered(backend: object, what: str, where: str) -> ValueError:
+    return ValueError(f"{backend!r} has no {what}: {what}s are on {where} URLs")
+
+
+class NoSemaphore:
+    """``Backend.semaphore`` and ``aio_semaphore`` of a backend without semaphores."""
+
+    def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
+        raise _not_offered(self, "semaphore", _ALL_BUT_REDLOCK)
+
+    def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
+        raise _not_offered(self, "semaphore", _ALL_BUT_REDLOCK)
+
+
+class NoElection:
+    """``Backend.election`` and ``aio_election`` of a backend without elections."""
+
+    def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
+        raise _not_offered(self, "election", _ALL_BUT_REDLOCK)
+
+    def aio_election(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncElection:
+        raise _not_offered(self, "election", _ALL_BUT_REDLOCK)
+
+
+class NoLimiter:
+    """``Backend.limiter`` and ``aio_limiter`` of a backend without rate limiters."""
+
+    def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
+        raise _not_offered(self, "limiter", _REDIS_AND_SQL)
+
+    def aio_limiter(
+        self, name: str, limit: int, per: float, window: str = "sliding"
+    ) -> AsyncLimiter:
+        raise _not_offered(self, "limiter", _REDIS_AND_SQL)
+
+
+class NoRWLock:
+    """``Backend.rwlock`` and ``aio_rwlock`` of a backend without read-write locks."""
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        raise _not_offered(self, "read-write lock", _REDIS_AND_SQL)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        raise _not_offered(self, "read-write lock", _REDIS_AND_SQL)
 
 
 #: URL scheme -> (module, class) of its backend, imported only when that scheme is used.
@@ -127,7 +221,8 @@ def connect(url: str | None = None) -> Backend:
     if found is not None:
         if scheme == "postgres":  # the libpq spelling; SQLAlchemy wants postgresql
             url = "postgresql" + url[len("postgres") :]
-        backend: Backend = getattr(importlib.import_module(found[0]), found[1])(url)
+        with needs_extra("fencing.connect()"):
+            backend: Backend = getattr(importlib.import_module(found[0]), found[1])(url)
         return backend
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "

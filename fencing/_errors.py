@@ -3,13 +3,15 @@
 ::
 
     FencingError
-    ├── AcquireTimeout      (also a TimeoutError)  the lease stayed taken for the whole timeout
+    ├── AcquireTimeout      (also a TimeoutError)  nothing granted (lease, permit, admission,
+    │                                              term) within the timeout
     ├── LeaseLost                                  renew/release by someone who no longer holds it
     ├── StaleTokenError                            a guard refused a token below its high-water mark
     ├── UnfencedWriteError                         a fenced SQL row was updated without a new token
     ├── FenceUnavailable                           the issuer or mark backend is unreachable/failing
     │   └── NotReplicated                          too few replicas acknowledged a lease in time
-    └── FenceSetupError                            the backend answers but is not set up for fencing
+    ├── FenceSetupError                            the backend answers but is not set up for fencing
+    └── MissingExtra    (also a ModuleNotFoundError) an optional dependency is not installed
 
 Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` with
 ``raise ... from driver_error`` so the cause stays visible (``issuer_error``).
@@ -26,13 +28,26 @@ class FencingError(Exception):
     """Base class of every error raised by ``fencing``."""
 
 
-class AcquireTimeout(FencingError, TimeoutError):
-    """The lease was held by someone else for the whole ``timeout`` of ``acquire``."""
+#: What each kind of primitive did not get in time, for ``AcquireTimeout``'s message.
+_NOT_GOT = {
+    "fence": "lease not acquired",
+    "semaphore": "no permit",
+    "limiter": "no admission",
+    "election": "not elected",
+}
 
-    def __init__(self, name: str, timeout: float | None) -> None:
+
+class AcquireTimeout(FencingError, TimeoutError):
+    """Nothing was granted within the ``timeout`` of ``acquire`` (or ``campaign``): the
+    lease stayed taken, every permit of a semaphore stayed taken, a limiter's window
+    stayed full, or another candidate stayed leader. ``kind`` says which (``"fence"``,
+    ``"semaphore"``, ``"limiter"``, ``"election"``) and the message says it too."""
+
+    def __init__(self, name: str, timeout: float | None, kind: str = "fence") -> None:
         self.name = name
         self.timeout = timeout
-        super().__init__(f"fence {name!r}: lease not acquired within {timeout}s")
+        self.kind = kind
+        super().__init__(f"{kind} {name!r}: {_NOT_GOT[kind]} within {timeout}s")
 
 
 class LeaseLost(FencingError):
@@ -107,6 +122,24 @@ class FenceSetupError(FencingError):
     the Redis user's ACL forbids running the scripts. Retrying does not help: it is
     not a ``FenceUnavailable``. Nothing was changed.
     """
+
+
+class MissingExtra(FencingError, ModuleNotFoundError):
+    """A part of ``fencing`` needs an optional dependency that is not installed; the
+    message names the extra that brings it (``pip install -e '.[sql]'``).
+
+    ``name`` is the missing module (as for every ``ModuleNotFoundError``), ``extra`` the
+    extra of ``pyproject.toml`` that installs it, ``what`` the part that needs it.
+    """
+
+    def __init__(self, what: str, extra: str, module: str) -> None:
+        self.what = what
+        self.extra = extra
+        super().__init__(
+            f"{what} needs the {extra!r} extra: pip install -e '.[{extra}]' "
+            f"(or 'fencing[{extra}]'); {module!r} is not installed",
+            name=module,
+        )
 
 
 def issuer_error(backend: str, exc: BaseException) -> FenceUnavailable:

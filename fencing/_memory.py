@@ -12,14 +12,15 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ._async_fence import AsyncFence
 from ._core import DEFAULT_TTL
 from ._fence import Fence
 from ._limiter import Admission, AsyncLimiter, Limiter, LimitUse, MemoryWindows
+from ._rwlock import AsyncRWLock, RWLock
 from ._semaphore import AsyncSemaphore, Semaphore
-from .issuer import Busy, FenceStatus
+from .issuer import READ, Busy, FenceStatus
 
 
 @dataclass
@@ -27,6 +28,25 @@ class _Lease:
     token: int
     holder: str
     expires_at: float
+
+
+@dataclass
+class _ReadWrite:
+    """The state of one read-write lock (docs/rwlock.md): the writer's lease, the readers'
+    expiries by holder id, the epoch they share, and the waiting writer's marker."""
+
+    writer: _Lease | None = None
+    readers: dict[str, float] = field(default_factory=dict)
+    epoch: int = 0
+    waiting: tuple[str, float] | None = None
+
+    def drop_expired(self, now: float) -> None:
+        if self.writer is not None and self.writer.expires_at <= now:
+            self.writer = None
+        for holder in [h for h, expires_at in self.readers.items() if expires_at <= now]:
+            del self.readers[holder]
+        if self.waiting is not None and self.waiting[1] <= now:
+            self.waiting = None
 
 
 class MemoryIssuer:
@@ -44,6 +64,7 @@ class MemoryIssuer:
         self._leases: dict[str, _Lease] = {}
         self._counters: dict[str, int] = {}
         self._windows = MemoryWindows(clock)
+        self._rw: dict[str, _ReadWrite] = {}
 
     def _live(self, name: str) -> _Lease | None:
         lease = self._leases.get(name)
@@ -104,6 +125,86 @@ class MemoryIssuer:
         with self._changed:
             self._changed.wait(seconds)
 
+    def _next_token(self, name: str) -> int:
+        token = self._counters[name] = self._counters.get(name, 0) + 1
+        return token
+
+    def _read_write(self, name: str) -> _ReadWrite:
+        state = self._rw.get(name)
+        if state is None:
+            state = self._rw[name] = _ReadWrite()
+        state.drop_expired(self._clock())
+        return state
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.ReadWrites``: a read or write lease of the lock ``name``; the
+        token comes from the fence ``name``'s counter."""
+        with self._changed:
+            state = self._read_write(name)
+            now = self._clock()
+            writer, waiting = state.writer, state.waiting
+            if mode == READ:
+                if writer is not None:
+                    return Busy(writer.expires_at - now)
+                if waiting is not None:  # a writer waits: new readers wait behind it
+                    return Busy(waiting[1] - now)
+                if not state.readers:  # the first reader of an empty lock: a new epoch
+                    state.epoch = self._next_token(name)
+                state.readers[holder] = now + ttl_ms / 1000
+                return state.epoch
+            if waiting is not None and waiting[0] == holder and not queue_ms:
+                state.waiting = waiting = None  # it waits no more
+            if writer is not None or state.readers:
+                if queue_ms and (waiting is None or waiting[0] == holder):
+                    state.waiting = (holder, now + queue_ms / 1000)
+                ends = max([*state.readers.values(), writer.expires_at if writer else now])
+                return Busy(ends - now)
+            if waiting is not None and waiting[0] == holder:
+                state.waiting = None
+            state.writer = _Lease(self._next_token(name), holder, now + ttl_ms / 1000)
+            return state.writer.token
+
+    def _rw_held(self, name: str, mode: str, token: int, holder: str) -> _ReadWrite | None:
+        state = self._read_write(name)
+        if mode == READ:
+            held = holder in state.readers and state.epoch == token
+        else:
+            writer = state.writer
+            held = writer is not None and writer.token == token and writer.holder == holder
+        return state if held else None
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        """``fencing.issuer.ReadWrites``: extend that exact lease."""
+        with self._changed:
+            state = self._rw_held(name, mode, token, holder)
+            if state is None:
+                return False
+            expires_at = self._clock() + ttl_ms / 1000
+            if mode == READ:
+                state.readers[holder] = expires_at
+            elif state.writer is not None:
+                state.writer.expires_at = expires_at
+            return True
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        """``fencing.issuer.ReadWrites``: end that exact lease; wakes the waiters."""
+        with self._changed:
+            state = self._rw_held(name, mode, token, holder)
+            if state is None:
+                return False
+            if mode == READ:
+                del state.readers[holder]
+            else:
+                state.writer = None
+            self._changed.notify_all()
+            return True
+
+    def rw_await(self, name: str, seconds: float) -> None:
+        """``fencing.issuer.ReadWrites``: until a lease may have ended, at most ``seconds``."""
+        self.await_release(name, seconds)
+
     def status(self, name: str) -> FenceStatus:
         with self._changed:
             return self._status(name)
@@ -158,6 +259,14 @@ class MemoryIssuer:
         """The asyncio twin of ``semaphore``: the same slots, leases and tokens."""
         return AsyncSemaphore(AsyncMemoryIssuer(self), name, permits, ttl)
 
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock on this issuer (docs/rwlock.md)."""
+        return RWLock(self, name, ttl)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio twin of ``rwlock``: the same leases and tokens."""
+        return AsyncRWLock(AsyncMemoryIssuer(self), name, ttl)
+
 
 class AsyncMemoryIssuer:
     """``MemoryIssuer`` for asyncio: its calls never block, and waiting runs in a thread."""
@@ -187,6 +296,20 @@ class AsyncMemoryIssuer:
 
     async def limit_use(self, name: str, per_ms: int, window: str) -> LimitUse:
         return self.sync.limit_use(name, per_ms, window)
+
+    async def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        return self.sync.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+
+    async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return self.sync.rw_renew(name, mode, token, holder, ttl_ms)
+
+    async def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        return self.sync.rw_release(name, mode, token, holder)
+
+    async def rw_await(self, name: str, seconds: float) -> None:
+        await asyncio.to_thread(self.sync.rw_await, name, seconds)
 
     async def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.AsyncInspects``: see ``MemoryIssuer.status``."""

@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol, TypeVar, get_args
 
 from ._flow import Flow
 from ._limiter import Admission, LimitUse
-from .issuer import Busy, FenceStatus
+from .issuer import READ, WRITE, Busy, FenceStatus
 
 T = TypeVar("T")
 
@@ -73,6 +73,15 @@ T = TypeVar("T")
 #:   the ``skip`` oldest.
 #: - ``clock``: the database's clock in µs. ``limit_use``: ``limiter``, ``window``,
 #:   ``after``; how many admissions after ``after`` count, and the first one's time.
+#: - the read-write locks' (``fencing_rw_leases``), each with ``fence`` (the lock's
+#:   name): ``rw_touch`` makes the name's row in ``fencing_leases`` if missing;
+#:   ``rw_lock`` locks it (to the transaction's end) and reads its counter;
+#:   ``rw_expire`` deletes the lock's rows past their end; ``rw_rows``: each row's holder,
+#:   mode, token and seconds left; ``rw_next``: the counter's next token (returned);
+#:   ``rw_insert``: ``holder_id``, ``rw_mode``, ``lease_token``, ``ttl``; ``rw_drop``:
+#:   ``holder_id``, its row whatever it holds; ``rw_renew`` (with ``ttl``) and
+#:   ``rw_release``: ``holder_id``, ``rw_mode``, ``lease_token``, one row changed when
+#:   that exact lease was live.
 StatementName = Literal[
     "acquire",
     "lease_left",
@@ -93,10 +102,23 @@ StatementName = Literal[
     "admit_oldest",
     "clock",
     "limit_use",
+    "rw_touch",
+    "rw_lock",
+    "rw_expire",
+    "rw_rows",
+    "rw_next",
+    "rw_insert",
+    "rw_drop",
+    "rw_renew",
+    "rw_release",
 ]
 
 #: Every statement's name: what a port must know how to run.
 STATEMENTS: tuple[StatementName, ...] = get_args(StatementName)
+
+#: Seconds between a waiting read-write lock's attempts on SQL (nothing wakes it there):
+#: a release is noticed this late at most, for one transaction per waiter per poll.
+RW_POLL = 0.05
 
 #: The escape character of ``names``'s ``LIKE`` pattern.
 LIKE_ESCAPE = "/"
@@ -263,6 +285,74 @@ class SqlFlows:
         if not used or (window == "fixed" and now >= int(oldest) + per):
             return LimitUse(0, None, now / 1e6)
         return LimitUse(int(used), max(0, int(oldest) + per - now) / 1e6, now / 1e6)
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> Flow[Execute, int | Busy]:
+        """A read or write lease of the read-write lock ``name`` (``ReadWrites``; the
+        rules in docs/rwlock.md), decided on the lock's rows read once the name's row
+        in ``fencing_leases`` is locked, so no other operation of the lock interleaves."""
+        yield Execute("rw_touch", fence=name)
+        yield Execute("rw_lock", fence=name)
+        yield Execute("rw_expire", fence=name)
+        rows = Execute("rw_rows", fence=name)
+        yield rows
+        leases = [(str(h), str(m), int(t), float(left)) for h, m, t, left in rows.result.rows]
+        writers = [left for _, m, _, left in leases if m == WRITE]
+        readers = [(token, left) for _, m, token, left in leases if m == READ]
+        marker = next(((h, left) for h, m, _, left in leases if m == "wait"), None)
+        if mode == READ:
+            if writers or marker is not None:  # a writer holds, or waits: readers wait
+                return Busy(max([*writers, marker[1] if marker else 0.0]))
+            if readers:
+                epoch = readers[0][0]
+            else:  # the first reader of an empty lock: a new epoch
+                epoch = yield from self._next_token(name)
+            yield self._rw_insert(name, holder, READ, epoch, ttl_ms / 1000.0)
+            return epoch
+        mine = marker is not None and marker[0] == holder
+        if mine and (not queue_ms or not (writers or readers)):
+            yield Execute("rw_drop", fence=name, holder_id=holder)
+        if writers or readers:
+            if queue_ms and (marker is None or mine):
+                if mine:
+                    yield Execute("rw_drop", fence=name, holder_id=holder)
+                yield self._rw_insert(name, holder, "wait", 0, queue_ms / 1000.0)
+            return Busy(max([*writers, *(left for _, left in readers)]))
+        token = yield from self._next_token(name)
+        yield self._rw_insert(name, holder, WRITE, token, ttl_ms / 1000.0)
+        return token
+
+    @staticmethod
+    def _next_token(name: str) -> Flow[Execute, int]:
+        step = Execute("rw_next", fence=name)
+        yield step
+        return int(step.result.rows[0][0])
+
+    @staticmethod
+    def _rw_insert(name: str, holder: str, mode: str, token: int, seconds: float) -> Execute:
+        return Execute(
+            "rw_insert", fence=name, holder_id=holder, rw_mode=mode, lease_token=token, ttl=seconds
+        )
+
+    def rw_renew(
+        self, name: str, mode: str, token: int, holder: str, ttl_ms: int
+    ) -> Flow[Execute, bool]:
+        step = Execute(
+            "rw_renew",
+            fence=name,
+            holder_id=holder,
+            rw_mode=mode,
+            lease_token=token,
+            ttl=ttl_ms / 1000.0,
+        )
+        yield step
+        return step.result.rowcount == 1
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> Flow[Execute, bool]:
+        step = Execute("rw_release", fence=name, holder_id=holder, rw_mode=mode, lease_token=token)
+        yield step
+        return step.result.rowcount == 1
 
 
 class FlowsIssuer(ABC):

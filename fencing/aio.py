@@ -1,25 +1,32 @@
 """``fencing.aio``: the asyncio API, with the same names and semantics as the sync one.
 
-Every class here runs the very same flows as its sync twin (see ``fencing._protocol``);
-only the driver awaits instead of blocking. Imports the core and the optional backends;
-those that need an optional dependency (redis-py, SQLAlchemy, grpcio, kazoo) load on
-first use, as in ``fencing``: ``fencing.aio.RedisFence`` is ``fencing.redis.aio.RedisFence``,
-and so on for every backend's fence and issuer.
+One naming rule: every asyncio class is here under its blocking twin's name
+(``fencing.aio.Fence`` is the asyncio ``fencing.Fence``), with the same public methods
+(``tests/test_parity.py`` checks both). Every class here runs the very same flows as its
+sync twin (see ``fencing._protocol``); only the driver awaits instead of blocking.
+Imports the core and the optional backends; those that need an optional dependency
+(redis-py, SQLAlchemy, grpcio, kazoo) load on first use, as in ``fencing``:
+``fencing.aio.RedisFence`` is ``fencing.redis.aio.RedisFence``, and so on for every
+backend's fence and issuer. ``fencing.aio.AsyncFence`` is the deprecated spelling of
+``fencing.aio.Fence``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._async_fence import AsyncFence
+from ._async_fence import AsyncFence as Fence
+from ._async_fence import AsyncHold as Hold
 from ._election import AsyncElection as Election
 from ._election import AsyncTerm as Term
 from ._election import Leader
 from ._lazy import lazy_names
 from ._limiter import AsyncLimiter as Limiter
 from ._memory import AsyncMemoryFence as MemoryFence
+from ._rwlock import AsyncRWLock as RWLock
 from ._semaphore import AsyncSemaphore as Semaphore
 from ._semaphore import AsyncSemaphoreHold as SemaphoreHold
+from .issuer import AsyncIssuer as Issuer
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     from .etcd.aio import EtcdFence, EtcdIssuer
@@ -42,18 +49,24 @@ _LAZY: dict[str, str] = {
     "ZooKeeperIssuer": "fencing.zookeeper.aio",
 }
 
-__getattr__ = lazy_names(__name__, _LAZY)
+#: Deprecated spelling -> its name now (see CHANGELOG, "Deprecated").
+_RENAMED: dict[str, str] = {"AsyncFence": "fencing.aio.Fence"}
+
+__getattr__ = lazy_names(__name__, _LAZY, _RENAMED)
 
 
 __all__ = [
-    "AsyncFence",
     "Election",
     "EtcdFence",
     "EtcdIssuer",
+    "Fence",
     "FencedLock",
+    "Hold",
+    "Issuer",
     "Leader",
     "Limiter",
     "MemoryFence",
+    "RWLock",
     "RedisFence",
     "RedisIssuer",
     "RedlockFence",

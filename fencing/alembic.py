@@ -19,8 +19,11 @@ Imports Alembic and SQLAlchemy.
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-from alembic import op
+from ._lazy import needs_extra
+
+with needs_extra("fencing.alembic"):  # say which extra brings a missing driver
+    import sqlalchemy as sa
+    from alembic import op
 
 COLUMN = "fence_token"
 

@@ -1,7 +1,7 @@
 """``fencing.issuer``: what an issuer backend implements, for people who write one.
 
 An issuer grants leases and issues tokens, one fence name at a time. Wrap one in
-``fencing.Fence(issuer, name, ttl)`` (or ``fencing.AsyncFence`` for an ``AsyncIssuer``)
+``fencing.Fence(issuer, name, ttl)`` (or ``fencing.aio.Fence`` for an ``AsyncIssuer``)
 and the fence adds everything else: argument checks, holder ids, waiting with a
 deadline, ``hold()`` with background renewal, logs. Check it with the public contract,
 ``fencing.testing.contract`` (see docs/issuers.md).
@@ -40,6 +40,16 @@ Optional capabilities, each its own protocol; a fence checks for them once:
   released after ``since``; ``release_slot`` is ``release`` of a slot that also wakes
   them. Without it, a semaphore waits as its slots' fences would (``WakesOnRelease``
   on the slot whose lease ends first, else backing off with jitter).
+
+Read-write locks (``fencing.RWLock``, docs/rwlock.md), a protocol of their own:
+
+- ``ReadWrites``: ``rw_acquire(name, mode, holder, ttl_ms, queue_ms)`` grants a
+  ``"read"`` or ``"write"`` lease of the read-write lock ``name`` and returns its token
+  (readers that hold together share one, the read epoch), else ``Busy``; a refused
+  writer with ``queue_ms`` > 0 sets the waiting-writer marker that stops new readers;
+  ``rw_renew``/``rw_release`` act only for that exact lease; ``rw_await(name, seconds)``
+  blocks until a lease of ``name`` may have ended. Each call is one atomic step. Tokens
+  come from the counter of the fence ``name``.
 
 Operations (the ``fencing status``, ``list`` and ``release --force`` commands), each its
 own protocol too; an issuer without them works, the command line says it cannot
@@ -260,6 +270,65 @@ class AsyncHandOff(Protocol):
 
     async def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         """See ``HandOff.await_handoff``."""
+        ...
+
+
+#: The two sides of a read-write lock, as ``ReadWrites`` names them.
+READ = "read"
+WRITE = "write"
+
+
+@runtime_checkable
+class ReadWrites(Protocol):
+    """Capability: read-write locks (``fencing.RWLock``; the rules are in docs/rwlock.md).
+
+    ``mode`` is ``READ`` or ``WRITE``. Readers that hold together share one token, the
+    read epoch: the next token of the counter of the fence ``name`` when the first
+    reader enters an empty lock. A writer gets the next token. A writer refused with
+    ``queue_ms`` > 0 marks itself waiting for ``queue_ms`` (no new reader enters while
+    the marker lives), unless another writer's marker is live; ``queue_ms`` 0 clears
+    ``holder``'s own marker.
+    """
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        """Grant a ``mode`` lease to ``holder`` for ``ttl_ms``: its token, else ``Busy``."""
+        ...
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        """Extend the ``mode`` lease of ``token``/``holder``; whether it was still held."""
+        ...
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        """End the ``mode`` lease of ``token``/``holder``; whether it was still held."""
+        ...
+
+    def rw_await(self, name: str, seconds: float) -> None:
+        """Block up to ``seconds``, returning early when a lease of ``name`` may have ended."""
+        ...
+
+
+@runtime_checkable
+class AsyncReadWrites(Protocol):
+    """The asyncio ``ReadWrites``."""
+
+    async def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        """See ``ReadWrites.rw_acquire``."""
+        ...
+
+    async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        """See ``ReadWrites.rw_renew``."""
+        ...
+
+    async def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        """See ``ReadWrites.rw_release``."""
+        ...
+
+    async def rw_await(self, name: str, seconds: float) -> None:
+        """See ``ReadWrites.rw_await``."""
         ...
 
 

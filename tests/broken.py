@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fencing import MemoryIssuer, MemoryMark
-from fencing.issuer import Busy, FenceStatus
+from fencing.issuer import READ, Busy, FenceStatus
 
 
 class ReusesTokens(MemoryIssuer):
@@ -127,6 +127,61 @@ class LetsOneMoreIntoSlotZero(LetsTwoHoldersIn):
         return MemoryIssuer.try_acquire(self, name, holder, ttl_ms)
 
 
+class GivesReadersDistinctTokens(MemoryIssuer):
+    """A read-write lock whose readers each get a token of their own (a fresh one from
+    the counter) instead of sharing the read epoch; the leases underneath stay real."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._real: dict[tuple[str, int], int] = {}  # (name, reported token) -> epoch
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        reply = super().rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        if mode != READ or isinstance(reply, Busy):
+            return reply
+        with self._changed:
+            reported = self._next_token(name)
+        self._real[name, reported] = reply
+        return reported
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        epoch = self._real.get((name, token), token)
+        return super().rw_renew(name, mode, epoch, holder, ttl_ms)
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        return super().rw_release(name, mode, self._real.get((name, token), token), holder)
+
+
+class LetsWritersInBesideReaders(MemoryIssuer):
+    """A read-write lock whose writers do not wait for the readers inside (a writer still
+    excludes readers and writers)."""
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        if mode == READ:
+            return super().rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        with self._changed:
+            state = self._read_write(name)
+            readers, state.readers = state.readers, {}
+            try:
+                return super().rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+            finally:
+                state.readers = readers
+
+
+class StarvesWriters(MemoryIssuer):
+    """A read-write lock without writer preference: a waiting writer never marks itself,
+    so new readers keep entering ahead of it."""
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        return super().rw_acquire(name, mode, holder, ttl_ms, 0)
+
+
 ISSUERS: dict[str, type[MemoryIssuer]] = {
     "correct": MemoryIssuer,
     "reuses-tokens": ReusesTokens,
@@ -134,6 +189,9 @@ ISSUERS: dict[str, type[MemoryIssuer]] = {
     "ignores-holder": IgnoresTheHolder,
     "forgets-counter": ForgetsTheCounter,
     "one-more-permit": LetsOneMoreIntoSlotZero,
+    "distinct-read-tokens": GivesReadersDistinctTokens,
+    "writers-beside-readers": LetsWritersInBesideReaders,
+    "starves-writers": StarvesWriters,
 }
 MARKS: dict[str, type[MemoryMark]] = {
     "correct": MemoryMark,

@@ -19,6 +19,7 @@ the gate, so the test can freeze it there with SIGSTOP.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 from celery import Celery
 
-from fencing import StaleTokenError
+from fencing import FileStore, StaleTokenError
 from fencing.celery import FencedTask
 
 BROKER = os.environ.get("FENCING_TEST_BROKER", "redis://127.0.0.1:6379/1")
@@ -75,6 +76,48 @@ def slow_step(account: str, token: int | None) -> None:
     deadline = time.monotonic() + 120
     while not (WORK / f"{account}.gate").exists() and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def deposit_to_file(task: FencedTask, account: str, amount: int) -> int:
+    """docs/celery.md's quick start deposit, on a ``FileStore`` per account: claim, read,
+    the slow step, write with the token. Idempotent per task id (the ids applied are
+    kept with the balance): a copy of a message the broker delivers again (acks_late,
+    at least once) applies nothing twice."""
+    assert task.fence_token is not None
+    token = int(task.fence_token)
+    store = FileStore(WORK / f"{account}.json")
+    store.claim(token)
+    try:
+        state = json.loads(store.read())
+    except FileNotFoundError:
+        state = {"balance": 0, "applied": []}
+    slow_step(account, token)
+    if task.request.id not in state["applied"]:
+        state = {
+            "balance": state["balance"] + amount,
+            "applied": [*state["applied"], task.request.id],
+        }
+        store.write(json.dumps(state).encode(), token)
+    return int(state["balance"])
+
+
+@app.task(bind=True, shared=False, base=FencedTask, fence_key="account:{account}", fence_ttl=5)
+def deposit(self: FencedTask, account: str, amount: int) -> int:
+    """The quick start's task, with the default ``fence_on_busy``."""
+    return deposit_to_file(self, account, amount)
+
+
+@app.task(
+    bind=True,
+    shared=False,
+    base=FencedTask,
+    fence_key="account:{account}",
+    fence_ttl=5,
+    fence_on_busy="skip",
+)
+def skip_deposit(self: FencedTask, account: str, amount: int) -> int:
+    """The same with ``fence_on_busy="skip"``, the default up to 0.2.0 (the control)."""
+    return deposit_to_file(self, account, amount)
 
 
 @app.task(

@@ -153,7 +153,7 @@ def zookeeper_ensemble() -> Iterator[ZooKeeperEnsemble]:
 @pytest.fixture
 def pg_url(postgres_server: PostgresServer) -> str:
     """URL of the session's PostgreSQL database (psycopg driver); tests clean up their tables."""
-    return postgres_server.url("psycopg")
+    return postgres_server.url
 
 
 @pytest.fixture
@@ -174,7 +174,7 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    return server.url("psycopg")
+    return server.url
 
 
 @pytest.fixture(params=["sqlite+aiosqlite", "postgresql+psycopg", "postgresql+asyncpg"])
@@ -185,10 +185,10 @@ def async_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if driver.startswith("sqlite"):
         return f"{driver}:///{tmp_path / 'fencing.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    engine = create_engine(server.url("psycopg"))
+    engine = create_engine(server.url)
     create_tables(engine)
     engine.dispose()
-    return server.url(driver.partition("+")[2])
+    return server.url_for(driver.partition("+")[2])
 
 
 @pytest.fixture

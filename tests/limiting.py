@@ -71,7 +71,7 @@ def limiters(
     for index, url in enumerate(urls):
         backend = fencing.connect(url)
         for window, name in names.items():
-            store = backend.limiter(name, limit=LIMIT, per=PER, window=window).store  # type: ignore[attr-defined]
+            store = backend.limiter(name, limit=LIMIT, per=PER, window=window).store
             found[f"{index}:{window}"] = Limiter(store, name, LIMIT, PER, window, sleep=sleep)
     return found
 

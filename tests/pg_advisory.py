@@ -26,7 +26,7 @@ def terminate_holder(server: PostgresServer, name: str) -> int:
 @pytest.fixture
 def advisory_url(postgres_server: PostgresServer) -> str:
     """The session's PostgreSQL (psycopg), with the SDK's tables."""
-    url = postgres_server.url("psycopg")
+    url = postgres_server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()

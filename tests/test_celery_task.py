@@ -8,6 +8,8 @@ The proofs with real workers and redelivery are in tests/test_celery_workers.py.
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import pytest
 from celery import Celery
 from celery.exceptions import Retry
-from waiting import wait_until
+from waiting import joined, wait_until
 
 import fencing
 from fencing import AcquireTimeout, StaleTokenError
@@ -73,6 +75,11 @@ def test_fence_name_from_a_callable(app: Celery) -> None:
         ({"fence_key": "k", "fence_once_ttl": float("nan")}, ValueError),
         ({"fence_key": "k", "fence_url": b"redis://"}, TypeError),
         ({"fence_key": "k", "fence_issuer": "redis://"}, TypeError),
+        ({"fence_key": "k", "fence_once": "yes"}, TypeError),
+        ({"fence_key": "k", "fence_once_store": 42}, TypeError),
+        ({"fence_key": "account:{"}, ValueError),  # not a format string
+        ({"fence_key": "account:{account}"}, ValueError),  # job takes no argument
+        ({"fence_key": "{0}"}, ValueError),
     ],
 )
 def test_bad_options_fail_at_definition(
@@ -84,6 +91,65 @@ def test_bad_options_fail_at_definition(
         app.task(shared=False, bind=True, base=FencedTask, name=f"bad-{len(app.tasks)}", **options)(
             job
         )
+
+
+def test_a_fence_key_naming_an_argument_the_task_does_not_take_fails_at_definition(
+    app: Celery,
+) -> None:
+    """A typo in ``fence_key`` is a ValueError naming it when the task is bound, not a
+    KeyError on a worker at its first run; what the task takes is accepted (by name,
+    by position, attributes of an argument, anything with ``**kwargs``)."""
+
+    def deposit(self: FencedTask, account: str, amount: int) -> None: ...
+
+    for typo in ("account:{acount}", "account:{2}", "{account}:{amount:{width}}"):
+        with pytest.raises(ValueError, match="not an argument of the task") as refused:
+            app.task(shared=False, bind=True, base=FencedTask, name=f"typo-{typo}", fence_key=typo)(
+                deposit
+            )
+        assert "account, amount" in str(refused.value)  # what it does take
+    for key in ("account:{account}", "{0}:{1}", "{}-{}", "{account.upper}", "{amount:>{1}}"):
+        task = app.task(shared=False, bind=True, base=FencedTask, name=f"ok-{key}", fence_key=key)
+        task(deposit)
+
+    with pytest.raises(ValueError, match="cannot take the task's arguments"):
+        app.task(
+            shared=False, bind=True, base=FencedTask, name="short", fence_key=lambda a: f"{a}"
+        )(deposit)
+    for callable_key in (
+        lambda a, b: f"{a}",  # by position
+        lambda *, account, amount: account,  # by name
+        lambda account, **more: account,
+        lambda *args, **kwargs: "k",
+    ):
+        app.task(
+            shared=False,
+            bind=True,
+            base=FencedTask,
+            name=f"ok-{id(callable_key)}",
+            fence_key=callable_key,
+        )(deposit)
+
+    class Transfer(FencedTask):  # a task class of its own: run's self is not an argument
+        name = "transfer"
+        fence_key = "transfer:{sourc}"
+
+        def run(self, source: str, target: str) -> None: ...
+
+    with pytest.raises(ValueError, match="'sourc', which is not an argument"):
+        app.register_task(Transfer)
+
+    def anything(*args: Any, **kwargs: Any) -> None: ...
+
+    app.task(shared=False, base=FencedTask, name="any", fence_key="{who}:{5}")(anything)
+
+
+def test_a_positional_field_names_an_argument_passed_by_name_too(app: Celery) -> None:
+    @app.task(shared=False, bind=True, base=FencedTask, fence_key="{0}:{amount}")
+    def deposit(self: FencedTask, account: str, amount: int) -> str:
+        return str(self.fence_token)
+
+    assert deposit.fence_name((), {"account": "alice", "amount": 5}) == "alice:5"
 
 
 def test_token_inside_the_run_and_released_after(app: Celery) -> None:
@@ -136,18 +202,49 @@ def test_released_when_the_task_fails(app: Celery) -> None:
     fence(app, "failing").acquire(timeout=0)
 
 
-def test_duplicate_is_skipped_by_default(app: Celery) -> None:
+def test_a_call_whose_key_is_held_waits_by_default_and_then_runs(app: Celery) -> None:
+    """Distinct calls that share a key run one after the other: none is dropped. The
+    call is seen queued on the lease (Redis counts its waiters) before the lease is
+    released, so it did meet the held lease."""
     ran: list[int] = []
 
-    @app.task(shared=False, bind=True, base=FencedTask, fence_key="skip:{n}")
+    @app.task(shared=False, bind=True, base=FencedTask, fence_key="deposit:{account}")
+    def deposit(self: FencedTask, account: str, amount: int) -> int:
+        ran.append(amount)
+        return amount
+
+    held = fence(app, "deposit:alice")
+    token = held.acquire()
+    done: list[int] = []
+    second = threading.Thread(target=lambda: done.append(deposit("alice", 5)), daemon=True)
+    second.start()
+    issuer = held.issuer
+    assert isinstance(issuer, Inspects)
+    wait_until(lambda: issuer.status("deposit:alice").waiters == 1, "the call waits")
+    assert ran == []
+    held.release(token)
+    joined(second)
+    assert done == ran == [5]
+
+
+def test_skip_drops_a_call_whose_key_is_held_and_says_so_at_warning(
+    app: Celery, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[int] = []
+
+    @app.task(shared=False, bind=True, base=FencedTask, fence_key="skip:{n}", fence_on_busy="skip")
     def job(self: FencedTask, n: int) -> int:
         ran.append(n)
         return n
 
     held = fence(app, "skip:1")
     token = held.acquire()
-    assert job(1) is None
+    with caplog.at_level(logging.WARNING, logger="fencing.celery"):
+        assert job.apply((1,), task_id="task-7").get() is None
     assert ran == []
+    [record] = [r for r in caplog.records if r.name == "fencing.celery"]
+    assert record.levelno == logging.WARNING
+    assert "task-7" in record.getMessage() and "'skip:1'" in record.getMessage()
     held.release(token)
     assert job(1) == 1
 

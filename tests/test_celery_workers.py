@@ -13,16 +13,22 @@ The others run meanwhile on whatever worker is free. Delivery is at least once (
 may come again after its first finished, on a loaded machine): the deposits are
 ``fence_once`` tasks, so at the end every deposit is applied exactly once. The same run
 with a plain task and a plain ``save()`` (the control) deposits twice on the frozen row.
+
+And docs/celery.md's quick start: two deposits to one account sent together are both
+applied (the second waits for the first's lease, the default ``fence_on_busy``); the
+control, ``fence_on_busy="skip"``, drops the second.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import signal
 import sqlite3
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -32,6 +38,9 @@ from celery import Celery
 from celery.result import AsyncResult
 from waiting import PATIENCE, wait_until
 
+import fencing
+from fencing import FileStore
+from fencing.issuer import Inspects
 from fencing.testing.servers import RedisServer
 
 pytestmark = pytest.mark.xdist_group("celery")  # the workers start once, on one xdist worker
@@ -42,10 +51,16 @@ TESTS = Path(__file__).resolve().parent
 class Workers:
     """The broker and the workers of this module, and what the tests read from them."""
 
-    def __init__(self, work: Path, app: Celery, procs: list[subprocess.Popen[bytes]]) -> None:
+    def __init__(
+        self, work: Path, app: Celery, procs: list[subprocess.Popen[bytes]], issuer: str
+    ) -> None:
         self.work = work
         self.app = app
         self.procs = procs
+        # the workers' issuer (their FENCING_URL), to read the leases' queues
+        inspects = fencing.connect(issuer).fence("inspect", ttl=1).issuer
+        assert isinstance(inspects, Inspects)
+        self.issuer = inspects
 
     def result(self, task_id: str) -> dict[str, Any]:
         """The task's result, once it has one."""
@@ -110,7 +125,7 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workers]:
             wait_until(
                 lambda: len(app.control.ping(timeout=0.5) or []) == 3, "the three workers up"
             )
-            yield Workers(work, app, procs)
+            yield Workers(work, app, procs, server.url)
         finally:
             app.close()
     finally:
@@ -186,6 +201,44 @@ def test_fence_once_returns_the_recorded_result(workers: Workers) -> None:
     assert workers.lines("report-q3") == [f"ran {first['token']}"]
     assert workers.lines("report-q4") == [f"ran {other['token']}"]
     assert (workers.work / "once-reports" / "report%3Aq3.json").exists()
+
+
+def two_deposits_sent_together(workers: Workers, task: Any) -> tuple[str, Any, Any]:
+    """Two deposits of 10 into one new account: the first is held at its slow step
+    (its lease held) until the second has met the held lease, by waiting on it (the
+    lease's queue) or by returning at once; then both run to their end."""
+    account = f"acct-{uuid.uuid4().hex[:8]}"
+    (workers.work / f"{account}.pause").touch()
+    first = task.delay(account, 10)
+    wait_until(lambda: workers.paused(account) is not None, f"{account}: the first deposit holds")
+    second = task.delay(account, 10)
+    status = workers.issuer.status
+    wait_until(
+        lambda: second.ready() or (status(f"account:{account}").waiters or 0) >= 1,
+        f"{account}: the second deposit met the held lease",
+    )
+    (workers.work / f"{account}.gate").touch()
+    return account, first.get(timeout=PATIENCE), second.get(timeout=PATIENCE)
+
+
+def stored_deposits(workers: Workers, account: str) -> tuple[int, int]:
+    """(balance, how many deposits were applied) of the account's file."""
+    state = json.loads(FileStore(workers.work / f"{account}.json").read())
+    return int(state["balance"]), len(state["applied"])
+
+
+def test_two_deposits_sent_together_are_both_applied(workers: Workers) -> None:
+    """docs/celery.md's quick start: distinct calls sharing a key both run (the second
+    waits for the first's lease); the control, ``fence_on_busy="skip"``, drops one."""
+    import celery_app
+
+    account, first, second = two_deposits_sent_together(workers, celery_app.deposit)
+    assert sorted([first, second]) == [10, 20]
+    assert stored_deposits(workers, account) == (20, 2)
+
+    account, first, second = two_deposits_sent_together(workers, celery_app.skip_deposit)
+    assert (first, second) == (10, None)  # the second deposit is gone
+    assert stored_deposits(workers, account) == (10, 1)
 
 
 #: Deposits of the run that neither pause nor are frozen or killed.

@@ -58,10 +58,10 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     postgres: PostgresServer = request.getfixturevalue("postgres_server")
-    engine = create_engine(postgres.url("psycopg"))
+    engine = create_engine(postgres.url)
     create_tables(engine)
     engine.dispose()
-    return postgres.url("psycopg")
+    return postgres.url
 
 
 Run = Callable[..., tuple[int, str, str]]
@@ -126,8 +126,8 @@ def test_status_of_a_semaphore_shows_each_slot(url: str, run: Run) -> None:
     lease, and how many are held; another semaphore whose name starts alike is not shown."""
     name = unique("render")
     backend = connect(url)
-    semaphore = backend.semaphore(name, permits=3, ttl=30)  # type: ignore[attr-defined]
-    backend.semaphore(name + "0", permits=1, ttl=30).acquire(timeout=0)  # type: ignore[attr-defined]
+    semaphore = backend.semaphore(name, permits=3, ttl=30)
+    backend.semaphore(name + "0", permits=1, ttl=30).acquire(timeout=0)
     first, second = semaphore.acquire(timeout=0), semaphore.acquire(timeout=0)
     semaphore.release(second)
 
@@ -166,7 +166,7 @@ def test_status_of_a_limiter_shows_its_use_and_reset_time(url: str, run: Run, wi
     """``--limiter``: the admissions that count now and when that goes down, by the
     store's clock, without admitting anything (reading twice changes nothing)."""
     name = unique("api")
-    limiter = connect(url).limiter(name, limit=5, per=30, window=window)  # type: ignore[attr-defined]
+    limiter = connect(url).limiter(name, limit=5, per=30, window=window)
     admitted = [limiter.attempt() for _ in range(3)]
     args = ("status", "--url", url, "--limiter", "--per", "30", "--window", window)
     for _ in range(2):
@@ -262,7 +262,7 @@ def test_force_release_of_a_semaphore_slot_ends_that_permit_only(
     evicted holder's (refused at the slot's resource), and the other slot keeps its
     holder."""
     name = unique("render")
-    semaphore = connect(url).semaphore(name, permits=2, ttl=60)  # type: ignore[attr-defined]
+    semaphore = connect(url).semaphore(name, permits=2, ttl=60)
     evicted, kept = semaphore.acquire(timeout=0), semaphore.acquire(timeout=0)
     lane = fencing.FileStore(tmp_path / "lane")
     lane.write(b"by the evicted holder", evicted.token)

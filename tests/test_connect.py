@@ -70,7 +70,7 @@ async def test_aio_fence_shares_leases_and_tokens(tmp_path: Path) -> None:
     sync_fence = backend.fence("shared")
     sync_token = sync_fence.acquire()
     fence = backend.aio_fence("shared", ttl=5)
-    assert isinstance(fence, fencing.AsyncFence)
+    assert isinstance(fence, fencing.aio.Fence)
     with pytest.raises(fencing.AcquireTimeout):
         await fence.acquire(timeout=0)
     sync_fence.release(sync_token)

@@ -103,6 +103,39 @@ SEMAPHORE_FAILURES = {
 }
 SEMAPHORE_CHECKS = "one_more_waits or never_exceed_the_permits"
 
+#: A read-write lock contract class for the issuer ``ISSUERS[{issuer!r}]`` (a shorter
+#: patience: the starved writer's check waits for it to pass).
+RWLOCK_CLASS = """
+class Test_{key}(RWLockContract):
+    patience = 5.0
+
+    @pytest.fixture
+    def issuer(self):
+        return ISSUERS[{issuer!r}]()
+
+    @pytest.fixture
+    def make_rwlock(self, issuer):
+        return issuer.rwlock
+
+    @pytest.fixture
+    def make_async_rwlock(self, issuer):
+        return issuer.aio_rwlock
+"""
+
+#: The checks each broken read-write lock must fail (the correct one passes them all).
+RWLOCK_FAILURES: dict[str, set[str]] = {
+    "correct": set(),
+    "distinct-read-tokens": {
+        "test_readers_together_share_one_token_and_exclude_writers",
+        "test_blocking_and_asyncio_share_leases_and_tokens",
+    },
+    "writers-beside-readers": {
+        "test_readers_together_share_one_token_and_exclude_writers",
+        "test_blocking_and_asyncio_share_leases_and_tokens",
+    },
+    "starves-writers": {"test_a_waiting_writer_stops_new_readers"},
+}
+
 #: The checks each broken issuer must fail, in both the blocking and the async class.
 ISSUER_FAILURES: dict[str, set[str]] = {
     "reuses-tokens": {
@@ -225,3 +258,24 @@ def test_semaphore_contract_passes_the_correct_semaphore(pytester: pytest.Pytest
     passed, failed = run_contract(pytester, module, "-k", SEMAPHORE_CHECKS)
     assert not failed, f"the correct semaphore failed {sorted(failed)}"
     assert passed >= SEMAPHORE_FAILURES
+
+
+def test_rwlock_contract_fails_each_broken_rwlock_and_passes_the_correct_one(
+    pytester: pytest.Pytester,
+) -> None:
+    """One module with a class per issuer, run once (each run of a contract costs
+    seconds of collection): every class runs the checks some broken lock must fail."""
+    checks = set().union(*RWLOCK_FAILURES.values())
+    classes = "".join(
+        RWLOCK_CLASS.format(key=issuer.replace("-", "_"), issuer=issuer)
+        for issuer in RWLOCK_FAILURES
+    )
+    module = "import pytest\n\nfrom broken import ISSUERS\n"
+    module += "from fencing.testing.contract import RWLockContract\n" + classes
+    passed, failed = run_contract(pytester, module, "-k", " or ".join(sorted(checks)))
+    for issuer, fails in RWLOCK_FAILURES.items():
+        key = f"Test_{issuer.replace('-', '_')}"
+        missing = {f"{key}::{check}" for check in fails} - failed
+        assert not missing, f"the contract passed {sorted(missing)} for the broken {issuer!r}"
+        ok = {f"{key}::{check}" for check in checks - fails}
+        assert ok <= passed, f"{issuer!r} failed {sorted(ok - passed)}, which it keeps"

@@ -41,7 +41,7 @@ def sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url("psycopg")
+    url = server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()
@@ -87,7 +87,7 @@ class TestAsyncMemoryFence(AsyncFenceContract):
     def make_fence(self) -> MakeAsyncFence:
         issuer = MemoryIssuer()
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return fencing.aio.MemoryFence(name, ttl, issuer=issuer)
 
         return make
@@ -107,7 +107,7 @@ class TestAsyncRedisFence(AsyncFenceContract):
     async def make_fence(self, redis_server: RedisServer) -> AsyncIterator[MakeAsyncFence]:
         client = redis.asyncio.Redis(port=redis_server.port)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return fencing.aio.RedisFence(client, name, ttl)
 
         yield make
@@ -136,7 +136,7 @@ class TestAsyncSqlFence(AsyncFenceContract):
         url = async_sql_url
         issuer = fencing.aio.SqlIssuer(url)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return fencing.aio.SqlFence(url, name, ttl, issuer=issuer)
 
         yield make

@@ -30,7 +30,7 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
     server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url("psycopg")
+    url = server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()
@@ -53,8 +53,8 @@ class TestRedisSemaphore(SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, redis_server: RedisServer) -> Iterator[MakeSemaphore]:
         backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
-        yield backend.semaphore  # type: ignore[attr-defined]
-        backend.close()  # type: ignore[attr-defined]
+        yield backend.semaphore
+        backend.close()
 
 
 class TestAsyncRedisSemaphore(AsyncSemaphoreContract):
@@ -76,7 +76,7 @@ class TestSqlSemaphore(SemaphoreContract):
 
     @pytest.fixture
     def make_semaphore(self, sql_url: str) -> MakeSemaphore:
-        return fencing.connect(sql_url).semaphore  # type: ignore[attr-defined, no-any-return]
+        return fencing.connect(sql_url).semaphore
 
 
 class TestAsyncSqlSemaphore(AsyncSemaphoreContract):

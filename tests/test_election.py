@@ -43,7 +43,7 @@ async def test_a_backend_gives_asyncio_elections(tmp_path: Path) -> None:
 
 
 def test_the_longest_value_fits_the_sql_holder_column(postgres_server: PostgresServer) -> None:
-    url = postgres_server.url("psycopg")
+    url = postgres_server.url
     engine = create_engine(url)
     create_tables(engine)
     issuer = SqlIssuer(engine)
@@ -82,7 +82,7 @@ async def test_a_cancelled_run_resigns_and_stays_cancelled() -> None:
     election = fencing.aio.Election(fencing.aio.MemoryFence("x", issuer=issuer).issuer, "run")
     leading = asyncio.Event()
 
-    async def lead(term: fencing.AsyncTerm) -> None:
+    async def lead(term: fencing.aio.Term) -> None:
         leading.set()
         await asyncio.sleep(PATIENCE)
 
@@ -104,12 +104,6 @@ def test_run_resigns_and_raises_when_fn_fails() -> None:
     with pytest.raises(RuntimeError):
         election.run(lead, "a")
     assert election.leader() is None
-
-
-def test_the_names_are_public() -> None:
-    assert fencing.aio.Election is fencing.AsyncElection
-    assert fencing.aio.Term is fencing.AsyncTerm
-    assert fencing.aio.Leader is fencing.Leader
 
 
 def test_fencing_status_shows_the_leader(
@@ -134,9 +128,24 @@ async def test_run_resigns_when_fn_fails_before_its_first_await() -> None:
     issuer = fencing.MemoryIssuer()
     election = fencing.aio.Election(fencing.aio.MemoryFence("x", issuer=issuer).issuer, "sync")
 
-    def lead(term: fencing.AsyncTerm) -> Awaitable[None]:
+    def lead(term: fencing.aio.Term) -> Awaitable[None]:
         raise RuntimeError("failed before returning a coroutine")
 
     with pytest.raises(RuntimeError):
         await election.run(lead, "a")
     assert await election.leader() is None
+
+
+@pytest.mark.parametrize(
+    ("poll", "error"),
+    [(-1, ValueError), (0, ValueError), (float("inf"), ValueError), ("1", TypeError)],
+    ids=repr,
+)
+def test_a_bad_poll_is_named_poll(poll: object, error: type[Exception]) -> None:
+    """``observe``'s check names its own argument, not ``timeout``, blocking and asyncio."""
+    issuer = fencing.MemoryIssuer()
+    blocking = fencing.Election(issuer, "poll")
+    aio = fencing.aio.Election(fencing.aio.MemoryFence("x", issuer=issuer).issuer, "poll")
+    for observe in (blocking.observe, aio.observe):
+        with pytest.raises(error, match=r"^poll must"):
+            observe(poll)  # type: ignore[arg-type]

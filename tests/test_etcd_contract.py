@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 import fencing
+import fencing.aio
 from fencing.etcd import EtcdFence, EtcdIssuer
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
@@ -55,7 +56,7 @@ class TestAsyncEtcdFence(EtcdTerms, AsyncFenceContract):
     async def make_fence(self, etcd_cluster: EtcdCluster) -> AsyncIterator[MakeAsyncFence]:
         issuer = AsyncEtcdIssuer(etcd_cluster.url)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return AsyncEtcdFence(issuer, name, ttl)
 
         yield make
@@ -85,8 +86,8 @@ class TestEtcdSemaphore(EtcdTerms, SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, etcd_cluster: EtcdCluster) -> Iterator[MakeSemaphore]:
         backend = fencing.connect(etcd_cluster.url)
-        yield backend.semaphore  # type: ignore[attr-defined]
-        backend.close()  # type: ignore[attr-defined]
+        yield backend.semaphore
+        backend.close()
 
 
 class TestAsyncEtcdSemaphore(EtcdTerms, AsyncSemaphoreContract):
@@ -100,7 +101,7 @@ class TestAsyncEtcdSemaphore(EtcdTerms, AsyncSemaphoreContract):
         made: list[fencing.aio.Semaphore] = []
 
         def make(name: str, permits: int, ttl: float) -> fencing.aio.Semaphore:
-            made.append(backend.aio_semaphore(name, permits, ttl))  # type: ignore[attr-defined]
+            made.append(backend.aio_semaphore(name, permits, ttl))
             return made[-1]
 
         yield make

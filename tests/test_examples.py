@@ -91,8 +91,8 @@ EXPECTED: dict[str, list[str]] = {
         "rows left: 0",
     ],
     "celery_tasks.py": [
-        "two deliveries at once: one was skipped (None)",
-        "the other ran with token",
+        "two deliveries at once: one ran with token",
+        "the other waited, then returned the recorded result: True",
         "delivered again later: True, the recorded result, not run again",
         "runs of the work: 1; the report: b'2026-Q3: revenue 1.2M'",
     ],

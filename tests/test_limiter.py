@@ -40,7 +40,7 @@ from waiting import PATIENCE, wait_until
 import fencing
 import fencing.aio
 from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
-from fencing._limiter import Admits, Limiter
+from fencing._limiter import MAX_LIMIT, MAX_SLIDING_LIMIT, Admits, Limiter
 from fencing.redis._limits import parse_admission
 from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
@@ -73,7 +73,7 @@ def store_urls(
     """The stores of rate limits with a server clock, the session's Redis and its
     PostgreSQL (with the SDK's tables, as ``fencing migrate`` makes them), and a fresh
     SQLite file between them, whose clock is its host's."""
-    url = postgres_server.url("psycopg")
+    url = postgres_server.url
     engine = create_engine(url)
     create_tables(engine)
     engine.dispose()
@@ -206,7 +206,7 @@ def test_a_waiter_is_admitted_at_its_first_ask_after_the_window_frees(
         for window in WINDOWS:
             while time.monotonic() < deadline:
                 name = f"resume:{window}:{random.random()}"
-                store = _Counting(backend.limiter(name, 2, 0.2, window).store)  # type: ignore[attr-defined]
+                store = _Counting(backend.limiter(name, 2, 0.2, window).store)
                 limiter = Limiter(store, name, 2, 0.2, window)
                 assert limiter.try_acquire() and limiter.try_acquire()
                 del store.admitted[:]
@@ -227,7 +227,7 @@ def test_a_redis_log_stays_bounded_and_idle_keys_expire(redis_server: RedisServe
     client = backend.issuer.client  # type: ignore[attr-defined]
     name = f"log:{random.random()}"
     keys = {window: f"fencing:{{{name}}}:limit:{window}" for window in WINDOWS}
-    limiters = {w: backend.limiter(name, 3, 0.02, w) for w in WINDOWS}  # type: ignore[attr-defined]
+    limiters = {w: backend.limiter(name, 3, 0.02, w) for w in WINDOWS}
     for _ in range(10):  # from the fourth on, each admission goes into a full log
         for limiter in limiters.values():
             limiter.acquire(timeout=PATIENCE)
@@ -304,7 +304,7 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
     assert (await two.use()).used == 2 == one.use().used
     backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
     name = f"aio:{random.random()}"
-    blocking, aio = backend.limiter(name, 2, 30, "fixed"), backend.aio_limiter(name, 2, 30, "fixed")  # type: ignore[attr-defined]
+    blocking, aio = backend.limiter(name, 2, 30, "fixed"), backend.aio_limiter(name, 2, 30, "fixed")
     try:
         assert blocking.try_acquire() and await aio.try_acquire()
         assert not await aio.try_acquire() and not blocking.try_acquire()
@@ -313,7 +313,7 @@ async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> 
             await aio.acquire(timeout=1)
     finally:
         await aio.aclose()
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
@@ -327,15 +327,15 @@ async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
         url = f"sqlite:///{tmp_path / 'aio.db'}"
     else:
         server: PostgresServer = request.getfixturevalue("postgres_server")
-        url = server.url("psycopg")
+        url = server.url
         engine = create_engine(url)
         create_tables(engine)
         engine.dispose()
     backend = fencing.connect(url)
     name = f"aio:{random.random()}"
     for window in ("fixed", "sliding"):
-        blocking = backend.limiter(name, 2, 30, window)  # type: ignore[attr-defined]
-        aio = backend.aio_limiter(name, 2, 30, window)  # type: ignore[attr-defined]
+        blocking = backend.limiter(name, 2, 30, window)
+        aio = backend.aio_limiter(name, 2, 30, window)
         assert blocking.try_acquire() and await aio.try_acquire()
         refused = await aio.attempt()
         assert not refused.admitted and 0 < refused.retry_in <= 30
@@ -344,7 +344,7 @@ async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
         assert used.used == 2 and used.resets_in is not None and 0 < used.resets_in <= 30
         with pytest.raises(AcquireTimeout):
             await aio.acquire(timeout=1)
-        assert backend.limiter(name + "-other", 2, 30, window).try_acquire()  # type: ignore[attr-defined]
+        assert backend.limiter(name + "-other", 2, 30, window).try_acquire()
         await aio.aclose()
 
 
@@ -383,6 +383,36 @@ def test_bad_arguments_are_refused_with_nothing_admitted(
     with pytest.raises(error):
         issuer.aio_limiter("api", **{**good, **arguments})
     assert issuer.limiter("api", **good).try_acquire(), "a refused call admitted something"
+
+
+def test_a_million_per_hour_and_the_largest_fixed_limit_on_every_store(
+    store_urls: list[str],
+) -> None:
+    """``limit`` goes as high as the stores keep it exact and cheap: 1,000,000 per hour in
+    a sliding window, and a fixed window's counter up to ``MAX_LIMIT`` (2^53 - 1, exact
+    in Redis's Lua numbers); each admits and counts its first request."""
+    name = f"big:{random.random()}"
+    for url in store_urls:
+        backend = fencing.connect(url)
+        for window, limit in (("sliding", 1_000_000), ("fixed", MAX_LIMIT)):
+            limiter = backend.limiter(name, limit=limit, per=3600, window=window)
+            assert limiter.try_acquire() and limiter.try_acquire(), (url, window)
+            assert limiter.use().used == 2, (url, window)
+        backend.close()
+    memory = MemoryIssuer().limiter(name, limit=MAX_LIMIT, per=3600, window="fixed")
+    assert memory.try_acquire() and memory.use().used == 1
+
+
+def test_a_limit_beyond_what_its_window_keeps_is_refused() -> None:
+    """A sliding log holds one time per admission: above ``MAX_SLIDING_LIMIT`` the error
+    says so and points to the fixed window; no window takes more than ``MAX_LIMIT``."""
+    issuer = MemoryIssuer()
+    assert issuer.limiter("api", MAX_SLIDING_LIMIT, 3600).limit == MAX_SLIDING_LIMIT
+    with pytest.raises(ValueError, match=r"10,000,000 for a sliding window.*window='fixed'"):
+        issuer.limiter("api", MAX_SLIDING_LIMIT + 1, 3600)
+    assert issuer.limiter("api", MAX_SLIDING_LIMIT + 1, 3600, "fixed").try_acquire()
+    with pytest.raises(ValueError, match="limit must be from 1 to"):
+        issuer.limiter("api", MAX_LIMIT + 1, 3600, "fixed")
 
 
 def test_asyncio_runs() -> None:

@@ -45,7 +45,7 @@ def down() -> Iterator[RedisServer]:
 def test_a_client_started_before_its_redis_waits_and_is_admitted(down: RedisServer) -> None:
     backend = fencing.connect(down.url)
     name = f"early:{random.random()}"
-    store = Counting(backend.limiter(name, 2, 30).store)  # type: ignore[attr-defined]
+    store = Counting(backend.limiter(name, 2, 30).store)
     limiter = Limiter(store, name, 2, 30)
     try:
         with pytest.raises(FenceUnavailable):
@@ -59,12 +59,12 @@ def test_a_client_started_before_its_redis_waits_and_is_admitted(down: RedisServ
         assert len(got) == 1 and got[0].admitted
         assert store.calls == store.unavailable + 1  # admitted at its first try once up
     finally:
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()
 
 
 def test_acquire_raises_fence_unavailable_at_its_deadline(down: RedisServer) -> None:
     backend = fencing.connect(down.url)
-    store = Counting(backend.limiter("never", 2, 30).store)  # type: ignore[attr-defined]
+    store = Counting(backend.limiter("never", 2, 30).store)
     limiter = Limiter(store, "never", 2, 30, window="fixed")
     try:
         with pytest.raises(FenceUnavailable):
@@ -74,15 +74,15 @@ def test_acquire_raises_fence_unavailable_at_its_deadline(down: RedisServer) -> 
             limiter.acquire(timeout=0.3)
         assert store.calls >= 3  # asked again within its timeout, then gave up
     finally:
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()
 
 
 async def test_an_asyncio_limiter_waits_within_its_timeout_too(down: RedisServer) -> None:
     backend = fencing.connect(down.url)
-    limiter = backend.aio_limiter("never", 2, 30)  # type: ignore[attr-defined]
+    limiter = backend.aio_limiter("never", 2, 30)
     try:
         with pytest.raises(FenceUnavailable):
             await limiter.acquire(timeout=0.2)
     finally:
         await limiter.aclose()
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()

@@ -291,7 +291,7 @@ class TestAsyncMemoryFenceObserved(AsyncFenceContract):
     def make_fence(self, otel: Telemetry) -> MakeAsyncFence:
         issuer = MemoryIssuer()
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return fencing.aio.MemoryFence(name, ttl, issuer=issuer)
 
         return make

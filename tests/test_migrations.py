@@ -66,12 +66,16 @@ def _sdk_diff(engine: Engine) -> list[object]:
 def test_upgrade_downgrade_upgrade_and_no_autogenerate_difference(fresh_url: str) -> None:
     engine = create_engine(fresh_url)
     upgrade(engine)
-    assert {"fencing_leases", "fencing_admissions", VERSION_TABLE} <= _tables(engine)
+    assert {"fencing_leases", "fencing_admissions", "fencing_rw_leases", VERSION_TABLE} <= _tables(
+        engine
+    )
     assert "alembic_version" not in _tables(engine)  # never the application's table
     assert _sdk_diff(engine) == []
     pattern = "fencing_leases_name_pattern"
     indexes = {i["name"] for i in inspect(engine).get_indexes("fencing_leases")}
     assert (pattern in indexes) == (engine.dialect.name == "postgresql")
+    downgrade(engine, "0003")
+    assert "fencing_rw_leases" not in _tables(engine)
     downgrade(engine, "0002")
     assert pattern not in {i["name"] for i in inspect(engine).get_indexes("fencing_leases")}
     downgrade(engine, "0001")
@@ -81,7 +85,7 @@ def test_upgrade_downgrade_upgrade_and_no_autogenerate_difference(fresh_url: str
     assert "fencing_leases" not in _tables(engine)
     upgrade(fresh_url)
     with engine.connect() as conn:
-        assert current_revision(conn) == head_revision() == "0003"
+        assert current_revision(conn) == head_revision() == "0004"
     assert _sdk_diff(engine) == []
     engine.dispose()
 

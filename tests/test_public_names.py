@@ -60,3 +60,41 @@ def test_import_fencing_and_fencing_aio_load_no_backend() -> None:
         [sys.executable, "-c", _LOADED], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+#: Every deprecated spelling (module, old name) -> its name now: the asyncio classes live
+#: in ``fencing.aio`` (and each backend's ``aio``) under their blocking twins' names.
+DEPRECATED = {
+    ("fencing", "AsyncElection"): "fencing.aio.Election",
+    ("fencing", "AsyncFence"): "fencing.aio.Fence",
+    ("fencing", "AsyncHold"): "fencing.aio.Hold",
+    ("fencing", "AsyncIssuer"): "fencing.aio.Issuer",
+    ("fencing", "AsyncTerm"): "fencing.aio.Term",
+    ("fencing.aio", "AsyncFence"): "fencing.aio.Fence",
+    ("fencing.sql.aio", "AsyncSqlFence"): "fencing.sql.aio.SqlFence",
+    ("fencing.sql.aio", "AsyncSqlIssuer"): "fencing.sql.aio.SqlIssuer",
+}
+
+
+@pytest.mark.parametrize(("module", "old"), sorted(DEPRECATED), ids=".".join)
+def test_a_deprecated_name_warns_at_every_use_and_gives_the_same_object(
+    module: str, old: str
+) -> None:
+    new = DEPRECATED[module, old]
+    where, _, name = new.rpartition(".")
+    current = getattr(importlib.import_module(where), name)
+    found = importlib.import_module(module)
+    for _ in range(2):  # never kept in the namespace: the second use warns too
+        with pytest.warns(DeprecationWarning, match=rf"{module}\.{old} is deprecated: use {new}"):
+            assert getattr(found, old) is current
+    assert old not in found.__all__, "a star import would warn"
+    assert name in importlib.import_module(where).__all__
+
+
+def test_every_deprecated_name_is_listed_here() -> None:
+    """The modules' own lists of renamed names are exactly ``DEPRECATED`` (and CHANGELOG's)."""
+    listed = set()
+    for module in ("fencing", "fencing.aio", "fencing.sql.aio"):
+        renamed = importlib.import_module(module)._RENAMED
+        listed |= {((module, old), new) for old, new in renamed.items()}
+    assert listed == set(DEPRECATED.items())

@@ -36,7 +36,7 @@ def lease_key(name: str) -> str:
 
 async def test_acquire_renew_release_and_busy(aclient: redis.asyncio.Redis) -> None:
     fence = fencing.aio.RedisFence(aclient, "a:1", ttl=30)
-    assert isinstance(fence, fencing.AsyncFence)
+    assert isinstance(fence, fencing.aio.Fence)
     token = await fence.acquire()
     assert isinstance(token, fencing.FenceToken) and token.name == "a:1"
     busy = await AsyncRedisIssuer(aclient).try_acquire("a:1", "other", 1000)

@@ -1,8 +1,8 @@
 """The public contracts (``fencing.testing.contract``) against Redis Cluster: the issuer
 blocking and asyncio (``redis.cluster.RedisCluster``,
 ``redis.asyncio.cluster.RedisCluster``), its operations (status, names, force release),
-the mark and the semaphore (through ``fencing.connect``), on the session's cluster of 3
-masters with a replica each.
+the mark, the semaphore and the read-write lock (through ``fencing.connect``), on the
+session's cluster of 3 masters with a replica each.
 
 Names are random, so the contract's fences land on all three masters.
 """
@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.cluster
+from rwlocks import ThroughBackend
 
 import fencing
 import fencing.aio
 from fencing import RedisMark
+from fencing._connect import Backend
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
@@ -56,7 +58,7 @@ class TestAsyncRedisClusterFence(AsyncFenceContract):
     async def make_fence(self, redis_cluster: RedisCluster) -> AsyncIterator[MakeAsyncFence]:
         client = redis_cluster.async_client()
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return fencing.aio.RedisFence(client, name, ttl)
 
         yield make
@@ -84,8 +86,8 @@ class TestRedisClusterSemaphore(SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, redis_cluster: RedisCluster) -> Iterator[MakeSemaphore]:
         backend = fencing.connect(redis_cluster.url)
-        yield backend.semaphore  # type: ignore[attr-defined]
-        backend.close()  # type: ignore[attr-defined]
+        yield backend.semaphore
+        backend.close()
 
 
 class TestAsyncRedisClusterSemaphore(AsyncSemaphoreContract):
@@ -97,3 +99,11 @@ class TestAsyncRedisClusterSemaphore(AsyncSemaphoreContract):
         issuer = fencing.aio.RedisIssuer(client)
         yield lambda name, permits, ttl: fencing.aio.Semaphore(issuer, name, permits, ttl)
         await client.aclose()
+
+
+class TestRedisClusterRWLock(ThroughBackend):
+    @pytest.fixture
+    def backend(self, redis_cluster: RedisCluster) -> Iterator[Backend]:
+        backend = fencing.connect(redis_cluster.url)
+        yield backend
+        backend.close()

@@ -13,9 +13,11 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from rwlocks import ThroughBackend
 
 import fencing
 import fencing.aio
+from fencing._connect import Backend
 from fencing.redis._backend import RedisBackend, fence_options
 from fencing.redis._issuer import AsyncRedisIssuer, RedisIssuer
 from fencing.redis._sentinel import SentinelURL, parse_sentinel_url
@@ -46,7 +48,7 @@ def stable_group() -> Iterator[SentinelGroup]:
     group.close()
 
 
-def client_of(fence: fencing.Fence | fencing.AsyncFence) -> Any:
+def client_of(fence: fencing.Fence | fencing.aio.Fence) -> Any:
     issuer = fence.issuer
     assert isinstance(issuer, (RedisIssuer, AsyncRedisIssuer))
     return issuer.client
@@ -73,9 +75,9 @@ class TestAsyncSentinelFence(AsyncFenceContract):
     @pytest.fixture
     async def make_fence(self, stable_group: SentinelGroup) -> AsyncIterator[MakeAsyncFence]:
         backend = fencing.connect(stable_group.url + "?min_replicas=1")
-        made: list[fencing.AsyncFence] = []
+        made: list[fencing.aio.Fence] = []
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             made.append(backend.aio_fence(name, ttl))
             return made[-1]
 
@@ -93,7 +95,7 @@ class TestSentinelElection(ElectionContract):
     def make_election(self, stable_group: SentinelGroup) -> Iterator[MakeElection]:
         backend = fencing.connect(stable_group.url + "?min_replicas=1")
         yield backend.election
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()
 
 
 class TestAsyncSentinelElection(AsyncElectionContract):
@@ -104,8 +106,8 @@ class TestSentinelSemaphore(SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, stable_group: SentinelGroup) -> Iterator[MakeSemaphore]:
         backend = fencing.connect(stable_group.url + "?min_replicas=1")
-        yield backend.semaphore  # type: ignore[attr-defined]
-        backend.close()  # type: ignore[attr-defined]
+        yield backend.semaphore
+        backend.close()
 
 
 class TestAsyncSentinelSemaphore(AsyncSemaphoreContract):
@@ -117,7 +119,7 @@ class TestAsyncSentinelSemaphore(AsyncSemaphoreContract):
         made: list[fencing.aio.Semaphore] = []
 
         def make(name: str, permits: int, ttl: float) -> fencing.aio.Semaphore:
-            made.append(backend.aio_semaphore(name, permits, ttl))  # type: ignore[attr-defined]
+            made.append(backend.aio_semaphore(name, permits, ttl))
             return made[-1]
 
         yield make
@@ -129,8 +131,8 @@ async def test_limiters_through_sentinel(stable_group: SentinelGroup) -> None:
     """A blocking and an asyncio limiter of one name, through Sentinel, share its window."""
     backend = fencing.connect(stable_group.url)
     name = f"limit:{uuid.uuid4().hex}"
-    blocking = backend.limiter(name, 2, 30, "sliding")  # type: ignore[attr-defined]
-    aio = backend.aio_limiter(name, 2, 30, "sliding")  # type: ignore[attr-defined]
+    blocking = backend.limiter(name, 2, 30, "sliding")
+    aio = backend.aio_limiter(name, 2, 30, "sliding")
     try:
         assert blocking.try_acquire() and await aio.try_acquire()
         refused = await aio.attempt()
@@ -138,7 +140,7 @@ async def test_limiters_through_sentinel(stable_group: SentinelGroup) -> None:
         assert not blocking.try_acquire() and (await aio.use()).used == 2
     finally:
         await aio.aclose()
-        backend.close()  # type: ignore[attr-defined]
+        backend.close()
 
 
 def test_an_unknown_service_says_so(stable_group: SentinelGroup) -> None:
@@ -253,3 +255,13 @@ def test_replication_options_in_any_redis_url() -> None:
     aio = sentinel.aio_fence("y").issuer
     assert isinstance(aio, AsyncRedisIssuer)
     assert (aio.flows.min_replicas, aio.flows.replica_timeout) == (1, 0.25)
+
+
+class TestSentinelRWLock(ThroughBackend):
+    """Each grant and renewal acknowledged by the replica (``min_replicas=1``)."""
+
+    @pytest.fixture
+    def backend(self, stable_group: SentinelGroup) -> Iterator[Backend]:
+        backend = fencing.connect(stable_group.url + "?min_replicas=1")
+        yield backend
+        backend.close()

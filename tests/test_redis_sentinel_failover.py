@@ -19,6 +19,7 @@ import pytest
 import redis
 
 import fencing
+import fencing.aio
 from fencing.redis._issuer import AsyncRedisIssuer, RedisIssuer
 from fencing.redis._scripts import key_prefix, lease_key
 from fencing.testing.servers import SentinelGroup
@@ -26,7 +27,7 @@ from fencing.testing.servers import SentinelGroup
 CONTROL = "control:incr-only-token"
 
 
-def client_of(fence: fencing.Fence | fencing.AsyncFence) -> Any:
+def client_of(fence: fencing.Fence | fencing.aio.Fence) -> Any:
     """The redis-py client under a Redis fence (to close it)."""
     issuer = fence.issuer
     assert isinstance(issuer, (RedisIssuer, AsyncRedisIssuer))

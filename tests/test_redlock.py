@@ -106,6 +106,41 @@ class TestRedlockFence(FenceContract):
         yield from _make_fences(nodes)
 
 
+def _redlock_threads(since: set[threading.Thread]) -> set[threading.Thread]:
+    return {
+        thread
+        for thread in threading.enumerate()
+        if thread.name.startswith("fencing-redlock") and thread not in since
+    }
+
+
+def test_close_stops_the_threads_the_fence_made_and_only_those(
+    clients: list[redis.Redis],
+) -> None:
+    """A ``RedlockFence`` made from clients starts an issuer's threads; ``close()`` ends
+    them (twice is fine, the clients stay open, and the fence works again after it),
+    while a fence given an issuer leaves that issuer's threads to their owner."""
+    before = set(threading.enumerate())
+    shared = RedlockIssuer(clients)
+    other = RedlockFence((), "close:shared", 5, issuer=shared)
+    other.release(other.acquire(timeout=0))
+    shared_threads = _redlock_threads(before)
+    own = RedlockFence(clients, "close:own", 5)
+    own.release(own.acquire(timeout=0))
+    made = _redlock_threads(before | shared_threads)
+    assert shared_threads and made and all(thread.is_alive() for thread in made)  # the control
+    own.close()
+    own.close()
+    wait_until(lambda: not any(thread.is_alive() for thread in made), "the fence's threads end")
+    other.close()
+    assert all(thread.is_alive() for thread in shared_threads), "it closed an issuer passed in"
+    other.release(other.acquire(timeout=0))
+    assert all(client.ping() for client in clients)
+    own.release(own.acquire(timeout=0))  # new threads, closed again
+    own.close()
+    shared.close()
+
+
 class TestRedlockFenceOnFive(FenceContract):
     """The blocking contract on five masters (a majority of 3)."""
 
@@ -123,7 +158,7 @@ class TestAsyncRedlockFenceOnFive(AsyncFenceContract):
         clients = [redis.asyncio.Redis(port=server.port, socket_timeout=2) for server in five_nodes]
         issuer = AsyncRedlockIssuer(clients)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return AsyncRedlockFence(clients, name, ttl, issuer=issuer)
 
         yield make
@@ -141,17 +176,24 @@ def test_sync_and_asyncio_fences_share_leases_and_tokens(
     nodes: list[RedisServer], clients: list[redis.Redis]
 ) -> None:
     name = "shared"
-    fence = RedlockFence(clients, name, ttl=30)
+    issuer = RedlockIssuer(clients)
+    fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
 
     async def other_side(after: int) -> int:
         aclients = [redis.asyncio.Redis(port=server.port) for server in nodes]
-        afence = AsyncRedlockFence(aclients, name, ttl=30)
+        aissuer = AsyncRedlockIssuer(aclients)
+        afence = AsyncRedlockFence(aclients, name, ttl=30, issuer=aissuer)
         try:
             with pytest.raises(AcquireTimeout):
                 await afence.acquire(timeout=0)  # the blocking fence holds it
+            # the asyncio issuer's status reads the lease the blocking fence holds
+            held, seen = await aissuer.status(name), issuer.status(name)
+            assert held.held and held.token == after and held.holder == seen.holder, held
             fence.release(after)
             token = await afence.acquire(timeout=0)
             await afence.release(token)
+            free = await aissuer.status(name)
+            assert not free.held and free.last_token == token, free
             return token
         finally:
             for client in aclients:
@@ -159,6 +201,7 @@ def test_sync_and_asyncio_fences_share_leases_and_tokens(
 
     token = fence.acquire(timeout=0)
     assert asyncio.run(other_side(token)) > token
+    issuer.close()
 
 
 # -- waiters woken by the release ---------------------------------------------------------------
@@ -545,7 +588,7 @@ def test_connect_redlock_url(nodes: list[RedisServer]) -> None:
         return newer
 
     assert asyncio.run(asyncio_side()) > token
-    backend.close()  # type: ignore[attr-defined]
+    backend.close()
     assert repr(backend).startswith("RedlockBackend(")
     with pytest.raises(ValueError, match="host:port"):
         fencing.connect("redis+redlock://127.0.0.1:1,nohost")

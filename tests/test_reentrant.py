@@ -124,7 +124,7 @@ async def test_the_owner_is_the_task() -> None:
 def test_every_backend_takes_the_option(tmp_path: Path) -> None:
     """No I/O: the clients are never started or asked anything."""
     backend = fencing.connect(f"sqlite:///{tmp_path / 'f.db'}")
-    fences: list[fencing.Fence | fencing.AsyncFence] = [
+    fences: list[fencing.Fence | fencing.aio.Fence] = [
         backend.fence("a", 5, reentrant=True),
         backend.aio_fence("a", 5, reentrant=True),
         fencing.RedisFence(redis.Redis(port=1), "a", reentrant=True),

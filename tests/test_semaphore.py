@@ -66,6 +66,6 @@ def test_too_many_permits_and_a_lease_that_does_not_expire_are_refused() -> None
         MemoryIssuer().semaphore("big", permits=MAX_PERMITS + 1)
     backend = fencing.connect("postgresql://localhost/db?lease=advisory")
     with pytest.raises(ValueError, match="lease=row"):
-        backend.semaphore("jobs", permits=2)  # type: ignore[attr-defined]
+        backend.semaphore("jobs", permits=2)
     with pytest.raises(ValueError, match="lease=row"):
-        backend.aio_semaphore("jobs", permits=2)  # type: ignore[attr-defined]
+        backend.aio_semaphore("jobs", permits=2)

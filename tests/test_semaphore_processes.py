@@ -54,7 +54,7 @@ def _record(store: FileStore, entry: list[Any], fenced: bool, token: int) -> Non
 def _holder(url: str, name: str, worker: int, root: str, fenced: bool) -> None:
     """A client process: acquire a permit, write its slot's store twice (``start``,
     ``end``), release; until the stop file appears. Worker 0 stages its pause once."""
-    semaphore = fencing.connect(url).semaphore(name, permits=PERMITS, ttl=TTL)  # type: ignore[attr-defined]
+    semaphore = fencing.connect(url).semaphore(name, permits=PERMITS, ttl=TTL)
     base = Path(root)
     stores = [FileStore(base / f"slot{k}") for k in range(PERMITS)]
     log = (base / f"worker{worker}.log").open("a", buffering=1)

@@ -185,7 +185,15 @@ async def test_interop_asyncio(backend: SqlBackend, postgres_server: PostgresSer
         with raw(postgres_server) as other:
             token = await fence.acquire(timeout=0)
             assert not try_lock(other, name)
+            blocking = backend.issuer
+            assert isinstance(blocking, AdvisoryIssuer)
+            issuer = fence.issuer
+            assert isinstance(issuer, AsyncAdvisoryIssuer)
+            held = await issuer.status(name)  # the same read as the blocking issuer's
+            assert held == blocking.status(name) and held.token == token, held
             await fence.release(token)
+            free = await issuer.status(name)
+            assert not free.held and free.last_token == token, free
             assert try_lock(other, name)
             with pytest.raises(fencing.AcquireTimeout):
                 await fence.acquire(timeout=0)
@@ -227,7 +235,7 @@ async def test_a_users_async_engine_is_switched_and_given_back_as_it_was(
 ) -> None:
     """The same with an ``AsyncEngine`` (the switch runs in SQLAlchemy's greenlet)."""
     engine = create_async_engine(
-        postgres_server.url(driver), pool_size=1, max_overflow=0, pool_timeout=PATIENCE
+        postgres_server.url_for(driver), pool_size=1, max_overflow=0, pool_timeout=PATIENCE
     )
     issuer = AsyncAdvisoryIssuer(engine)
     name = unique("user-async-engine")
@@ -638,10 +646,10 @@ async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
 
     Blocking and asyncio side by side, on one restart."""
     with PostgresServer() as server:
-        engine = create_engine(server.url("psycopg"))
+        engine = create_engine(server.url)
         create_tables(engine)
         engine.dispose()
-        backend = fencing.connect(server.url("psycopg") + "?lease=advisory")
+        backend = fencing.connect(server.url + "?lease=advisory")
         assert isinstance(backend, SqlBackend)
         name = unique("restart")
         fence, afence = backend.fence(name, ttl=30), backend.aio_fence(name + ":aio", ttl=30)

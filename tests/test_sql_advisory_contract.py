@@ -16,6 +16,7 @@ import pytest
 from pg_advisory import advisory_url, terminate_holder
 
 import fencing
+import fencing.aio
 from fencing.sql import AdvisoryFence, AdvisoryIssuer
 from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
 from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
@@ -69,7 +70,7 @@ class TestAsyncAdvisoryFence(AdvisoryTerms, AsyncFenceContract):
         self.server = postgres_server
         issuer = AsyncAdvisoryIssuer(async_advisory_url)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return AsyncAdvisoryFence(async_advisory_url, name, ttl, issuer=issuer)
 
         yield make

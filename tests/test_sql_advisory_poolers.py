@@ -22,6 +22,7 @@ from test_sql_advisory import locked_anywhere, raw, try_lock, unique
 from test_sql_advisory_contract import AdvisoryTerms
 
 import fencing
+import fencing.aio
 from fencing.sql import AdvisoryFence, AdvisoryIssuer
 from fencing.sql._advisory import PEER, is_direct, socket_address
 from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
@@ -47,7 +48,7 @@ def transaction_pooler(postgres_server: PostgresServer) -> Iterator[PgBouncer]:
 
 
 def pooled_url(bouncer: PgBouncer, server: PostgresServer, driver: str = "psycopg") -> str:
-    return bouncer.url(server.database, driver)
+    return bouncer.url_for(driver, server.database)
 
 
 # -- session mode: a lease as on a direct connection ----------------------------------
@@ -111,7 +112,7 @@ class TestAsyncSessionPooler(AdvisoryTerms, AsyncFenceContract):
         url = pooled_url(session_pooler, postgres_server, request.param)
         issuer = AsyncAdvisoryIssuer(url)
 
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return AsyncAdvisoryFence(url, name, ttl, issuer=issuer)
 
         yield make
@@ -242,7 +243,7 @@ async def test_a_direct_connection_is_recognised(
     """The server's view of its peer is this very socket on a direct connection, and not
     through the pooler (which then needs the probe)."""
     for url, direct in [
-        (postgres_server.url(driver), True),
+        (postgres_server.url_for(driver), True),
         (pooled_url(session_pooler, postgres_server, driver), False),
     ]:
         engine = create_async_engine(url)
@@ -255,7 +256,7 @@ async def test_a_direct_connection_is_recognised(
                 assert is_direct((peer[0], peer[1]), local) is direct, url
         finally:
             await engine.dispose()
-    engine_sync = create_engine(postgres_server.url("psycopg"))
+    engine_sync = create_engine(postgres_server.url)
     with engine_sync.connect() as conn:
         _, *peer = conn.execute(text(PEER.text)).one()
         assert is_direct((peer[0], peer[1]), socket_address(conn.connection.driver_connection))

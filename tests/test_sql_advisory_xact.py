@@ -170,7 +170,7 @@ async def test_asyncio_rollback_and_commit(
     advisory_url: str, postgres_server: PostgresServer, driver: str
 ) -> None:
     name = unique(f"xact-aio-{driver}")
-    engine = create_async_engine(postgres_server.url(driver))
+    engine = create_async_engine(postgres_server.url_for(driver))
     try:
         with raw(postgres_server) as direct:
             async with engine.connect() as conn:
@@ -199,7 +199,7 @@ def test_works_behind_a_transaction_pooler(
     pgbouncer keeps on one server connection in transaction mode."""
     name = unique("xact-pooler")
     with PgBouncer(postgres_server.port, "transaction") as bouncer:
-        pooled = create_engine(bouncer.url(postgres_server.database))
+        pooled = create_engine(bouncer.url)
         try:
             with raw(postgres_server) as direct:
                 with pooled.begin() as conn:

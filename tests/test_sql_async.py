@@ -61,20 +61,6 @@ async def test_async_hold_and_concurrent_tasks_get_unique_tokens(aengine: AsyncE
     await issuer.aclose()
 
 
-def test_old_asyncio_names_warn_and_give_the_same_classes() -> None:
-    """``fencing.sql.aio`` now names its classes as every backend's ``aio`` module does
-    (``SqlFence``, ``SqlIssuer``); the old ``Async...`` names still resolve, with a warning."""
-    import fencing.sql.aio as sql_aio
-
-    assert fencing.aio.SqlIssuer is SqlIssuer
-    for old, new in [("AsyncSqlFence", SqlFence), ("AsyncSqlIssuer", SqlIssuer)]:
-        with pytest.warns(DeprecationWarning, match=f"fencing.sql.aio.{old} is deprecated"):
-            assert getattr(sql_aio, old) is new
-        assert old not in sql_aio.__all__
-    with pytest.raises(AttributeError, match="no attribute 'SqlFences'"):
-        sql_aio.SqlFences  # noqa: B018
-
-
 async def test_async_unreachable_database_raises_fence_unavailable() -> None:
     url = f"postgresql+asyncpg://postgres@127.0.0.1:{free_port()}/none"
     fence = SqlFence(url, "u")

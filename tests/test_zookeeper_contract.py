@@ -92,7 +92,7 @@ class TestAsyncZooKeeperFence(ZooKeeperTerms, AsyncFenceContract):
     def make_fence(
         self, zookeeper_server: ZooKeeperServer, kazoo_clients: list[KazooClient]
     ) -> MakeAsyncFence:
-        def make(name: str, ttl: float) -> fencing.AsyncFence:
+        def make(name: str, ttl: float) -> fencing.aio.Fence:
             return AsyncZooKeeperFence(new_client(zookeeper_server, kazoo_clients), name, ttl)
 
         return make

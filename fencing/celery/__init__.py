@@ -13,7 +13,11 @@ issuer is found by URL, through ``fencing.connect``).
 
 from __future__ import annotations
 
-from ._once import FileOnceStore, OnceStore, default_once_dir
-from ._task import ON_BUSY, FencedTask
+from .._lazy import needs_extra
+
+with needs_extra("fencing.celery"):  # say which extra brings a missing driver
+    from ._once import FileOnceStore, OnceStore, default_once_dir
+    from ._options import ON_BUSY
+    from ._task import FencedTask
 
 __all__ = ["ON_BUSY", "FencedTask", "FileOnceStore", "OnceStore", "default_once_dir"]

@@ -15,10 +15,11 @@ One run (an attempt: the first delivery, a retry or a redelivery) goes:
    app's ``fencing_url`` setting, else of ``$FENCING_URL`` (``fencing.connect()``'s default):
    the lease is acquired, renewed every ttl/3 in a background thread while the task runs,
    and released when it returns, fails or retries;
-3. busy (another attempt holds the lease): ``fence_on_busy`` says what to do: ``"skip"``
-   (return ``None`` without running), ``"retry"`` (``self.retry`` after a countdown) or
-   ``"wait"`` (wait up to ``fence_timeout`` seconds for the lease, then
-   ``AcquireTimeout``);
+3. busy (another attempt holds the lease): ``fence_on_busy`` says what to do: ``"wait"``
+   (the default: wait up to ``fence_timeout`` seconds for the lease, then
+   ``AcquireTimeout``), ``"retry"`` (``self.retry`` after a countdown) or ``"skip"``
+   (return ``None`` without running, logged at WARNING with the task id and the key: the
+   one choice that drops a call, for keys that name one piece of work);
 4. with ``fence_once``, a completion record of the key (``_once``) is read first: a key
    whose work is recorded returns the recorded result without running; otherwise the
    result (JSON) is recorded after the run, written with the attempt's token.
@@ -35,7 +36,6 @@ import functools
 import inspect
 import json
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable
@@ -48,14 +48,12 @@ from .._connect import Backend, connect
 from .._errors import AcquireTimeout, LeaseLost
 from .._fence import Fence, Hold
 from .._token import FenceToken
-from .._validate import check_name, check_timeout, check_ttl
+from .._validate import check_name
 from ..issuer import Issuer
 from ._once import FileOnceStore, OnceStore, default_once_dir
+from ._options import check_options, is_issuer
 
 log = logging.getLogger("fencing.celery")
-
-#: What a duplicate attempt (same key, lease held) may do.
-ON_BUSY = ("skip", "retry", "wait")
 
 #: One issuer connection per URL and process (dropped in a forked child: a prefork
 #: worker's children connect on their own).
@@ -73,13 +71,6 @@ def _backend(url: str | None) -> Backend:
         if backend is None:
             backend = _backends[url] = connect(url)
         return backend
-
-
-def _is_issuer(source: object) -> bool:
-    """Whether ``source`` is an issuer itself (not a callable that returns one)."""
-    return not isinstance(source, type) and all(
-        callable(getattr(source, call, None)) for call in ("try_acquire", "renew", "release")
-    )
 
 
 def _attempts() -> list[tuple[FencedTask, Hold]]:
@@ -104,7 +95,8 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
     - ``fence_issuer``: an issuer (``fencing.issuer.Issuer``), or a callable returning
       one, called at each run (``fencing.django.issuer``: Django's own database). Wins
       over every URL.
-    - ``fence_on_busy``: ``"skip"`` (default), ``"retry"`` or ``"wait"``.
+    - ``fence_on_busy``: ``"wait"`` (default), ``"retry"`` or ``"skip"``. The default
+      never drops a call: distinct calls that share a key run one after the other.
     - ``fence_retry_countdown``: seconds before a ``"retry"`` (default: ``fence_ttl``).
       The task's ``max_retries`` applies (Celery's default is 3; ``None`` for no limit).
     - ``fence_timeout``: how long ``"wait"`` waits (default ``None``: as long as it takes).
@@ -119,7 +111,7 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
     fence_ttl: float = 30.0
     fence_url: str | None = None
     fence_issuer: Issuer | Callable[[], Issuer] | None = None
-    fence_on_busy: str = "skip"
+    fence_on_busy: str = "wait"
     fence_retry_countdown: float | None = None
     fence_timeout: float | None = None
     fence_once: bool = False
@@ -128,36 +120,11 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
 
     @classmethod
     def on_bound(cls, app: Any) -> None:
-        """Check the fence options when Celery binds the task to its app: a bad option
-        is a ``TypeError``/``ValueError`` at definition, not at the first run."""
+        """Check the fence options when Celery binds the task to its app (``_options``):
+        a bad option, or a ``fence_key`` naming an argument the task does not take, is a
+        ``TypeError``/``ValueError`` at definition, not at the first run."""
         super().on_bound(app)
-        if cls.fence_key is None:
-            if getattr(cls, "_decorated", False):  # a task, not an abstract base class
-                raise TypeError(f"task {cls.name!r}: FencedTask needs fence_key")
-            return
-        if not (isinstance(cls.fence_key, str) or callable(cls.fence_key)):
-            raise TypeError(
-                f"fence_key must be a format string or a callable, not "
-                f"{type(cls.fence_key).__name__}"
-            )
-        check_ttl(cls.fence_ttl, "fence_ttl")
-        check_ttl(cls.fence_once_ttl, "fence_once_ttl")
-        check_timeout(cls.fence_timeout)
-        if cls.fence_on_busy not in ON_BUSY:
-            raise ValueError(f"fence_on_busy must be one of {ON_BUSY}, not {cls.fence_on_busy!r}")
-        countdown = cls.fence_retry_countdown
-        if countdown is not None:
-            seconds = check_timeout(countdown)
-            if seconds is None or not math.isfinite(seconds):
-                raise ValueError("fence_retry_countdown must be a finite number of seconds")
-        issuer = inspect.getattr_static(cls, "fence_issuer")
-        if issuer is not None and not (_is_issuer(issuer) or callable(issuer)):
-            raise TypeError(
-                f"fence_issuer must be an issuer or a callable returning one, not "
-                f"{type(issuer).__name__}"
-            )
-        if cls.fence_url is not None and not isinstance(cls.fence_url, str):
-            raise TypeError(f"fence_url must be a str, not {type(cls.fence_url).__name__}")
+        check_options(cls)
 
     # -- what the task body reads ---------------------------------------------------
 
@@ -197,7 +164,13 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
         if isinstance(key, str):
             bound = self._run_signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            name: object = key.format(*args, **bound.arguments)
+            try:  # positions count arguments passed by name too: {0} is the first
+                name: object = key.format(*bound.args, **bound.arguments)
+            except (KeyError, IndexError) as exc:  # only a task taking *args or **kwargs
+                raise ValueError(
+                    f"task {self.name!r}: fence_key {key!r} names {exc}, which this call "
+                    f"does not pass"
+                ) from exc
         else:
             name = key(*args, **kwargs)
         return check_name(name)
@@ -228,7 +201,7 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
         source = inspect.getattr_static(self, "fence_issuer")
         if source is None:
             return _backend(self.fencing_url()).fence(name, ttl=self.fence_ttl)
-        issuer = source if _is_issuer(source) else source()
+        issuer = source if is_issuer(source) else source()
         return Fence(issuer, name, self.fence_ttl)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -280,7 +253,13 @@ class FencedTask(Task):  # type: ignore[misc]  # celery ships no type informatio
             countdown = self.fence_retry_countdown
             log.info("%s: %r is held by another attempt; retrying later", self.name, name)
             raise self.retry(countdown=self.fence_ttl if countdown is None else countdown)
-        log.info("%s: %r is held by another attempt; skipped", self.name, name)
+        log.warning(
+            "%s[%s]: %r is held by another attempt; this call is skipped, not run "
+            '(fence_on_busy="skip")',
+            self.name,
+            self.request.id,
+            name,
+        )
         return None
 
     def _leave(self, hold: Hold, name: str, error: BaseException | None) -> None:

@@ -2,7 +2,8 @@
 for operators ``fencing status``, ``fencing list`` and ``fencing release --force``.
 
 Each subcommand lives in its own module exposing ``register(subparsers)``, which adds
-its parser and sets ``func`` (returning the exit code). This module only dispatches.
+its parser and sets ``func`` (returning the exit code). This module only dispatches, and
+turns a missing driver into a line naming the extra that brings it (exit status 1).
 """
 
 from __future__ import annotations
@@ -11,6 +12,10 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+from .. import __version__
+from .._errors import MissingExtra
+from .._lazy import needs_extra
 
 #: Modules that each register one subcommand, in the order shown by --help.
 SUBCOMMANDS = (
@@ -27,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fencing", description="Fence tokens: stale lock holders stopped at the resource."
     )
+    parser.add_argument("--version", action="version", version=f"fencing {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         try:
@@ -39,7 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
+    try:
+        with needs_extra(f"fencing {args.command}"):
+            code: int = args.func(args)
+    except MissingExtra as error:  # a driver is missing: say which extra brings it
+        print(error, file=sys.stderr)
+        return 1
     return code
 
 

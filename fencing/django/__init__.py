@@ -3,9 +3,10 @@
 
 ``FencedModel`` is an abstract model with a ``fence_token`` column; a row is written
 only by a token at least as new as the one it holds, checked in the very ``UPDATE``
-that writes it (``fenced_save``, ``save(fence_token=...)``, ``fenced_update``).
+that writes it (``fenced_save``, ``save(fence_token=...)``, a ``save()`` after the
+token is stamped, ``row.fence_token = token``, ``fenced_update``).
 ``claim`` and ``fenced_get`` raise a row's token before you read it; ``fenced_delete``
-deletes with the same check. Plain ``save()`` of an existing row, ``delete()``,
+deletes with the same check. A plain ``save()`` of an existing row not stamped, ``delete()``,
 ``QuerySet.update()``, ``QuerySet.delete()`` and ``bulk_update()`` are refused unless
 inside ``unfenced()``. ``fence(name, ttl)`` is a fence issued by Django's own database
 (the ``fencing_leases`` table of ``manage.py migrate``; no Redis needed), and the admin
@@ -23,21 +24,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
-from ._errors import StaleRowError
-from ._guard import (
-    aclaim,
-    afenced_delete,
-    afenced_get,
-    afenced_save,
-    afenced_update,
-    claim,
-    fenced_delete,
-    fenced_get,
-    fenced_save,
-    fenced_update,
-    unfenced,
-)
+from .._lazy import lazy_names, needs_extra
+
+with needs_extra("fencing.django"):  # say which extra brings a missing Django
+    from ._errors import StaleRowError
+    from ._guard import (
+        aclaim,
+        afenced_delete,
+        afenced_get,
+        afenced_save,
+        afenced_update,
+        claim,
+        fenced_delete,
+        fenced_get,
+        fenced_save,
+        fenced_update,
+        unfenced,
+    )
 
 if TYPE_CHECKING:
     from ._issuer import DjangoIssuer, fence, issuer

@@ -112,6 +112,51 @@ STATEMENTS: dict[str, dict[str, tuple[str, tuple[str, ...], dict[str, object]]]]
             ("limiter", "window", "seq_1", "after",),
             {"seq_1": 0},
         ),
+        "rw_touch": (
+            "INSERT INTO fencing_leases (name) VALUES (%s) ON CONFLICT DO NOTHING",
+            ("fence",),
+            {},
+        ),
+        "rw_lock": (
+            "SELECT fencing_leases.token \nFROM fencing_leases \nWHERE fencing_leases.name = %s",
+            ("fence",),
+            {},
+        ),
+        "rw_expire": (
+            "DELETE FROM fencing_rw_leases WHERE fencing_rw_leases.name = %s AND fencing_rw_leases.expires_at <= CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE)",
+            ("fence",),
+            {},
+        ),
+        "rw_rows": (
+            "SELECT fencing_rw_leases.holder, fencing_rw_leases.mode, fencing_rw_leases.token, fencing_rw_leases.expires_at - CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) AS anon_1 \nFROM fencing_rw_leases \nWHERE fencing_rw_leases.name = %s",
+            ("fence",),
+            {},
+        ),
+        "rw_next": (
+            "UPDATE fencing_leases SET token=max(fencing_leases.token + %s, CAST(((julianday('now') - 2440587.5) * 86400.0) * %s AS BIGINT)) WHERE fencing_leases.name = %s RETURNING token",
+            ("token_1", "julianday_'now'_-_2440587_5_*_86400_0_1", "fence",),
+            {"token_1": 1, "julianday_'now'_-_2440587_5_*_86400_0_1": 1000000},
+        ),
+        "rw_insert": (
+            "INSERT INTO fencing_rw_leases (name, holder, mode, token, expires_at) VALUES (%s, %s, %s, %s, (CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) + %s))",
+            ("fence", "holder_id", "rw_mode", "lease_token", "ttl",),
+            {},
+        ),
+        "rw_drop": (
+            "DELETE FROM fencing_rw_leases WHERE fencing_rw_leases.name = %s AND fencing_rw_leases.holder = %s",
+            ("fence", "holder_id",),
+            {},
+        ),
+        "rw_renew": (
+            "UPDATE fencing_rw_leases SET expires_at=(CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE) + %s) WHERE fencing_rw_leases.name = %s AND fencing_rw_leases.holder = %s AND fencing_rw_leases.mode = %s AND fencing_rw_leases.token = %s AND fencing_rw_leases.expires_at > CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE)",
+            ("ttl", "fence", "holder_id", "rw_mode", "lease_token",),
+            {},
+        ),
+        "rw_release": (
+            "DELETE FROM fencing_rw_leases WHERE fencing_rw_leases.name = %s AND fencing_rw_leases.holder = %s AND fencing_rw_leases.mode = %s AND fencing_rw_leases.token = %s AND fencing_rw_leases.expires_at > CAST(((julianday('now') - 2440587.5) * 86400.0) AS DOUBLE)",
+            ("fence", "holder_id", "rw_mode", "lease_token",),
+            {},
+        ),
     },
     "postgresql": {
         "acquire": (
@@ -208,6 +253,51 @@ STATEMENTS: dict[str, dict[str, tuple[str, tuple[str, ...], dict[str, object]]]]
             "SELECT count(*) AS count_1, min(fencing_admissions.at) AS min_1 \nFROM fencing_admissions \nWHERE fencing_admissions.name = %s AND fencing_admissions.kind = %s AND fencing_admissions.seq > %s AND fencing_admissions.at > %s",
             ("limiter", "window", "seq_1", "after",),
             {"seq_1": 0},
+        ),
+        "rw_touch": (
+            "INSERT INTO fencing_leases (name) VALUES (%s) ON CONFLICT DO NOTHING",
+            ("fence",),
+            {},
+        ),
+        "rw_lock": (
+            "SELECT fencing_leases.token \nFROM fencing_leases \nWHERE fencing_leases.name = %s FOR UPDATE",
+            ("fence",),
+            {},
+        ),
+        "rw_expire": (
+            "DELETE FROM fencing_rw_leases WHERE fencing_rw_leases.name = %s AND fencing_rw_leases.expires_at <= CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)",
+            ("fence",),
+            {},
+        ),
+        "rw_rows": (
+            "SELECT fencing_rw_leases.holder, fencing_rw_leases.mode, fencing_rw_leases.token, fencing_rw_leases.expires_at - CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) AS anon_1 \nFROM fencing_rw_leases \nWHERE fencing_rw_leases.name = %s",
+            ("fence",),
+            {},
+        ),
+        "rw_next": (
+            "UPDATE fencing_leases SET token=greatest(fencing_leases.token + %s, CAST(floor(EXTRACT(epoch FROM clock_timestamp()) * %s) AS BIGINT)) WHERE fencing_leases.name = %s RETURNING fencing_leases.token",
+            ("token_1", "param_1", "fence",),
+            {"token_1": 1, "param_1": 1000000},
+        ),
+        "rw_insert": (
+            "INSERT INTO fencing_rw_leases (name, holder, mode, token, expires_at) VALUES (%s, %s, %s, %s, (CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) + %s))",
+            ("fence", "holder_id", "rw_mode", "lease_token", "ttl",),
+            {},
+        ),
+        "rw_drop": (
+            "DELETE FROM fencing_rw_leases WHERE fencing_rw_leases.name = %s AND fencing_rw_leases.holder = %s",
+            ("fence", "holder_id",),
+            {},
+        ),
+        "rw_renew": (
+            "UPDATE fencing_rw_leases SET expires_at=(CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION) + %s) WHERE fencing_rw_leases.name = %s AND fencing_rw_leases.holder = %s AND fencing_rw_leases.mode = %s AND fencing_rw_leases.token = %s AND fencing_rw_leases.expires_at > CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)",
+            ("ttl", "fence", "holder_id", "rw_mode", "lease_token",),
+            {},
+        ),
+        "rw_release": (
+            "DELETE FROM fencing_rw_leases WHERE fencing_rw_leases.name = %s AND fencing_rw_leases.holder = %s AND fencing_rw_leases.mode = %s AND fencing_rw_leases.token = %s AND fencing_rw_leases.expires_at > CAST(EXTRACT(epoch FROM clock_timestamp()) AS DOUBLE PRECISION)",
+            ("fence", "holder_id", "rw_mode", "lease_token",),
+            {},
         ),
     },
 }

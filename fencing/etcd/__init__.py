@@ -16,15 +16,10 @@ Imports the core, grpcio and aetcd's protobufs; never another backend.
 
 from __future__ import annotations
 
-try:
-    import aetcd.rpc  # noqa: F401
-    import grpc  # noqa: F401
-except ModuleNotFoundError as exc:  # say which extra brings them
-    raise ModuleNotFoundError(
-        f"fencing.etcd needs the etcd extra: pip install 'fencing[etcd]' ({exc})", name=exc.name
-    ) from exc
+from .._lazy import needs_extra
 
-from ._issuer import EtcdFence, EtcdIssuer
-from ._url import EtcdOptions, parse_etcd_url
+with needs_extra("fencing.etcd"):  # say which extra brings a missing driver
+    from ._issuer import EtcdFence, EtcdIssuer
+    from ._url import EtcdOptions, parse_etcd_url
 
 __all__ = ["EtcdFence", "EtcdIssuer", "EtcdOptions", "parse_etcd_url"]

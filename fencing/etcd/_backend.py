@@ -6,6 +6,7 @@ Imports the etcd issuer.
 from __future__ import annotations
 
 from .._async_fence import AsyncFence
+from .._connect import NoLimiter, NoRWLock
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
@@ -15,7 +16,7 @@ from ._issuer import AsyncEtcdFence, AsyncEtcdIssuer, EtcdFence, EtcdIssuer
 from ._url import parse_etcd_url
 
 
-class EtcdBackend:
+class EtcdBackend(NoLimiter, NoRWLock):
     """Fences on the etcd cluster of ``url`` (one issuer, so one set of channels, for all
     blocking fences; each asyncio fence, election and semaphore has an issuer of its own,
     its channels opened on the event loop that uses it and closed by its ``aclose()``)."""

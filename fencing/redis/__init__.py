@@ -19,9 +19,12 @@ Imports the core and redis-py; never another backend.
 
 from __future__ import annotations
 
-from ._issuer import RedisFence, RedisIssuer
-from ._lock import FencedLock
-from ._mark import RedisMark
-from ._redlock import RedlockFence, RedlockIssuer
+from .._lazy import needs_extra
+
+with needs_extra("fencing.redis"):  # say which extra brings a missing driver
+    from ._issuer import RedisFence, RedisIssuer
+    from ._lock import FencedLock
+    from ._mark import RedisMark
+    from ._redlock import RedlockFence, RedlockIssuer
 
 __all__ = ["FencedLock", "RedisFence", "RedisIssuer", "RedisMark", "RedlockFence", "RedlockIssuer"]

@@ -26,11 +26,13 @@ import redis.cluster
 import redis.connection
 
 from .._async_fence import AsyncFence
+from .._connect import NoElection, NoLimiter, NoRWLock, NoSemaphore
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
 from .._limiter import AsyncLimiter, Limiter
 from .._owned import owned
+from .._rwlock import AsyncRWLock, RWLock
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._issuer import (
     AsyncClient,
@@ -126,6 +128,16 @@ class RedisBackend:
         issuer = self._new_async_issuer()
         return owned(AsyncSemaphore(issuer, name, permits, ttl), issuer)
 
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock (docs/rwlock.md): one script per operation, its keys in the
+        Redis Cluster slot of ``name``, its tokens from the fence ``name``'s counter."""
+        return RWLock(self.issuer, name, ttl)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio ``rwlock`` (a client of its own, on the event loop that uses it)."""
+        issuer = self._new_async_issuer()
+        return owned(AsyncRWLock(issuer, name, ttl), issuer)
+
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
         """At most ``limit`` admissions per ``per`` seconds: one script per request, on the
         server's clock (``TIME``)."""
@@ -219,7 +231,7 @@ def _host_port(part: str, url: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class RedlockBackend:
+class RedlockBackend(NoSemaphore, NoElection, NoLimiter, NoRWLock):
     """Redlock fences on the independent Redis masters of ``redis+redlock://[user:
     password@]host:port,host:port,host:port[/db][?option=value...]`` (``rediss+redlock://``
     for TLS): one client per host, each made by redis-py from the URL with that host
@@ -243,12 +255,14 @@ class RedlockBackend:
             self._issuer = RedlockIssuer([redis.Redis.from_url(url) for url in self._urls])
         return self._issuer
 
-    def fence(self, name: str, ttl: float = DEFAULT_TTL) -> Fence:
-        return RedlockFence((), name, ttl, issuer=self.issuer)
+    def fence(self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False) -> Fence:
+        return RedlockFence((), name, ttl, issuer=self.issuer, reentrant=reentrant)
 
-    def aio_fence(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncFence:
+    def aio_fence(
+        self, name: str, ttl: float = DEFAULT_TTL, *, reentrant: bool = False
+    ) -> AsyncFence:
         clients = [redis.asyncio.Redis.from_url(url) for url in self._urls]
-        fence = AsyncRedlockFence(clients, name, ttl)
+        fence = AsyncRedlockFence(clients, name, ttl, reentrant=reentrant)
         return owned(fence, fence.issuer)
 
     def close(self) -> None:

@@ -54,6 +54,15 @@ from .._validate import check_ttl
 from ..issuer import Busy, FenceStatus
 from ._errors import drop_unread_replies, redis_failure
 from ._limits import admitted, limit_call, parse_admission, parse_use, use_call
+from ._rwlock_scripts import (
+    RW_ACQUIRE,
+    RW_RELEASE,
+    RW_RENEW,
+    rw_acquire_args,
+    rw_keys,
+    rw_release_args,
+    rw_renew_args,
+)
 from ._scripts import (
     ACQUIRE,
     DEFAULT_COUNTER_IDLE,
@@ -98,6 +107,9 @@ R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 SyncClient = Union[redis.Redis, "redis.cluster.RedisCluster"]
 AsyncClient = Union[redis.asyncio.Redis, "redis.asyncio.cluster.RedisCluster"]
+#: What gives back a lease granted by a step the replicas did not acknowledge: the
+#: release of that token (``RedisFlows.replicated``).
+GiveBack = Callable[[int], "Eval[bool]"]
 SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
 ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
 SYNC_KINDS = "redis.Redis or redis.cluster.RedisCluster"
@@ -497,6 +509,30 @@ class RedisFlows:
         wait = block_seconds(seconds, self._socket_timeout)
         return None if wait is None else Pop(fence_keys(name).wake(holder), wait)
 
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> Eval[int | Busy]:
+        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``."""
+        args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
+        return Eval(RW_ACQUIRE, args, parse_acquire)
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
+        args = rw_renew_args(name, mode, token, holder, ttl_ms)
+        return Eval(RW_RENEW, args, partial(parse_flag, script="rw renew"))
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> Eval[bool]:
+        args = rw_release_args(name, mode, token, holder)
+        return Eval(RW_RELEASE, args, partial(parse_flag, script="rw release"))
+
+    def rw_await(self, name: str, seconds: float) -> ReadReleased | None:
+        """The XREAD of the lock's release stream from now on, or ``None`` when the wait
+        is too short (a release just before it is missed: the waiter's wait is bounded by
+        the refusing leases' end and ``WaitSchedule.MAX_BLOCK``, so it only delays)."""
+        wait = block_seconds(seconds, self._socket_timeout)
+        return (
+            None if wait is None else ReadReleased(rw_keys(name).released, "$", round(wait * 1000))
+        )
+
     def status(self, name: str) -> Eval[FenceStatus]:
         return Eval(STATUS, status_args(name), partial(parse_status, name))
 
@@ -514,13 +550,19 @@ class RedisFlows:
         return Eval(LOCK_FORCE_RELEASE, args, partial(parse_lock_force_release, name))
 
     def replicated(
-        self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
+        self,
+        step: Sendable[R],
+        name: str,
+        holder: str,
+        renewed: int | None = None,
+        give_back: GiveBack | None = None,
     ) -> Flow[ReplicaStep, R]:
         """``step`` followed by the wait for ``min_replicas`` acknowledgements (a flow).
 
         Too few: ``NotReplicated``. A lease the step granted (acquire, hand-off) is
-        released first, best effort (if that fails too, it expires after its ttl); a
-        lease it renewed (``renewed``: its token) is kept.
+        released first (by ``give_back(token)``, default the fence's release), best
+        effort (if that fails too, it expires after its ttl); a lease it renewed
+        (``renewed``: its token) is kept.
         """
         if self._wait is None:
             probe = Probe()
@@ -536,13 +578,19 @@ class RedisFlows:
             raise NotReplicated(name, renewed, sent.acks, self.min_replicas, detail)
         token = cast(int, result)
         with suppress(RedisError):  # else the lease expires after its ttl
-            yield self.release(name, token, holder)
+            yield self.release(name, token, holder) if give_back is None else give_back(token)
         detail = f"the lease was released ({self._wait})"
         raise NotReplicated(name, token, sent.acks, self.min_replicas, detail)
 
 
 #: ``RELEASE``'s (and ``LOCK_RELEASE``'s) reply: True if the lease was held.
 parse_release = partial(parse_flag, script="release")
+
+
+def rw_give_back(flows: RedisFlows, name: str, mode: str, holder: str) -> GiveBack:
+    """The release of a read-write lease of ``holder`` that the replicas did not
+    acknowledge (``RedisFlows.replicated``'s ``give_back``)."""
+    return lambda token: flows.rw_release(name, mode, token, holder)
 
 
 class RedisIssuer:
@@ -632,12 +680,20 @@ class RedisIssuer:
         """The use of the rate limiter ``name`` now: one read-only script, server's clock."""
         return parse_use(self.run(*use_call(name, per_ms, window)))
 
-    def confirmed(self, step: Sendable[R], name: str, holder: str, renewed: int | None = None) -> R:
+    def confirmed(
+        self,
+        step: Sendable[R],
+        name: str,
+        holder: str,
+        renewed: int | None = None,
+        give_back: GiveBack | None = None,
+    ) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
         if not self.flows.min_replicas:
             return self.result_of(step)
+        flow = self.flows.replicated(step, name, holder, renewed, give_back)
         try:
-            return run_sync(self.flows.replicated(step, name, holder, renewed), self.client)
+            return run_sync(flow, self.client)
         except BaseException as exc:
             raise self._raised(exc)  # noqa: B904 (its cause is set)
 
@@ -694,6 +750,31 @@ class RedisIssuer:
     def await_handoff(self, name: str, holder: str, seconds: float) -> int | None:
         step = self.flows.await_handoff(name, holder, seconds)
         return None if step is None else self.confirmed(step, name, holder)
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``); with
+        ``min_replicas``, a lease the replicas did not acknowledge is given back."""
+        step = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        return self.confirmed(
+            step, name, holder, None, rw_give_back(self.flows, name, mode, holder)
+        )
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        """``fencing.issuer.ReadWrites``: one script (``RW_RENEW``)."""
+        step = self.flows.rw_renew(name, mode, token, holder, ttl_ms)
+        return self.confirmed(step, name, holder, token)
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        """``fencing.issuer.ReadWrites``: one script (``RW_RELEASE``), which wakes waiters."""
+        return self.result_of(self.flows.rw_release(name, mode, token, holder))
+
+    def rw_await(self, name: str, seconds: float) -> None:
+        """``fencing.issuer.ReadWrites``: XREAD BLOCK on the lock's release stream."""
+        step = self.flows.rw_await(name, seconds)
+        if step is not None:
+            self.result_of(step)
 
     def status(self, name: str) -> FenceStatus:
         return self.result_of(self.flows.status(name))
@@ -816,13 +897,19 @@ class AsyncRedisIssuer:
         return parse_use(await self.run(*use_call(name, per_ms, window)))
 
     async def confirmed(
-        self, step: Sendable[R], name: str, holder: str, renewed: int | None = None
+        self,
+        step: Sendable[R],
+        name: str,
+        holder: str,
+        renewed: int | None = None,
+        give_back: GiveBack | None = None,
     ) -> R:
         """``step``'s result; with ``min_replicas``, once the replicas acknowledged it."""
         if not self.flows.min_replicas:
             return await self.result_of(step)
+        flow = self.flows.replicated(step, name, holder, renewed, give_back)
         try:
-            return await run_async(self.flows.replicated(step, name, holder, renewed), self.client)
+            return await run_async(flow, self.client)
         except self.wrapped as exc:
             raise redis_failure("redis", exc) from exc
 
@@ -866,6 +953,29 @@ class AsyncRedisIssuer:
     async def release(self, name: str, token: int, holder: str) -> bool:
         reply = await self.run(*self.flows.release_call(name, token, holder))
         return reply == 1 or parse_release(reply)
+
+    async def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        """See ``RedisIssuer.rw_acquire``."""
+        step = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        give_back = rw_give_back(self.flows, name, mode, holder)
+        return await self.confirmed(step, name, holder, None, give_back)
+
+    async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        """See ``RedisIssuer.rw_renew``."""
+        step = self.flows.rw_renew(name, mode, token, holder, ttl_ms)
+        return await self.confirmed(step, name, holder, token)
+
+    async def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        """See ``RedisIssuer.rw_release``."""
+        return await self.result_of(self.flows.rw_release(name, mode, token, holder))
+
+    async def rw_await(self, name: str, seconds: float) -> None:
+        """See ``RedisIssuer.rw_await``."""
+        step = self.flows.rw_await(name, seconds)
+        if step is not None:
+            await self.result_of(step)
 
     async def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.AsyncInspects``: see ``RedisIssuer.status``."""

@@ -19,17 +19,20 @@ Imports SQLAlchemy (install ``fencing[sql]``) and the core; the core never impor
 
 from __future__ import annotations
 
-from ._advisory import AdvisoryFence, AdvisoryIssuer
-from ._claims import claim, claim_rows, fenced_get
-from ._errors import RowcountUnavailable, StaleRowError
-from ._guard import UNFENCED_OPTION
-from ._issuer import SqlFence, SqlIssuer
-from ._keys import advisory_keys
-from ._migrate import create_tables, downgrade, migrations_dir, upgrade
-from ._mixin import FencedMixin, allow_unfenced, fenced_mapper_args
-from ._schema import leases
-from ._statements import guarded_delete, guarded_update
-from ._xact import advisory_xact
+from .._lazy import needs_extra
+
+with needs_extra("fencing.sql"):  # say which extra brings a missing driver
+    from ._advisory import AdvisoryFence, AdvisoryIssuer
+    from ._claims import claim, claim_rows, fenced_get
+    from ._errors import RowcountUnavailable, StaleRowError
+    from ._guard import UNFENCED_OPTION
+    from ._issuer import SqlFence, SqlIssuer
+    from ._keys import advisory_keys
+    from ._migrate import create_tables, downgrade, migrations_dir, upgrade
+    from ._mixin import FencedMixin, allow_unfenced, fenced_mapper_args
+    from ._schema import leases
+    from ._statements import guarded_delete, guarded_update
+    from ._xact import advisory_xact
 
 __all__ = [
     "UNFENCED_OPTION",

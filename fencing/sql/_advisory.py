@@ -519,23 +519,10 @@ class AdvisoryIssuer:
 
     def _read(self, read: Callable[[Connection], T]) -> T:
         """``read`` in a transaction; once more if its pooled connection was dead."""
-        with sql_errors(url=self.engine.url):
-            for attempt in (1, 2):
-                try:
-                    with self.engine.begin() as conn:
-                        return read(conn)
-                except BaseException as exc:
-                    if not once_more(exc, attempt):
-                        raise
-        raise AssertionError("unreachable")
+        return read_once_more(self.engine, read)
 
     def status(self, name: str) -> FenceStatus:
-        def read(conn: Connection) -> FenceStatus:
-            rows = list(conn.execute(STATUS, acquire_params(name)))
-            last = None if rows else conn.execute(LAST_TOKEN, {"name": name}).scalar()
-            return holder_status(name, rows, None if last is None else int(last))
-
-        return self._read(read)
+        return self._read(functools.partial(read_status, name=name))
 
     def names(self, prefix: str = "") -> Iterator[str]:
         found = self._read(
@@ -548,6 +535,28 @@ class AdvisoryIssuer:
             rows = list(conn.execute(FORCE, acquire_params(name)))
             last = None if rows else conn.execute(LAST_TOKEN, {"name": name}).scalar()
         return holder_status(name, rows, None if last is None else int(last))
+
+
+def read_once_more(engine: Engine, read: Callable[[Connection], T]) -> T:
+    """``read`` in a transaction on ``engine``; once more if its pooled connection was
+    dead. The asyncio issuer runs it too, on its engine's ``sync_engine`` in SQLAlchemy's
+    greenlet (``greenlet_spawn``)."""
+    with sql_errors(url=engine.url):
+        for attempt in (1, 2):
+            try:
+                with engine.begin() as conn:
+                    return read(conn)
+            except BaseException as exc:
+                if not once_more(exc, attempt):
+                    raise
+    raise AssertionError("unreachable")
+
+
+def read_status(conn: Connection, name: str) -> FenceStatus:
+    """The ``status`` of the lease ``name`` (``Inspects``), read on ``conn``."""
+    rows = list(conn.execute(STATUS, acquire_params(name)))
+    last = None if rows else conn.execute(LAST_TOKEN, {"name": name}).scalar()
+    return holder_status(name, rows, None if last is None else int(last))
 
 
 def _discard(conn: Connection) -> None:

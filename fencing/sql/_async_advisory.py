@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from typing import Any
 
 from sqlalchemy import Engine, TextClause
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._errors import FenceSetupError
+from .._lazy import needs_extra
 from .._owned import OldClose
 from .._token import FenceToken
-from ..issuer import Busy
+from ..issuer import Busy, FenceStatus
 from . import _driver, _xact
 from ._advisory import (
     ACQUIRE,
@@ -49,10 +50,20 @@ from ._advisory import (
     lock_params,
     once_more,
     owns,
+    read_once_more,
+    read_status,
     socket_address,
     timeout_sql,
 )
 from ._engines import sql_errors
+
+with needs_extra("fencing.sql.aio"):  # SQLAlchemy's asyncio layer needs greenlet
+    from sqlalchemy.ext.asyncio import (
+        AsyncConnection,
+        AsyncEngine,
+        AsyncSession,
+        create_async_engine,
+    )
 
 
 def async_advisory_engine(source: AsyncEngine | Engine | str) -> AsyncEngine:
@@ -235,6 +246,12 @@ class AsyncAdvisoryIssuer(OldClose):
                 else:
                     await conn.close()
                 return
+
+    async def status(self, name: str) -> FenceStatus:
+        """``AsyncInspects``: see ``AdvisoryIssuer.status`` (the same read, run in
+        SQLAlchemy's greenlet on this engine's blocking facade)."""
+        read = functools.partial(read_status, name=name)
+        return await greenlet_spawn(read_once_more, self.engine.sync_engine, read)
 
 
 async def _drop(conn: PoolProxiedConnection) -> None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
+from .._lazy import needs_extra
 from . import _claims
 from ._mixin import FencedMixin
+
+with needs_extra("fencing.sql.aio"):  # SQLAlchemy's asyncio layer needs greenlet
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 M = TypeVar("M", bound=FencedMixin)
 

@@ -7,21 +7,25 @@ Imports the core async fence and SQL flows, the statements' port, and SQLAlchemy
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import weakref
 from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .._async_fence import AsyncFence
 from .._core import DEFAULT_TTL
 from .._flow import Flow, run_async
+from .._lazy import needs_extra
 from .._limiter import Admission, LimitUse
-from .._sql_flows import Execute, SqlFlows, T
+from .._sql_flows import RW_POLL, Execute, SqlFlows, T
 from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
 from ._issuer_statements import AsyncSqlPort, statements
+
+with needs_extra("fencing.sql.aio"):  # SQLAlchemy's asyncio layer needs greenlet
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 class AsyncSqlIssuer:
@@ -70,6 +74,24 @@ class AsyncSqlIssuer:
     async def status(self, name: str) -> FenceStatus:
         """``fencing.issuer.AsyncInspects``: see ``SqlIssuer.status``."""
         return await self._run(self.flows.status(name))
+
+    async def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        """See ``SqlIssuer.rw_acquire``: the same transaction."""
+        return await self._run(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+
+    async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        """See ``SqlIssuer.rw_renew``."""
+        return await self._run(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
+
+    async def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        """See ``SqlIssuer.rw_release``."""
+        return await self._run(self.flows.rw_release(name, mode, token, holder))
+
+    async def rw_await(self, name: str, seconds: float) -> None:
+        """See ``SqlIssuer.rw_await``."""
+        await asyncio.sleep(min(seconds, RW_POLL))
 
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """See ``SqlIssuer.admit``: the same transaction."""

@@ -19,6 +19,7 @@ from .._election import AsyncElection, Election
 from .._fence import Fence
 from .._limiter import AsyncLimiter, Limiter
 from .._owned import owned
+from .._rwlock import AsyncRWLock, RWLock
 from .._semaphore import AsyncSemaphore, Semaphore
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, shared_issuer
@@ -98,6 +99,18 @@ class SqlBackend:
         issuer = self._new_async_issuer()
         return owned(AsyncSemaphore(issuer, name, permits, ttl), issuer)
 
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock (docs/rwlock.md): its leases are rows of ``fencing_rw_leases``,
+        its tokens come from the name's row of ``fencing_leases``."""
+        self._rows_only("read-write lock")
+        return RWLock(shared_issuer(self.engine_url), name, ttl)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio ``rwlock``: the same rows, leases and tokens."""
+        self._rows_only("read-write lock")
+        issuer = self._new_async_issuer()
+        return owned(AsyncRWLock(issuer, name, ttl), issuer)
+
     def election(self, name: str, ttl: float = DEFAULT_TTL) -> Election:
         """A leader election named ``name`` on this backend (see ``fencing.Election``):
         its terms are rows of ``fencing_leases``, whose holder carries the leader's value."""
@@ -122,6 +135,18 @@ class SqlBackend:
         that uses it)."""
         issuer = self._new_async_issuer()
         return owned(AsyncLimiter(issuer, name, limit, per, window), issuer)
+
+    def close(self) -> None:
+        """Close the idle connections of the pool that the blocking objects use (the
+        process's one pool for this URL, which every backend and fence of the URL share:
+        connections in use, and the leases they hold, are left alone; the pool connects
+        again when used); each asyncio object's engine is disposed of by its ``aclose()``."""
+        if self.lease == "advisory":
+            from ._advisory import shared_advisory_issuer
+
+            shared_advisory_issuer(self.engine_url).engine.dispose()
+        else:
+            shared_issuer(self.engine_url).engine.dispose()
 
     def _new_async_issuer(self) -> AsyncSqlIssuer:
         """An asyncio issuer with an engine of its own, for one asyncio object (which

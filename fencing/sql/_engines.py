@@ -8,7 +8,7 @@ the driver's own transaction handling turned off and ``BEGIN IMMEDIATE`` emitted
 every begin (the recipe from SQLAlchemy's SQLite dialect docs), plus a busy timeout so
 a blocked writer waits instead of failing. A user's engine is never reconfigured.
 
-Imports the core's error helper and SQLAlchemy.
+Imports the core's error helpers and SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from .._errors import issuer_error
+from .._lazy import needs_extra
 from ._errors import setup_error
 
 if TYPE_CHECKING:
@@ -81,9 +82,10 @@ def issuer_engine(source: object) -> Engine:
     else:
         url = parse_sql_url(source)
     url = _with_driver(url, _SYNC_DRIVERS, ("pysqlite", "psycopg", "psycopg2", "pg8000"))
-    if url.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+    with needs_extra("the SQL issuer"):  # the driver is imported here
+        if url.get_backend_name() != "sqlite":
+            return create_engine(url, pool_pre_ping=True)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
     _sqlite_immediate(engine)
     return engine
 
@@ -100,9 +102,10 @@ def async_issuer_engine(source: object) -> AsyncEngine:
     else:
         url = parse_sql_url(source.url if isinstance(source, Engine) else source)
     url = _with_driver(url, _ASYNC_DRIVERS, ("aiosqlite", "asyncpg", "psycopg", "psycopg_async"))
-    if url.get_backend_name() != "sqlite":
-        return create_async_engine(url, pool_pre_ping=True)
-    engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+    with needs_extra("the asyncio SQL issuer"):  # the driver is imported here
+        if url.get_backend_name() != "sqlite":
+            return create_async_engine(url, pool_pre_ping=True)
+        engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
     _sqlite_immediate(engine.sync_engine)
     return engine
 

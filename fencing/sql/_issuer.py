@@ -36,6 +36,7 @@ Imports the core fences and SQL flows, the statements and engine helpers, and SQ
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 
 from sqlalchemy import Engine
@@ -45,7 +46,8 @@ from .._fence import Fence
 from .._flow import Flow, run_sync
 from .._limiter import Admission, LimitUse
 from .._shared import Shared
-from .._sql_flows import Execute, FlowsIssuer, SqlFlows, T
+from .._sql_flows import RW_POLL, Execute, FlowsIssuer, SqlFlows, T
+from ..issuer import Busy
 from ._engines import issuer_engine, sql_errors
 from ._issuer_statements import SqlPort, statements
 
@@ -81,6 +83,25 @@ class SqlIssuer(FlowsIssuer):
 
                 create_tables(self.engine)
             self._ready = True
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        """``fencing.issuer.ReadWrites``: one transaction (``SqlFlows.rw_acquire``)."""
+        return self._run(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        """``fencing.issuer.ReadWrites``: one statement."""
+        return self._run(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        """``fencing.issuer.ReadWrites``: one statement."""
+        return self._run(self.flows.rw_release(name, mode, token, holder))
+
+    def rw_await(self, name: str, seconds: float) -> None:
+        """``fencing.issuer.ReadWrites``: nothing wakes a SQL waiter, so it tries again
+        after ``RW_POLL`` seconds (at most ``seconds``)."""
+        time.sleep(min(seconds, RW_POLL))
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """One request of the rate limiter ``name``: one transaction, the database's clock."""

@@ -40,7 +40,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from .._sql_flows import LIKE_ESCAPE, STATEMENTS, Reply, StatementName
 from ._keys import KEYS_SQL
-from ._schema import admissions, db_micros, db_now, leases
+from ._schema import admissions, db_micros, db_now, leases, rw_leases
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -182,11 +182,42 @@ def _admissions(dialect: str) -> dict[str, Executable]:
     }
 
 
+def _rw_leases(dialect: str) -> dict[str, Executable]:
+    """The read-write locks' statements (``fencing_rw_leases``); the decisions are the
+    flow's (``SqlFlows.rw_acquire``), in one transaction serialized on the name's row of
+    ``fencing_leases`` (``rw_lock``: PostgreSQL's row lock; SQLite's ``BEGIN IMMEDIATE``
+    serializes every write already), whose counter gives the tokens (``rw_next``)."""
+    rw, now, clock = rw_leases, db_now(dialect), db_micros(dialect)
+    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    greatest = func.greatest if dialect == "postgresql" else func.max
+    mode = bindparam("rw_mode", type_=String)
+    ours = and_(rw.c.name == _FENCE, rw.c.holder == _HOLDER)
+    held = and_(ours, rw.c.mode == mode, rw.c.token == _TOKEN, rw.c.expires_at > now)
+    return {
+        "rw_touch": upsert(leases).values(name=_FENCE).on_conflict_do_nothing(),
+        "rw_lock": select(leases.c.token).where(leases.c.name == _FENCE).with_for_update(),
+        "rw_expire": delete(rw).where(rw.c.name == _FENCE, rw.c.expires_at <= now),
+        "rw_rows": select(rw.c.holder, rw.c.mode, rw.c.token, rw.c.expires_at - now).where(
+            rw.c.name == _FENCE
+        ),
+        "rw_next": update(leases)
+        .where(leases.c.name == _FENCE)
+        .values(token=greatest(leases.c.token + 1, clock))
+        .returning(leases.c.token),
+        "rw_insert": insert(rw).values(
+            name=_FENCE, holder=_HOLDER, mode=mode, token=_TOKEN, expires_at=now + _TTL
+        ),
+        "rw_drop": delete(rw).where(ours),
+        "rw_renew": update(rw).where(held).values(expires_at=now + _TTL),
+        "rw_release": delete(rw).where(held),
+    }
+
+
 @functools.cache
 def statements(dialect: str) -> Mapping[str, Executable]:
     """Every statement of the SQL flows (``STATEMENTS``, in that order) for ``dialect``
     (``sqlite`` or ``postgresql``), built on the first call."""
-    built = {**_leases(dialect), **_admissions(dialect)}
+    built = {**_leases(dialect), **_admissions(dialect), **_rw_leases(dialect)}
     return {name: built[name] for name in STATEMENTS}
 
 

@@ -1,5 +1,6 @@
-"""The SDK's own tables: ``fencing_leases`` (one row per fence name, never deleted) and
-``fencing_admissions`` (the rate limiters' windows, see ``admissions``).
+"""The SDK's own tables: ``fencing_leases`` (one row per fence name, never deleted),
+``fencing_admissions`` (the rate limiters' windows, see ``admissions``) and
+``fencing_rw_leases`` (the read-write locks' leases, see ``rw_leases``).
 
 A row holds the fence's token counter (the last token issued) and its current lease
 (holder id and expiry). Release clears the lease but keeps the counter, so tokens never
@@ -72,6 +73,24 @@ admissions = Table(
     Column("kind", String(16), primary_key=True),
     Column("seq", BigInteger, primary_key=True, autoincrement=False),
     Column("at", BigInteger, nullable=False),
+)
+
+
+#: The read-write locks' leases (docs/rwlock.md): per lock ``name``, one row per lease or
+#: marker, keyed by its ``holder`` id: ``mode`` ``read`` (``token``: the read epoch the
+#: readers share), ``write`` (the writer's token) or ``wait`` (a waiting writer's marker,
+#: which stops new readers; ``token`` 0). ``expires_at`` as in ``fencing_leases``; a row
+#: past it counts as absent and the next acquire deletes it. Tokens come from the
+#: counter of the name's row in ``fencing_leases`` (the fence's), whose row lock
+#: serializes the operations of one lock.
+rw_leases = Table(
+    "fencing_rw_leases",
+    metadata,
+    Column("name", String(256), primary_key=True),
+    Column("holder", String(64), primary_key=True),
+    Column("mode", String(8), nullable=False),
+    Column("token", BigInteger, nullable=False),
+    Column("expires_at", Double, nullable=False),
 )
 
 

@@ -9,9 +9,7 @@ names ``AsyncSqlFence`` and ``AsyncSqlIssuer`` still work, with a ``DeprecationW
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
+from .._lazy import lazy_names
 from ._async_advisory import AsyncAdvisoryFence as AdvisoryFence
 from ._async_advisory import AsyncAdvisoryIssuer as AdvisoryIssuer
 from ._async_advisory import advisory_xact
@@ -19,20 +17,13 @@ from ._async_claims import claim, claim_rows, fenced_get
 from ._async_issuer import AsyncSqlFence as SqlFence
 from ._async_issuer import AsyncSqlIssuer as SqlIssuer
 
-#: Deprecated name -> the name it was renamed to.
-_RENAMED = {"AsyncSqlFence": "SqlFence", "AsyncSqlIssuer": "SqlIssuer"}
+#: Deprecated spelling -> its name now.
+_RENAMED = {
+    "AsyncSqlFence": "fencing.sql.aio.SqlFence",
+    "AsyncSqlIssuer": "fencing.sql.aio.SqlIssuer",
+}
 
-
-def __getattr__(name: str) -> Any:
-    new = _RENAMED.get(name)
-    if new is None:
-        raise AttributeError(f"module 'fencing.sql.aio' has no attribute {name!r}")
-    warnings.warn(
-        f"fencing.sql.aio.{name} is deprecated: use fencing.sql.aio.{new} (the same class)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return globals()[new]
+__getattr__ = lazy_names(__name__, {}, _RENAMED)
 
 
 __all__ = [

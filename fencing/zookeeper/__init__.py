@@ -16,14 +16,10 @@ Imports the core and kazoo; never another backend.
 
 from __future__ import annotations
 
-try:
-    import kazoo  # noqa: F401
-except ImportError as exc:  # say which extra brings it
-    raise ImportError(
-        "fencing.zookeeper needs kazoo: pip install 'fencing[zookeeper]'", name=exc.name
-    ) from exc
+from .._lazy import needs_extra
 
-from ._issuer import ZooKeeperFence, ZooKeeperIssuer
-from ._layout import encode_name
+with needs_extra("fencing.zookeeper"):  # say which extra brings a missing driver
+    from ._issuer import ZooKeeperFence, ZooKeeperIssuer
+    from ._layout import encode_name
 
 __all__ = ["ZooKeeperFence", "ZooKeeperIssuer", "encode_name"]

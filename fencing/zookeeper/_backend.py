@@ -11,6 +11,7 @@ from __future__ import annotations
 from kazoo.client import KazooClient
 
 from .._async_fence import AsyncFence
+from .._connect import NoLimiter, NoRWLock
 from .._core import DEFAULT_TTL
 from .._election import AsyncElection, Election
 from .._fence import Fence
@@ -19,7 +20,7 @@ from ._issuer import AsyncZooKeeperIssuer, Starter, ZooKeeperIssuer
 from ._layout import ZooKeeperUrl
 
 
-class ZooKeeperBackend:
+class ZooKeeperBackend(NoLimiter, NoRWLock):
     """Fences on the ensemble of ``url`` (see ``ZooKeeperUrl`` for its options)."""
 
     def __init__(self, url: str) -> None:

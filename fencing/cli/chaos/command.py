@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.postgres == "auto":
         try:
             server = PostgresServer().start()
-            url = server.url("psycopg")
+            url = server.url
         except ServerError as error:
             print(f"fencing chaos: no PostgreSQL row ({error})")
             url = None

@@ -1,6 +1,7 @@
 """``fencing demo``: the pause scenario, live (see ``fencing.cli.demo.run``).
 
-Imports the demo (and, for ``--plot``, the plotting module, which needs matplotlib).
+Imports the demo (and, for ``--plot``, the plotting module, which needs matplotlib); a
+missing driver is reported by ``fencing.cli.main`` with the extra that brings it.
 """
 
 from __future__ import annotations
@@ -60,28 +61,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.election:
         return _run_election(args)
+    if args.plot is not None:  # before the demo runs: a missing matplotlib fails at once
+        from .plot import plot_timeline
     from .run import format_timeline, run_demo
 
     try:
         result = run_demo(args.url, fenced=not args.unfenced, ttl=args.ttl, http=args.http)
-    except ImportError as error:
-        print(
-            f"fencing demo: {error.name} is missing: pip install 'fencing[http]'", file=sys.stderr
-        )
-        return 1
     except (ValueError, TypeError, RuntimeError, TimeoutError) as error:
         print(f"fencing demo: {error}", file=sys.stderr)
         return 1
     print(format_timeline(result))
     if args.plot is not None:
-        try:
-            from .plot import plot_timeline
-        except ImportError:
-            print(
-                "fencing demo: --plot needs matplotlib: pip install 'fencing[plot]'",
-                file=sys.stderr,
-            )
-            return 1
         plot_timeline(result, args.plot)
         print(f"timeline picture written to {args.plot}")
     return 0 if result.as_expected else 1

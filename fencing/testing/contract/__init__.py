@@ -17,7 +17,7 @@ module and provide one fixture; pytest collects the inherited tests::
 - ``FenceContract``: ``make_fence(name, ttl)`` returns a fresh ``fencing.Fence``. Every call
   with the same name must reach the same leases and tokens (the same issuer), as separate
   processes would.
-- ``AsyncFenceContract``: the same promises for a ``fencing.AsyncFence``; its tests are
+- ``AsyncFenceContract``: the same promises for a ``fencing.aio.Fence``; its tests are
   coroutines (run them with pytest-asyncio in auto mode, or mark the class ``asyncio``).
   The fixture itself may be async (to open a client on the test's event loop).
 - ``OperationsContract``: for an issuer with the operators' capabilities
@@ -38,6 +38,11 @@ module and provide one fixture; pytest collects the inherited tests::
   ``with`` block: a hold, a semaphore's permit and an election's term on a frozen issuer
   each signal their loss (asyncio: the body cancelled) within the ttl plus a margin
   below the backends' request timeouts (docs/guarantees.md).
+- ``RWLockContract``: ``make_rwlock(name, ttl)`` returns a fresh ``fencing.RWLock`` and
+  ``make_async_rwlock(name, ttl)`` a ``fencing.aio.RWLock`` on the same issuer: writers
+  exclusive with new tokens, readers together sharing the read epoch, the epoch between
+  writes, a waiting writer stopping new readers, expiry, the exact lease, bad input,
+  ``hold()``'s loss signal, racing readers and writers (docs/rwlock.md).
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -97,6 +102,7 @@ from ._helpers import (
 from ._loss import AsyncLossBoundContract, Freeze, LossBoundContract
 from ._marks import MarkContract
 from ._operations import OperationsContract
+from ._rwlock import MakeAsyncRWLock, MakeRWLock, RWLockContract
 from ._semaphore import (
     BAD_COUNTS,
     AsyncSemaphoreContract,
@@ -126,13 +132,16 @@ __all__ = [
     "LossBoundContract",
     "MakeAsyncElection",
     "MakeAsyncFence",
+    "MakeAsyncRWLock",
     "MakeAsyncSemaphore",
     "MakeElection",
     "MakeFence",
     "MakeMark",
+    "MakeRWLock",
     "MakeSemaphore",
     "MarkContract",
     "OperationsContract",
+    "RWLockContract",
     "SemaphoreContract",
     "assert_increasing",
     "assert_token_of",

@@ -1,4 +1,4 @@
-"""``AsyncFenceContract``: the promises of an asyncio issuer, through ``fencing.AsyncFence``."""
+"""``AsyncFenceContract``: the promises of an asyncio issuer, through ``fencing.aio.Fence``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from ... import AcquireTimeout, AsyncFence, FenceToken, LeaseLost
+from ... import AcquireTimeout, FenceToken, LeaseLost
+from ..._async_fence import AsyncFence
 from ._helpers import (
     BAD_NAMES,
     BAD_TIMEOUTS,
@@ -26,6 +27,7 @@ from ._helpers import (
     _Occupancy,
     _tries,
     _waiting,
+    _waits_seen,
     _wrong_leases,
     assert_increasing,
     assert_token_of,
@@ -43,7 +45,7 @@ async def _taken(fence: AsyncFence) -> bool:
 
 
 class AsyncFenceContract(LeaseTerms):
-    """The promises of an asyncio issuer, checked through ``fencing.AsyncFence``.
+    """The promises of an asyncio issuer, checked through ``fencing.aio.Fence``.
 
     The same checks as ``FenceContract``, as coroutines, with tasks where it uses
     threads. Provide ``make_fence(name, ttl)`` returning a fresh ``AsyncFence``.
@@ -171,9 +173,10 @@ class AsyncFenceContract(LeaseTerms):
         name = self.fresh_name(f"wait-{timeout}")
         holder, waiter = make_fence(name, self.long_ttl), make_fence(name, self.long_ttl)
         token = await holder.acquire(timeout=0)
-        wait = asyncio.create_task(waiter.acquire(timeout=_waiting(timeout, self.patience)))
-        await asyncio.sleep(self.short_ttl)
-        assert not wait.done(), f"acquire returned while the lease was held: {wait}"
+        with _waits_seen(name) as waits:
+            wait = asyncio.create_task(waiter.acquire(timeout=_waiting(timeout, self.patience)))
+            await self.await_until(lambda: waits.is_set() or wait.done(), "the waiter's try")
+            assert waits.is_set(), f"acquire returned while the lease was held: {wait}"
         await holder.release(token)
         newer = await asyncio.wait_for(wait, self.patience)
         _assert_after(newer, token)

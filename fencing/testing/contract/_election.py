@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from ... import AcquireTimeout, AsyncElection, AsyncTerm, Election, Leader, LeaseLost, Term
+from ... import AcquireTimeout, Election, Leader, LeaseLost, Term
+from ..._election import AsyncElection, AsyncTerm
 from ...issuer import AsyncWatchesLease, WatchesLease
 from ._helpers import (
     BAD_NAMES,

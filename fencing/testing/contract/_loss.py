@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ... import AsyncFence, Election, Fence, LeaseLost, Semaphore, aio
+from ... import Election, Fence, LeaseLost, Semaphore, aio
 
 #: ``freeze()``: a context manager during which the issuer answers nothing (its servers
 #: stopped with SIGSTOP, checked stopped, or the connections to them cut), back to
@@ -132,7 +132,7 @@ class AsyncLossBoundContract(_LossBound):
         election's term signal the loss, each within ``ttl`` of the freeze plus
         ``margin``."""
         name = self.fresh_name("frozen")
-        hold = AsyncFence(async_issuer, name, self.ttl).hold(self.patience, cancel_on_loss=True)
+        hold = aio.Fence(async_issuer, name, self.ttl).hold(self.patience, cancel_on_loss=True)
         entered = asyncio.Event()
 
         async def body() -> None:

@@ -9,7 +9,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import ClassVar
 
-from ... import AsyncFence, Fence
+from ... import Fence
+from ..._async_fence import AsyncFence
 from ._helpers import _in_time, _InTime, _tries
 
 

@@ -13,10 +13,11 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 
 class ServerError(RuntimeError):
@@ -76,6 +77,35 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str, timeo
         except OSError:
             time.sleep(0.02)
     raise ServerError(f"{what} did not open port {port} within {timeout}s")
+
+
+class URL(str):
+    """A server's URL (``server.url``, a property on every server), still callable as
+    ``server.url(...)``, the method it once was on PostgreSQL and pgbouncer: that call
+    warns ``DeprecationWarning`` and returns what the method returned.
+
+    It is a ``str`` to everything else (``fencing.connect(server.url)``), and pickles as
+    a plain one, so a child process never receives the server behind it.
+    """
+
+    _make: Callable[..., str]
+
+    def __new__(cls, url: str, make: Callable[..., str]) -> URL:
+        self = super().__new__(cls, url)
+        self._make = make
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        warnings.warn(
+            "calling a server's url is deprecated: `url` is a property (a str); "
+            "use url_for(driver) for another driver",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._make(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        return (str, (str(self),))
 
 
 S = TypeVar("S", bound="_Server")

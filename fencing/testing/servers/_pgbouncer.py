@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ._base import ServerError, _Server, _wait_for_port
+from ._base import URL, ServerError, _Server, _wait_for_port
 
 #: The pooling modes pgbouncer knows.
 POOL_MODES = ("session", "transaction", "statement")
@@ -31,7 +31,8 @@ class PgBouncer(_Server):
     disconnects), ``transaction`` or ``statement`` (a server connection goes back to the
     pool after each transaction or statement). pgbouncer refuses to run as root: when we
     are root it drops to the ``postgres`` user itself (``-u postgres``), so the process we
-    start is pgbouncer's own and signals reach it.
+    start is pgbouncer's own and signals reach it. ``url`` is the URL of ``database``
+    through it.
     """
 
     def __init__(
@@ -40,6 +41,7 @@ class PgBouncer(_Server):
         pool_mode: str = "session",
         *,
         user: str = "postgres",
+        database: str = "fencing",
         pool_size: int = 50,
     ) -> None:
         if pool_mode not in POOL_MODES:
@@ -48,6 +50,7 @@ class PgBouncer(_Server):
         self.pool_mode = pool_mode
         self.postgres_port = postgres_port
         self.user = user
+        self.database = database
         super().__init__("fencing-pgbouncer-")
         self._as_root = os.geteuid() == 0
         self.ini = self.dir / "pgbouncer.ini"
@@ -74,9 +77,21 @@ class PgBouncer(_Server):
         """pgbouncer's log file (its start-up failures are there)."""
         return self.dir / "pgbouncer.log"
 
-    def url(self, database: str, driver: str = "psycopg") -> str:
-        """A SQLAlchemy URL of ``database`` through this pgbouncer."""
-        return f"postgresql+{driver}://{self.user}@127.0.0.1:{self.port}/{database}"
+    @property
+    def url(self) -> URL:
+        """The SQLAlchemy URL of ``database`` through this pgbouncer, with psycopg, for
+        ``fencing.connect``."""
+        return URL(self.url_for("psycopg"), self._old_url)
+
+    def url_for(self, driver: str, database: str | None = None) -> str:
+        """The SQLAlchemy URL of ``database`` (by default the one given at creation)
+        through this pgbouncer, with ``driver``."""
+        name = self.database if database is None else database
+        return f"postgresql+{driver}://{self.user}@127.0.0.1:{self.port}/{name}"
+
+    def _old_url(self, database: str, driver: str = "psycopg") -> str:
+        """What the ``url(database, driver)`` method returned (deprecated)."""
+        return self.url_for(driver, database)
 
     def start(self) -> PgBouncer:
         args = [self.bin, *(["-u", "postgres"] if self._as_root else []), str(self.ini)]

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ._base import ServerError, _Server, _wait_for_port, children, frozen
+from ._base import URL, ServerError, _Server, _wait_for_port, children, frozen
 
 
 def _postgres_bin() -> Path:
@@ -68,7 +68,13 @@ class PostgresServer(_Server):
             return int(pid_file.read_text().split("\n", 1)[0])
         return super()._pid()
 
-    def url(self, driver: str = "psycopg") -> str:
+    @property
+    def url(self) -> URL:
+        """The SQLAlchemy URL of the database with psycopg, for ``fencing.connect``."""
+        return URL(self.url_for("psycopg"), self.url_for)
+
+    def url_for(self, driver: str = "psycopg") -> str:
+        """The SQLAlchemy URL of the database with another ``driver`` (``asyncpg``)."""
         return f"postgresql+{driver}://postgres@127.0.0.1:{self.port}/{self.database}"
 
     def _command(self, args: list[str]) -> list[str]:
