@@ -82,6 +82,15 @@ class AsyncFence(FenceCore, Owner):
             return
         self._released(value, await release_async(self._calls, value, holder))
 
+    def _abandon(self, token: int) -> None:
+        """Release a lease presumed lost (``_abandon_flow``) in a task of its own:
+        leaving a hold never waits for an issuer that does not answer."""
+        task = asyncio.get_running_loop().create_task(
+            run_async(self._abandon_flow(token), self._calls)
+        )
+        _ABANDONING.add(task)  # the loop keeps only a weak reference to a task
+        task.add_done_callback(_ABANDONING.discard)
+
     def hold(
         self,
         timeout: float | None = None,
@@ -93,7 +102,7 @@ class AsyncFence(FenceCore, Owner):
         """Acquire, renew every ttl/3 in a task, release on exit (see ``Fence.hold``).
 
         ``async with fence.hold() as token:``; the returned ``AsyncHold`` has its own
-        ``lost`` flag, ``on_lost`` callbacks (run in the renewal task) and
+        ``lost`` flag, ``on_lost`` callbacks (run in its renewal or watch task) and
         ``await hold.wait_lost()``. With ``cancel_on_loss=True`` the task running the
         ``async with`` body is cancelled when the renewal finds the lease lost: the body
         sees ``CancelledError`` at its next ``await``, and the ``async with`` then raises
@@ -108,6 +117,9 @@ class AsyncFence(FenceCore, Owner):
 #: What entering a hold gives: a token (``AsyncHold``), or a semaphore's permit.
 E = TypeVar("E")
 
+#: The tasks releasing leases that holds presumed lost (``AsyncFence._abandon``).
+_ABANDONING: set[asyncio.Task[None]] = set()
+
 
 class AsyncHolding(HoldBase, Generic[E]):
     """An asyncio hold: on entry it takes a lease (``_take``, which says on which fence
@@ -118,7 +130,9 @@ class AsyncHolding(HoldBase, Generic[E]):
 
     A second task, the watch, presumes the lease lost at the hold's deadline (see
     ``HoldState``) while the renewal may still be blocked in a call to a frozen or cut
-    off issuer; the loss then cancels that call."""
+    off issuer; that renewal ends when its call returns (each backend bounds its calls),
+    and ``__aexit__`` does not wait for it past the deadline. (It is not cancelled: a
+    driver's clean-up of a cancelled call can itself wait for the frozen issuer.)"""
 
     _fence: AsyncFence  # the fence of the lease held, once entered
 
@@ -151,8 +165,10 @@ class AsyncHolding(HoldBase, Generic[E]):
         started = self._clock.monotonic()
         fence, token, given = await self._take()
         self._fence = fence
-        sent = await run_async(fence._anchor_flow(token, started), fence._calls)
+        sent, lost = await run_async(fence._anchor_flow(token, started), fence._calls)
         state = self._state = fence._hold_started(token, self._signal, sent)
+        if lost is not None:
+            state.lose(lost)  # found gone at once: the hold starts lost
         if self._cancel_on_loss:
             self._body = asyncio.current_task()
         if self._auto_renew:
@@ -164,16 +180,13 @@ class AsyncHolding(HoldBase, Generic[E]):
         return given
 
     def _lost(self, error: LeaseLost) -> None:
-        """The signal's first callback: wake ``wait_lost``, cancel a renewal still in its
-        call, cancel the body if asked.
+        """The signal's first callback: wake ``wait_lost``, cancel the body if asked.
 
         Runs on the loop (in the renewal task, the watch, or ``__aexit__``), so the body
         is suspended in its own code: the cancellation lands there, never in
         ``__aexit__``.
         """
         self._settled.set()
-        if self._tasks is not None and self._tasks[0] is not asyncio.current_task():
-            self._tasks[0].cancel()  # blocked in a frozen issuer, say: nothing to wait for
         body = self._body
         if body is not None and not self._exiting and not body.done():
             self._cancelled = True
@@ -214,8 +227,13 @@ class AsyncHolding(HoldBase, Generic[E]):
             return
         try:
             if self._tasks is not None:
+                renewal, watch = self._tasks
                 self._stop.set()
-                await asyncio.wait(self._tasks)  # a renewal cancelled on loss raises nothing
+                await asyncio.wait({watch})
+                # a renewal still in its call (its cancellation may wait for a frozen
+                # issuer too) is waited for until the deadline at most; it raises nothing
+                while not renewal.done() and (left := state.left()) is not None:
+                    await asyncio.wait({renewal}, timeout=left)
             if (
                 self._cancelled
                 and self._took_back_cancel()
@@ -226,6 +244,8 @@ class AsyncHolding(HoldBase, Generic[E]):
                 ) from exc
             if self._cancelled and isinstance(exc, asyncio.CancelledError):
                 return  # cancelled from outside as well: that cancellation goes on
+            if state.presumed:
+                self._fence._abandon(state.token)
             with state.finishing():
                 await self._fence.release(state.token)
         finally:

@@ -75,8 +75,9 @@ class Backend(Protocol):
 
     Every backend class has every method (``tests/test_connect_types.py`` checks it); one
     whose issuer lacks a primitive raises ``ValueError`` naming the URLs that have it
-    (``NoSemaphore``, ``NoElection``, ``NoLimiter``): Redlock has fences only, etcd and
-    ZooKeeper have no rate limiter, ``lease=advisory`` no semaphore or election.
+    (``NoSemaphore``, ``NoElection``, ``NoLimiter``, ``NoRWLock``): Redlock has fences
+    only, etcd and ZooKeeper have no rate limiter nor read-write lock, ``lease=advisory``
+    no semaphore, election or read-write lock.
     """
 
     url: str
@@ -108,6 +109,14 @@ class Backend(Protocol):
         """The asyncio semaphore of that name, sharing slots with ``semaphore``."""
         ...
 
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock of that name, readers fenced too (docs/rwlock.md)."""
+        ...
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio read-write lock of that name, sharing leases with ``rwlock``."""
+        ...
+
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
         """At most ``limit`` admissions per ``per`` seconds, on the server's clock."""
         ...
@@ -118,14 +127,6 @@ class Backend(Protocol):
         """The asyncio limiter of that name, sharing windows with ``limiter``."""
         ...
 
-    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
-        """A read-write lock whose readers are fenced too (docs/rwlock.md)."""
-        ...
-
-    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
-        """The asyncio read-write lock of that name, sharing leases with ``rwlock``."""
-        ...
-
     def close(self) -> None:
         """Close what the backend opened for its blocking objects (each asyncio object's
         own connections are closed by its ``aclose()``)."""
@@ -133,6 +134,7 @@ class Backend(Protocol):
 
 
 _ALL_BUT_REDLOCK = "Redis (redis://, Sentinel, Cluster), SQL, etcd and ZooKeeper"
+_REDIS_AND_SQL = "Redis (redis://, Sentinel, Cluster) and SQL"
 
 
 def _not_offered(backend: object, what: str, where: str) -> ValueError:
@@ -163,25 +165,23 @@ class NoLimiter:
     """``Backend.limiter`` and ``aio_limiter`` of a backend without rate limiters."""
 
     def limiter(self, name: str, limit: int, per: float, window: str = "sliding") -> Limiter:
-        raise _not_offered(self, "limiter", "Redis (redis://, Sentinel, Cluster) and SQL")
+        raise _not_offered(self, "limiter", _REDIS_AND_SQL)
 
     def aio_limiter(
         self, name: str, limit: int, per: float, window: str = "sliding"
     ) -> AsyncLimiter:
-        raise _not_offered(self, "limiter", "Redis (redis://, Sentinel, Cluster) and SQL")
+        raise _not_offered(self, "limiter", _REDIS_AND_SQL)
 
 
 class NoRWLock:
     """``Backend.rwlock`` and ``aio_rwlock`` of a backend without read-write locks."""
 
     def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
-        raise _not_offered(self, "read-write lock", _RW_LOCKS)
+        raise _not_offered(self, "read-write lock", _REDIS_AND_SQL)
 
     def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
-        raise _not_offered(self, "read-write lock", _RW_LOCKS)
+        raise _not_offered(self, "read-write lock", _REDIS_AND_SQL)
 
-
-_RW_LOCKS = "Redis (redis://, Sentinel, Cluster) and SQL"
 
 #: URL scheme -> (module, class) of its backend, imported only when that scheme is used.
 _BACKENDS: dict[str, tuple[str, str]] = {

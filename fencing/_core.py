@@ -28,6 +28,7 @@ from ._protocol import (
     AsyncCalls,
     Calls,
     Op,
+    Release,
     Renew,
     Sleep,
     Waiting,
@@ -248,20 +249,67 @@ class FenceCore:
             if pause.result:
                 return
 
-    def _anchor_flow(self, token: FenceToken, started: float) -> Flow[Op, float]:
+    def _anchor_flow(
+        self, token: FenceToken, started: float
+    ) -> Flow[Op, tuple[float, LeaseLost | None]]:
         """When the ttl of a hold's lease last began, on this client's clock, at most:
         ``started``, when the acquire began, if it took at most a third of the ttl; else
         the send time of a renewal made at once (an acquire that waited may have been
         granted or handed its lease at any moment since it began, and a reentrant
-        acquire asked the issuer nothing). ``LeaseLost`` if that renewal finds the
-        lease gone."""
+        acquire asked the issuer nothing).
+
+        It never raises, so a hold whose acquire succeeded is always entered (and its
+        lease released on leaving). A lease that renewal finds gone comes back with the
+        loss, and the hold starts lost, as if its renewer had found it. An issuer that
+        does not answer leaves the earliest moment the ttl can have begun: ``started``,
+        or for a reentrant acquire (whose lease began before it) a whole ttl earlier, so
+        the hold's watch presumes the loss at once unless a renewal gets through."""
         monotonic = self.clock.monotonic
         reentered = self.reentrant and self._counts.get(token, (None, 1))[1] > 1
         if not reentered and monotonic() - started <= self.ttl / 3:
-            return started
+            return started, None
         sent = monotonic()
-        yield from self._renew_flow(token)
-        return sent
+        try:
+            yield from self._renew_flow(token)
+        except LeaseLost as lost:
+            return started, lost
+        except FenceUnavailable:
+            return (started - self.ttl if reentered else started), None
+        return sent, None
+
+    def _abandon_flow(self, token: int) -> Flow[Op, None]:
+        """Release the lease of ``token`` that a hold presumed lost, once the issuer
+        answers again; then forget it.
+
+        A presumed loss is not a known one: a lease whose issuer keeps it with no expiry
+        of its own (a ZooKeeper session or a PostgreSQL advisory lock's connection that
+        lived through the outage) must not outlive the hold that gave it up, or nobody
+        else could take it. So the release is tried every ttl/6 for two ttls while the
+        issuer does not answer. It compares the holder in one atomic step, so it can end
+        nothing but this lease; a lease already gone is just forgotten, and any other
+        error ends the attempt (the hold is over: its client may be closed already).
+        """
+        holder = self._holders.get(token)
+        if holder is None:
+            return
+        give_up = self.clock.monotonic() + 2 * self.ttl
+        try:
+            while True:
+                try:
+                    yield Release(token, holder)
+                    return
+                except FenceUnavailable:
+                    if self.clock.monotonic() >= give_up:
+                        return
+                except Exception:  # best effort, after the hold ended (its client closed?)
+                    release_log.debug("fence %r: no release of token %d", self.name, token)
+                    return
+                pause = Sleep(self.ttl / 6)
+                yield pause
+                if pause.result:
+                    return
+        finally:
+            self._forget(token)
 
     # -- holds -------------------------------------------------------------------------
 
@@ -309,8 +357,8 @@ class LossSignal:
 
     ``lose`` sets the flag, runs the callbacks registered so far, each once, then wakes
     the waiters (so ``wait_lost`` returns once every callback has run), in the calling
-    thread: the hold's renewer (a thread for ``Hold``, a task
-    on the event loop for ``AsyncHold``), or the code leaving the hold when its release
+    thread: the hold's renewer or watch (threads for ``Hold``, tasks on the event loop
+    for ``AsyncHold``), or the code leaving the hold when its release or its deadline
     is what found the lease gone. A callback registered after the loss runs at once, in
     the thread that registers it. A callback that raises is logged on ``fencing.lost``
     and does not stop the others. ``end`` says the hold is over with its lease released:
@@ -410,10 +458,11 @@ class HoldBase:
         """Call ``callback(error)`` once when this hold's lease is found lost.
 
         ``error`` is a ``LeaseLost`` naming the fence and token and saying how the lease
-        was lost (renewal refused, or the issuer unreachable past the lease's end). The
-        callback runs in the hold's renewer: its background thread for a ``Hold``, its
-        renewal task on the event loop for an ``AsyncHold`` (so it must not block; start
-        a task from it for asynchronous work). Registered after the loss, it runs at
+        was lost (renewal refused, or no renewal went through by the lease's end). The
+        callback runs where the loss was found: the hold's renewer or its watch (see
+        ``HoldState``), background threads for a ``Hold``, tasks on the event loop for
+        an ``AsyncHold`` (so it must not block; start a task from it for asynchronous
+        work). Registered after the loss, it runs at
         once, in the caller's thread. It may be registered before the hold is entered.
         A callback that raises is logged on ``fencing.lost``; the others still run.
         ``TypeError`` if ``callback`` is not callable.
@@ -438,7 +487,7 @@ class HoldState:
     one's flag.
     """
 
-    __slots__ = ("_fence", "deadline", "sent", "signal", "token")
+    __slots__ = ("_fence", "deadline", "presumed", "sent", "signal", "token")
 
     def __init__(
         self, fence: FenceCore, token: FenceToken, signal: LossSignal, sent: float
@@ -448,6 +497,9 @@ class HoldState:
         self.signal = signal
         self.sent = sent
         self.deadline = sent + fence.ttl * (1 - DRIFT)
+        #: True once the loss was presumed at the deadline rather than found: the lease
+        #: may still be held, so the hold's end releases it in the background.
+        self.presumed = False
 
     @property
     def lost(self) -> bool:
@@ -485,9 +537,9 @@ class HoldState:
             why = f"issuer unreachable past the lease's end: {cause}"
         lost_log.warning("fence %r: token %d presumed lost: %s", fence.name, token, why)
         lease_lost(fence._calls, fence._holders.get(token))
-        fence._forget(token)
         presumed = LeaseLost(fence.name, token, why)
         presumed.__cause__ = cause
+        self.presumed = True  # its holder id is kept for the release that ends the hold
         self.lose(presumed)
         return None
 

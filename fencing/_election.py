@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from ._async_fence import AsyncFence, AsyncHold
 from ._core import DEFAULT_TTL, Clock, OnLost
-from ._errors import LeaseLost
+from ._errors import AcquireTimeout, LeaseLost
 from ._fence import Fence, Hold
 from ._owned import Owner
 from ._token import FenceToken
@@ -97,7 +97,7 @@ def _holder_ids(value: str) -> Callable[[], str]:
 
 
 def _check_poll(poll: object) -> float:
-    seconds = check_timeout(poll)
+    seconds = check_timeout(poll, "poll")
     if seconds is None or seconds <= 0:
         raise ValueError(f"poll must be a finite number of seconds > 0, not {poll!r}")
     return seconds
@@ -122,6 +122,16 @@ class _AsyncCandidateFence(AsyncFence):
     def __init__(self, election: AsyncElection, value: str) -> None:
         super().__init__(election.issuer, election.name, election.ttl, clock=election.clock)
         self._new_holder_id = _holder_ids(value)
+
+
+@contextlib.contextmanager
+def _not_elected(name: str) -> Iterator[None]:
+    """A campaign's ``AcquireTimeout`` says the election's name and "not elected", not
+    the candidate fence's lease."""
+    try:
+        yield
+    except AcquireTimeout as exc:
+        raise AcquireTimeout(name, exc.timeout, "election") from None
 
 
 class _ElectionBase:
@@ -234,7 +244,8 @@ class Election(_ElectionBase):
         candidate = _CandidateFence(self, check_value(value))
         check_timeout(timeout)
         hold = candidate.hold(timeout)
-        hold.__enter__()
+        with _not_elected(self.name):
+            hold.__enter__()
         return Term(hold, value)
 
     def leader(self) -> Leader | None:
@@ -318,7 +329,7 @@ class AsyncTerm:
         return self._hold.lost
 
     def on_lost(self, callback: OnLost) -> None:
-        """Call ``callback(error)`` once, in the renewal task, when the term is lost."""
+        """Call ``callback(error)`` once, in a task of the term's hold, when the term is lost."""
         self._hold.on_lost(callback)
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
@@ -380,7 +391,8 @@ class AsyncElection(_ElectionBase, Owner):
         candidate = _AsyncCandidateFence(self, check_value(value))
         check_timeout(timeout)
         hold = candidate.hold(timeout, cancel_on_loss=cancel_on_loss)
-        await hold.__aenter__()
+        with _not_elected(self.name):
+            await hold.__aenter__()
         return AsyncTerm(hold, value)
 
     async def leader(self) -> Leader | None:

@@ -3,7 +3,8 @@
 ::
 
     FencingError
-    ├── AcquireTimeout      (also a TimeoutError)  the lease stayed taken for the whole timeout
+    ├── AcquireTimeout      (also a TimeoutError)  nothing granted (lease, permit, admission,
+    │                                              term) within the timeout
     ├── LeaseLost                                  renew/release by someone who no longer holds it
     ├── StaleTokenError                            a guard refused a token below its high-water mark
     ├── UnfencedWriteError                         a fenced SQL row was updated without a new token
@@ -27,13 +28,26 @@ class FencingError(Exception):
     """Base class of every error raised by ``fencing``."""
 
 
-class AcquireTimeout(FencingError, TimeoutError):
-    """The lease was held by someone else for the whole ``timeout`` of ``acquire``."""
+#: What each kind of primitive did not get in time, for ``AcquireTimeout``'s message.
+_NOT_GOT = {
+    "fence": "lease not acquired",
+    "semaphore": "no permit",
+    "limiter": "no admission",
+    "election": "not elected",
+}
 
-    def __init__(self, name: str, timeout: float | None) -> None:
+
+class AcquireTimeout(FencingError, TimeoutError):
+    """Nothing was granted within the ``timeout`` of ``acquire`` (or ``campaign``): the
+    lease stayed taken, every permit of a semaphore stayed taken, a limiter's window
+    stayed full, or another candidate stayed leader. ``kind`` says which (``"fence"``,
+    ``"semaphore"``, ``"limiter"``, ``"election"``) and the message says it too."""
+
+    def __init__(self, name: str, timeout: float | None, kind: str = "fence") -> None:
         self.name = name
         self.timeout = timeout
-        super().__init__(f"fence {name!r}: lease not acquired within {timeout}s")
+        self.kind = kind
+        super().__init__(f"{kind} {name!r}: {_NOT_GOT[kind]} within {timeout}s")
 
 
 class LeaseLost(FencingError):

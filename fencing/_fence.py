@@ -99,6 +99,16 @@ class Fence(FenceCore):
             return
         self._released(value, release_sync(self._calls, value, holder))
 
+    def _abandon(self, token: int) -> None:
+        """Release a lease presumed lost (``_abandon_flow``) in a thread of its own:
+        leaving a hold never waits for an issuer that does not answer."""
+        threading.Thread(
+            target=run_sync,
+            args=(self._abandon_flow(token), self._calls),
+            name=f"fencing-abandon:{self.name}",
+            daemon=True,
+        ).start()
+
     def hold(
         self,
         timeout: float | None = None,
@@ -111,7 +121,7 @@ class Fence(FenceCore):
         ``with fence.hold() as token:`` gives the token. The returned ``Hold`` has its
         own ``lost`` flag: if a renewal finds the lease lost it becomes True at once,
         and leaving the block raises ``LeaseLost``. ``on_lost(error)`` is called once,
-        in the renewal thread, when that happens (see ``Hold.on_lost``), and
+        in a background thread of the hold, when that happens (see ``Hold.on_lost``), and
         ``Hold.wait_lost`` blocks until it does.
         """
         return Hold(self, timeout, auto_renew, on_lost)
@@ -150,8 +160,10 @@ class Holding(HoldBase, Generic[E]):
         started = self._clock.monotonic()
         fence, token, given = self._take()
         self._fence = fence
-        sent = run_sync(fence._anchor_flow(token, started), fence._calls)
+        sent, lost = run_sync(fence._anchor_flow(token, started), fence._calls)
         state = self._state = fence._hold_started(token, self._signal, sent)
+        if lost is not None:
+            state.lose(lost)  # found gone at once: the hold starts lost
         if self._auto_renew:
             port = fence._calls.with_sleep(self._stop.wait)
             self._threads = (
@@ -200,6 +212,8 @@ class Holding(HoldBase, Generic[E]):
                 # a renewer blocked in its call is waited for until the deadline at most
                 while renewer.is_alive() and (left := state.left()) is not None:
                     renewer.join(left)
+            if state.presumed:
+                self._fence._abandon(state.token)
             with state.finishing():
                 self._fence.release(state.token)
         finally:

@@ -40,8 +40,13 @@ from ._validate import check_count, check_name, check_period, check_timeout
 
 #: The windows a limiter may have.
 WINDOWS = ("sliding", "fixed")
-#: The most admissions per window: a sliding window keeps one time per admission.
-MAX_LIMIT = 100_000
+#: The most admissions per window: the integers that Redis's Lua numbers (doubles) hold
+#: exactly; a fixed window is one counter, so this is no cost.
+MAX_LIMIT = 2**53 - 1
+#: The most admissions per sliding window: its log keeps the time of each of the last
+#: ``limit`` admissions of a busy name (on Redis about 10 bytes each: 1,000,000 take 10 MB,
+#: this many 100 MB), so a typo of a few digits must not become gigabytes.
+MAX_SLIDING_LIMIT = 10_000_000
 #: How ``acquire`` waits for a store that cannot be reached (not up yet, restarting):
 #: the first wait, doubling up to the last, within the caller's ``timeout``.
 UNAVAILABLE_FIRST_WAIT = 0.05
@@ -215,6 +220,12 @@ class LimiterCore:
         self.limit = check_count(limit, "limit", MAX_LIMIT)
         self.per = check_period(per)
         self.window = check_window(window)
+        if self.window == "sliding" and self.limit > MAX_SLIDING_LIMIT:
+            raise ValueError(
+                f"limit must be from 1 to {MAX_SLIDING_LIMIT:,} for a sliding window (it keeps "
+                f"the time of each of its last `limit` admissions), got {limit:,}: use "
+                "window='fixed' (one counter) for more"
+            )
         self._args = (self.name, self.limit, max(1, round(self.per * 1000)), self.window)
         self._monotonic = monotonic
 
@@ -249,7 +260,7 @@ class LimiterCore:
                 return reply
             wait = max(reply.retry_in, 0.001)
             if deadline is not None and self._monotonic() + wait > deadline:
-                raise AcquireTimeout(self.name, timeout)
+                raise AcquireTimeout(self.name, timeout, "limiter")
             yield Pause(wait)
 
 

@@ -28,10 +28,12 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Awaitable, Callable
+from logging import DEBUG
 from typing import TypeVar, cast
 
 from ._errors import AcquireTimeout, FencingError
 from ._flow import Flow, run_async, run_sync
+from ._log import acquire_log
 from ._metrics import GRANTED, AcquireWatch, live, releasing, renewing
 from .issuer import (
     AsyncHandOff,
@@ -319,8 +321,10 @@ class WaitSchedule:
         rng: Callable[[], float] = random.random,
         max_block: float = MAX_BLOCK,
         interval: float | None = None,
+        kind: str = "fence",
     ) -> None:
         self._name = name
+        self._kind = kind  # what ``AcquireTimeout`` says did not come
         self._timeout = timeout
         self._wakes = wakes
         self._clock = clock
@@ -337,12 +341,12 @@ class WaitSchedule:
     def next_wait(self, busy: Busy) -> float:
         remaining = self.remaining()
         if remaining is not None and remaining <= 0:
-            raise AcquireTimeout(self._name, self._timeout)
+            raise AcquireTimeout(self._name, self._timeout, self._kind)
         if self._wakes:
             wait = self._max_block
         elif self._interval is not None:
             if self._deadline is not None and self._clock() + self._interval > self._deadline:
-                raise AcquireTimeout(self._name, self._timeout)
+                raise AcquireTimeout(self._name, self._timeout, self._kind)
             return self._interval
         else:
             wait = self._backoff * (0.5 + self._rng() / 2)
@@ -428,6 +432,8 @@ def wait_flow(
     lease busy also queues the waiter, so the release can hand the lease straight to it
     (rules 2 and 3 of the module docstring).
     """
+    if acquire_log.isEnabledFor(DEBUG):  # the wait path only: the fast path logs nothing
+        acquire_log.debug("fence %r: busy, holder %s waits", name, holder)
     hands_off = waiting.hands_off and ttl_ms > 0
     schedule = WaitSchedule(
         name,

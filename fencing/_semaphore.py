@@ -249,7 +249,12 @@ class SemaphoreCore(Generic[F]):
         group = self._wake_group
         wakes = group is not None or self._wakes
         schedule = WaitSchedule(
-            self.name, timeout, wakes, self.clock.monotonic, max_block=self._max_block
+            self.name,
+            timeout,
+            wakes,
+            self.clock.monotonic,
+            max_block=self._max_block,
+            kind="semaphore",
         )
         count = self.permits
         start = random.randrange(count)

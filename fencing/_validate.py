@@ -63,13 +63,14 @@ def check_ttl(ttl: object, what: str = "ttl") -> float:
     return seconds
 
 
-def check_timeout(timeout: object) -> float | None:
-    """How long to wait: ``None`` or ``math.inf`` (for ever), or a number of seconds >= 0."""
+def check_timeout(timeout: object, what: str = "timeout") -> float | None:
+    """How long to wait: ``None`` or ``math.inf`` (for ever), or a number of seconds >= 0;
+    ``what`` names the argument in the error."""
     if timeout is None or (isinstance(timeout, float) and timeout == math.inf):
         return None
-    seconds = _check_real(timeout, "timeout")
+    seconds = _check_real(timeout, what)
     if seconds < 0:
-        raise ValueError(f"timeout must not be negative, got {timeout!r}")
+        raise ValueError(f"{what} must not be negative, got {timeout!r}")
     return seconds
 
 

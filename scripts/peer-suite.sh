@@ -29,7 +29,15 @@ mkdir "$work/plugin"
 cp "$repo/tests/redis_py_peer.py" "$work/plugin/"
 
 cd "$src"
-PYTHONPATH="$work/plugin" "$py" - "$work/junit.xml" "$@" <<'PYTHON'
+# Their tests hold leases of 100 ms (`timeout=0.1`) and release them in the same test: on
+# a machine whose CPUs the suite beside them keeps busy, a process waiting 100 ms for a
+# CPU between its acquire and its release lost the lease (seen once, at load 26). They
+# run above the suite's priority (niceness -10, the server too, as its child), so that a
+# busy machine delays their steps by far less than a lease; where lowering the niceness
+# is not allowed (not root) they run at the normal one.
+nice=(nice -n -10)
+"${nice[@]}" true 2>/dev/null || nice=()
+PYTHONPATH="$work/plugin" "${nice[@]}" "$py" - "$work/junit.xml" "$@" <<'PYTHON'
 """Start a throwaway redis-server, run redis-py's lock tests, print the counts."""
 import subprocess
 import sys

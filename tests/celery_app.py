@@ -116,7 +116,7 @@ def deposit(self: FencedTask, account: str, amount: int) -> int:
     fence_on_busy="skip",
 )
 def skip_deposit(self: FencedTask, account: str, amount: int) -> int:
-    """The same with ``fence_on_busy="skip"``, the default before 0.3 (the control)."""
+    """The same with ``fence_on_busy="skip"``, the default up to 0.2.0 (the control)."""
     return deposit_to_file(self, account, amount)
 
 

@@ -112,6 +112,33 @@ def test_a_fence_key_naming_an_argument_the_task_does_not_take_fails_at_definiti
         task = app.task(shared=False, bind=True, base=FencedTask, name=f"ok-{key}", fence_key=key)
         task(deposit)
 
+    with pytest.raises(ValueError, match="cannot take the task's arguments"):
+        app.task(
+            shared=False, bind=True, base=FencedTask, name="short", fence_key=lambda a: f"{a}"
+        )(deposit)
+    for callable_key in (
+        lambda a, b: f"{a}",  # by position
+        lambda *, account, amount: account,  # by name
+        lambda account, **more: account,
+        lambda *args, **kwargs: "k",
+    ):
+        app.task(
+            shared=False,
+            bind=True,
+            base=FencedTask,
+            name=f"ok-{id(callable_key)}",
+            fence_key=callable_key,
+        )(deposit)
+
+    class Transfer(FencedTask):  # a task class of its own: run's self is not an argument
+        name = "transfer"
+        fence_key = "transfer:{sourc}"
+
+        def run(self, source: str, target: str) -> None: ...
+
+    with pytest.raises(ValueError, match="'sourc', which is not an argument"):
+        app.register_task(Transfer)
+
     def anything(*args: Any, **kwargs: Any) -> None: ...
 
     app.task(shared=False, base=FencedTask, name="any", fence_key="{who}:{5}")(anything)

@@ -13,6 +13,10 @@ The others run meanwhile on whatever worker is free. Delivery is at least once (
 may come again after its first finished, on a loaded machine): the deposits are
 ``fence_once`` tasks, so at the end every deposit is applied exactly once. The same run
 with a plain task and a plain ``save()`` (the control) deposits twice on the frozen row.
+
+And docs/celery.md's quick start: two deposits to one account sent together are both
+applied (the second waits for the first's lease, the default ``fence_on_busy``); the
+control, ``fence_on_busy="skip"``, drops the second.
 """
 
 from __future__ import annotations

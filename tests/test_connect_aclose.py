@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import fencing
 import fencing.aio
+from fencing._connect import NoLimiter
 from fencing._owned import Owner
 from fencing.sql import create_tables
 from fencing.testing.servers import PostgresServer, RedisServer
@@ -124,10 +125,9 @@ async def test_aclose_closes_what_the_backend_opened_for_the_object(
         backend.aio_fence(name, ttl=10),
         backend.aio_election(f"{name}:e", ttl=10),
     ]
-    for maker in ("aio_semaphore", "aio_limiter"):  # where the backend has them
-        make = getattr(backend, maker, None)
-        if make is not None:
-            objs.append(make(f"{name}:s", 2, 10) if maker == "aio_semaphore" else make(name, 5, 60))
+    objs.append(backend.aio_semaphore(f"{name}:s", 2, 10))
+    if not isinstance(backend, NoLimiter):  # etcd and ZooKeeper have no rate limiter
+        objs.append(backend.aio_limiter(name, 5, 60))
     try:
         for obj in objs:
             await _use(obj)

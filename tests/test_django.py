@@ -128,6 +128,89 @@ def test_a_new_instance_saved_with_a_token_is_inserted_with_it(Account: Any, db:
     assert stored(Account, db, row.pk) == (3, 8)
 
 
+def test_stamping_the_token_then_save_is_the_guarded_write(Account: Any, db: str) -> None:
+    """``row.fence_token = token; row.save()`` is ``save(fence_token=token)``: applied
+    when fresh, ``StaleRowError`` with nothing written when stale; the stamp lasts until
+    the instance is loaded again. A row loaded and not stamped is still refused."""
+    row = new_row(Account, db)
+    stale = Account.objects.using(db).get(pk=row.pk)  # another holder's copy
+    row.fence_token, row.balance = 5, 10
+    assert row.fence_stamped and not stale.fence_stamped
+    row.save()
+    assert stored(Account, db, row.pk) == (10, 5)
+    row.balance = 11
+    row.save(update_fields=["balance"])  # still stamped: guarded by 5 again
+    assert stored(Account, db, row.pk) == (11, 5)
+    stale.fence_token, stale.balance = 4, 99
+    with pytest.raises(fd.StaleRowError) as refused:
+        stale.save()
+    assert (refused.value.token, refused.value.current) == (4, 5)
+    assert stored(Account, db, row.pk) == (11, 5)
+    loaded = Account.objects.using(db).get(pk=row.pk)
+    loaded.balance = 50
+    with pytest.raises(fencing.UnfencedWriteError, match="stamp the lease's token"):
+        loaded.save()  # loaded, not stamped: its token says nothing about its holder
+    with pytest.raises(TypeError):
+        loaded.fence_token = "6"
+        loaded.save()
+    assert stored(Account, db, row.pk) == (11, 5)
+    # stamped with the token the row holds already (claimed by fenced_get): accepted
+    claimed = fd.fenced_get(Account.objects.using(db), 6, pk=row.pk)
+    claimed.fence_token, claimed.balance = 6, 12
+    claimed.save()
+    assert stored(Account, db, row.pk) == (12, 6)
+    # a load clears the stamp: claim (which reloads), refresh_from_db
+    fd.claim(claimed, 7)
+    assert not claimed.fence_stamped
+    row.refresh_from_db()
+    assert not row.fence_stamped and row.fence_token == 7
+    with pytest.raises(fencing.UnfencedWriteError):
+        row.save()
+    # a guarded save sets the token the row holds, but is no stamp by the program
+    row.save(fence_token=8)
+    assert row.fence_token == 8 and not row.fence_stamped
+
+
+def test_a_new_row_stamped_is_inserted_with_its_token_then_guarded(Account: Any, db: str) -> None:
+    """Inserts are as before (an INSERT, with the token set); a stamp then guards the
+    row's later saves. The column is Django's plain BigIntegerField to migrations."""
+    row = Account(name="stamped", balance=1)
+    assert not row.fence_stamped  # what __init__ sets is no stamp
+    row.fence_token = 3
+    row.save(using=db)
+    assert stored(Account, db, row.pk) == (1, 3)
+    row.balance = 2
+    row.save()
+    assert stored(Account, db, row.pk) == (2, 3)
+    field = Account._meta.get_field("fence_token")
+    assert field.deconstruct()[1:] == (
+        "django.db.models.BigIntegerField",
+        [],
+        {"default": 0, "editable": False},
+    )
+
+
+def test_asave_after_a_stamp_is_guarded_too(Account: Any, db: str) -> None:
+    import asyncio
+
+    pk = new_row(Account, db).pk
+
+    async def main() -> None:
+        row = await Account.objects.using(db).aget(pk=pk)
+        stale = await Account.objects.using(db).aget(pk=pk)
+        row.fence_token, row.balance = 3, 30
+        await row.asave()
+        stale.fence_token, stale.balance = 2, 20
+        with pytest.raises(fd.StaleRowError):
+            await stale.asave()
+        await row.arefresh_from_db()
+        with pytest.raises(fencing.UnfencedWriteError):
+            await row.asave()
+
+    asyncio.run(main())
+    assert stored(Account, db, pk) == (30, 3)
+
+
 def test_unguarded_writes_are_refused_unless_opted_out(Account: Any, db: str) -> None:
     row = new_row(Account, db, balance=1)
     rows = Account.objects.using(db).filter(pk=row.pk)
@@ -500,3 +583,36 @@ def test_manage_py_fencing_database_operates_the_fences_of_django_s_own_database
                 call_command("fencing", "status", name, "--database", db, *unsupported)
             assert refused.value.returncode == 4
     assert fd.fence(name, ttl=60, using=db).acquire() > token
+
+
+def test_manage_py_fencing_shows_django_s_fences_by_default_through_self_stdout(
+    django_dbs: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without ``--database`` or ``--url`` (and no ``FENCING_URL`` setting) the command
+    operates ``fencing.django.fence``'s fences, on the ``default`` database; what it
+    says goes to the command's ``stdout``/``stderr``, so ``call_command`` captures it
+    and the process's own streams get nothing."""
+    from io import StringIO
+
+    from django.conf import settings
+    from django.core.management import CommandError, call_command
+
+    assert not hasattr(settings, "FENCING_URL")
+    name = f"default:{uuid.uuid4().hex[:8]}"
+    token = fd.fence(name, ttl=60).acquire()
+    out, err = StringIO(), StringIO()
+    call_command("fencing", "status", name, stdout=out, stderr=err)
+    assert out.getvalue().startswith(f"{name}: held by ") and f"with token {token:d}," in (
+        out.getvalue()
+    )
+    out = StringIO()
+    call_command("fencing", "list", "--prefix", name, stdout=out)
+    assert out.getvalue() == f"{name}\n"  # one line each, no ending added by Django
+    with pytest.raises(CommandError) as refused:
+        call_command("fencing", "release", name, stdout=out, stderr=err)  # no --force
+    assert refused.value.returncode == 2 and "without --force" in err.getvalue()
+    out = StringIO()
+    call_command("fencing", "release", "--force", name, stdout=out)
+    assert f"token {token:d}" in out.getvalue()
+    assert capsys.readouterr() == ("", "")
+    assert fd.fence(name, ttl=60).acquire() > token

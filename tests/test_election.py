@@ -134,3 +134,18 @@ async def test_run_resigns_when_fn_fails_before_its_first_await() -> None:
     with pytest.raises(RuntimeError):
         await election.run(lead, "a")
     assert await election.leader() is None
+
+
+@pytest.mark.parametrize(
+    ("poll", "error"),
+    [(-1, ValueError), (0, ValueError), (float("inf"), ValueError), ("1", TypeError)],
+    ids=repr,
+)
+def test_a_bad_poll_is_named_poll(poll: object, error: type[Exception]) -> None:
+    """``observe``'s check names its own argument, not ``timeout``, blocking and asyncio."""
+    issuer = fencing.MemoryIssuer()
+    blocking = fencing.Election(issuer, "poll")
+    aio = fencing.aio.Election(fencing.aio.MemoryFence("x", issuer=issuer).issuer, "poll")
+    for observe in (blocking.observe, aio.observe):
+        with pytest.raises(error, match=r"^poll must"):
+            observe(poll)  # type: ignore[arg-type]

@@ -40,7 +40,7 @@ from waiting import PATIENCE, wait_until
 import fencing
 import fencing.aio
 from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
-from fencing._limiter import Admits, Limiter
+from fencing._limiter import MAX_LIMIT, MAX_SLIDING_LIMIT, Admits, Limiter
 from fencing.redis._limits import parse_admission
 from fencing.sql import create_tables
 from fencing.testing.contract import BAD_COUNTS
@@ -383,6 +383,36 @@ def test_bad_arguments_are_refused_with_nothing_admitted(
     with pytest.raises(error):
         issuer.aio_limiter("api", **{**good, **arguments})
     assert issuer.limiter("api", **good).try_acquire(), "a refused call admitted something"
+
+
+def test_a_million_per_hour_and_the_largest_fixed_limit_on_every_store(
+    store_urls: list[str],
+) -> None:
+    """``limit`` goes as high as the stores keep it exact and cheap: 1,000,000 per hour in
+    a sliding window, and a fixed window's counter up to ``MAX_LIMIT`` (2^53 - 1, exact
+    in Redis's Lua numbers); each admits and counts its first request."""
+    name = f"big:{random.random()}"
+    for url in store_urls:
+        backend = fencing.connect(url)
+        for window, limit in (("sliding", 1_000_000), ("fixed", MAX_LIMIT)):
+            limiter = backend.limiter(name, limit=limit, per=3600, window=window)
+            assert limiter.try_acquire() and limiter.try_acquire(), (url, window)
+            assert limiter.use().used == 2, (url, window)
+        backend.close()
+    memory = MemoryIssuer().limiter(name, limit=MAX_LIMIT, per=3600, window="fixed")
+    assert memory.try_acquire() and memory.use().used == 1
+
+
+def test_a_limit_beyond_what_its_window_keeps_is_refused() -> None:
+    """A sliding log holds one time per admission: above ``MAX_SLIDING_LIMIT`` the error
+    says so and points to the fixed window; no window takes more than ``MAX_LIMIT``."""
+    issuer = MemoryIssuer()
+    assert issuer.limiter("api", MAX_SLIDING_LIMIT, 3600).limit == MAX_SLIDING_LIMIT
+    with pytest.raises(ValueError, match=r"10,000,000 for a sliding window.*window='fixed'"):
+        issuer.limiter("api", MAX_SLIDING_LIMIT + 1, 3600)
+    assert issuer.limiter("api", MAX_SLIDING_LIMIT + 1, 3600, "fixed").try_acquire()
+    with pytest.raises(ValueError, match="limit must be from 1 to"):
+        issuer.limiter("api", MAX_LIMIT + 1, 3600, "fixed")
 
 
 def test_asyncio_runs() -> None:

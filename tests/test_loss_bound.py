@@ -1,6 +1,7 @@
 """The loss bound (``fencing.testing.contract.LossBoundContract``, issue 32) on every
 engine: a hold on a frozen issuer signals its loss by the lease's end, not when its
-renewal's call times out.
+renewal's call times out. And with the connection cut rather than the server frozen
+(a proxy that stops forwarding), on Redis and PostgreSQL.
 
 Each engine's issuer is frozen for real (its server processes stopped with SIGSTOP and
 checked stopped in ``/proc``), so the servers frozen are the test's own: a redis-server
@@ -11,17 +12,32 @@ only their group's tests use, one test at a time (docs/testing.md).
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
+from sqlalchemy import create_engine, make_url
 
 import fencing
 import fencing.redis
 import fencing.redis.aio
+from fencing.sql import create_tables
 from fencing.testing.contract import AsyncLossBoundContract, Freeze, LossBoundContract
-from fencing.testing.servers import RedisServer
+from fencing.testing.servers import (
+    CuttableProxy,
+    EtcdCluster,
+    PostgresServer,
+    RedisCluster,
+    RedisServer,
+    SentinelGroup,
+    ZooKeeperServer,
+    all_frozen,
+    frozen,
+)
 
 
 class TestMemoryLossBound(LossBoundContract):
@@ -74,3 +90,298 @@ class TestAsyncRedisLossBound(AsyncLossBoundContract):
     @pytest.fixture
     def freeze(self, frozen_redis: RedisServer) -> Freeze:
         return frozen_redis.frozen
+
+
+# -- the other engines, through fencing.connect(url) ---------------------------------------
+
+
+class ConnectedLossBound(LossBoundContract):
+    """The blocking issuer of ``fencing.connect(url)``; a subclass gives ``url`` and
+    ``freeze``."""
+
+    @pytest.fixture
+    def issuer(self, url: str) -> Iterator[Any]:
+        issuer = fencing.connect(url).fence("loss-bound").issuer
+        yield issuer
+        close = getattr(issuer, "close", None)
+        if close is not None:
+            close()
+
+
+class AsyncConnectedLossBound(AsyncLossBoundContract):
+    """The asyncio issuer of ``fencing.connect(url)`` (see ``ConnectedLossBound``)."""
+
+    @pytest.fixture
+    async def async_issuer(self, url: str) -> AsyncIterator[Any]:
+        fence = fencing.connect(url).aio_fence("loss-bound")
+        yield fence.issuer
+        await fence.aclose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'fencing.db'}"
+
+
+@pytest.fixture
+def sqlite_freeze(tmp_path: Path) -> Freeze:
+    """SQLite has no server: its issuer is frozen by a writer that took the database's
+    write lock and stalled, so every renewal waits for the busy timeout (30 s)."""
+
+    @contextlib.contextmanager
+    def freeze() -> Iterator[None]:
+        writer = sqlite3.connect(tmp_path / "fencing.db", isolation_level=None)
+        try:
+            writer.execute("BEGIN IMMEDIATE")
+            yield
+        finally:
+            writer.close()  # rolls back: the lock is free again
+
+    return freeze
+
+
+class TestSqliteLossBound(ConnectedLossBound):
+    @pytest.fixture
+    def url(self, sqlite_url: str) -> str:
+        return sqlite_url
+
+    @pytest.fixture
+    def freeze(self, sqlite_freeze: Freeze) -> Freeze:
+        return sqlite_freeze
+
+
+class TestAsyncSqliteLossBound(AsyncConnectedLossBound):
+    @pytest.fixture
+    def url(self, sqlite_url: str) -> str:
+        return sqlite_url.replace("sqlite:", "sqlite+aiosqlite:")
+
+    @pytest.fixture
+    def freeze(self, sqlite_freeze: Freeze) -> Freeze:
+        return sqlite_freeze
+
+
+@pytest.fixture
+def pg_tables_url(pg_url: str) -> str:
+    """The session's PostgreSQL, with the SDK's tables. Freezing it stops only this
+    worker's tests, one at a time (SIGSTOP is transparent to the connections after)."""
+    engine = create_engine(pg_url)
+    create_tables(engine)
+    engine.dispose()
+    return pg_url
+
+
+class TestPostgresLossBound(ConnectedLossBound):
+    @pytest.fixture
+    def url(self, pg_tables_url: str) -> str:
+        return pg_tables_url
+
+    @pytest.fixture
+    def freeze(self, postgres_server: PostgresServer) -> Freeze:
+        return postgres_server.frozen
+
+
+class TestAsyncPostgresLossBound(AsyncConnectedLossBound):
+    @pytest.fixture
+    def url(self, pg_tables_url: str) -> str:
+        return pg_tables_url
+
+    @pytest.fixture
+    def freeze(self, postgres_server: PostgresServer) -> Freeze:
+        return postgres_server.frozen
+
+
+@pytest.fixture
+def redlock_nodes(redis_factory: Callable[..., RedisServer]) -> list[RedisServer]:
+    """Three masters of the test's own; two of them (a majority) are frozen."""
+    return [redis_factory() for _ in range(3)]
+
+
+def _redlock_url(nodes: list[RedisServer]) -> str:
+    return "redis+redlock://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes)
+
+
+class TestRedlockLossBound(ConnectedLossBound):
+    @pytest.fixture
+    def url(self, redlock_nodes: list[RedisServer]) -> str:
+        return _redlock_url(redlock_nodes)
+
+    @pytest.fixture
+    def freeze(self, redlock_nodes: list[RedisServer]) -> Freeze:
+        return lambda: all_frozen(redlock_nodes[:2])
+
+
+class TestAsyncRedlockLossBound(AsyncConnectedLossBound):
+    elections = False  # the asyncio Redlock issuer reports no status
+
+    @pytest.fixture
+    def url(self, redlock_nodes: list[RedisServer]) -> str:
+        return _redlock_url(redlock_nodes)
+
+    @pytest.fixture
+    def freeze(self, redlock_nodes: list[RedisServer]) -> Freeze:
+        return lambda: all_frozen(redlock_nodes[:2])
+
+
+def _sentinel_freeze(group: SentinelGroup) -> Freeze:
+    """The whole group, Sentinels too: a frozen primary alone would be failed over, and
+    a renewal on the promoted replica may rightly keep the lease."""
+    return lambda: all_frozen([group.primary, group.replica, *group.sentinels])
+
+
+class TestSentinelLossBound(ConnectedLossBound):
+    @pytest.fixture
+    def url(self, sentinel_group: SentinelGroup) -> str:
+        return sentinel_group.url
+
+    @pytest.fixture
+    def freeze(self, sentinel_group: SentinelGroup) -> Freeze:
+        return _sentinel_freeze(sentinel_group)
+
+
+class TestAsyncSentinelLossBound(AsyncConnectedLossBound):
+    @pytest.fixture
+    def url(self, sentinel_group: SentinelGroup) -> str:
+        return sentinel_group.url
+
+    @pytest.fixture
+    def freeze(self, sentinel_group: SentinelGroup) -> Freeze:
+        return _sentinel_freeze(sentinel_group)
+
+
+# The engines below freeze the session's servers of their group (docs/testing.md): only
+# that group's tests use them, one at a time, and every freeze is shorter than what they
+# would notice (the Cluster's node timeout, 5 s; ZooKeeper's sessions, 10 s; etcd's
+# elections count ticks, which a frozen member does not).
+
+
+class TestRedisClusterLossBound(ConnectedLossBound):
+    @pytest.fixture
+    def url(self, redis_cluster: RedisCluster) -> str:
+        return redis_cluster.url
+
+    @pytest.fixture
+    def freeze(self, redis_cluster: RedisCluster) -> Freeze:
+        return lambda: all_frozen(redis_cluster.nodes)
+
+
+class TestAsyncRedisClusterLossBound(AsyncConnectedLossBound):
+    @pytest.fixture
+    def url(self, redis_cluster: RedisCluster) -> str:
+        return redis_cluster.url
+
+    @pytest.fixture
+    def freeze(self, redis_cluster: RedisCluster) -> Freeze:
+        return lambda: all_frozen(redis_cluster.nodes)
+
+
+def _etcd_freeze(cluster: EtcdCluster) -> Freeze:
+    return lambda: frozen([member.process.pid for member in cluster.members if member.process])
+
+
+class TestEtcdLossBound(ConnectedLossBound):
+    @pytest.fixture
+    def url(self, etcd_cluster: EtcdCluster) -> str:
+        return etcd_cluster.url
+
+    @pytest.fixture
+    def freeze(self, etcd_cluster: EtcdCluster) -> Freeze:
+        return _etcd_freeze(etcd_cluster)
+
+
+class TestAsyncEtcdLossBound(AsyncConnectedLossBound):
+    @pytest.fixture
+    def url(self, etcd_cluster: EtcdCluster) -> str:
+        return etcd_cluster.url
+
+    @pytest.fixture
+    def freeze(self, etcd_cluster: EtcdCluster) -> Freeze:
+        return _etcd_freeze(etcd_cluster)
+
+
+class TestZooKeeperLossBound(ConnectedLossBound):
+    @pytest.fixture
+    def url(self, zookeeper_server: ZooKeeperServer) -> str:
+        return zookeeper_server.url
+
+    @pytest.fixture
+    def freeze(self, zookeeper_server: ZooKeeperServer) -> Freeze:
+        return zookeeper_server.frozen
+
+
+class TestAsyncZooKeeperLossBound(AsyncConnectedLossBound):
+    @pytest.fixture
+    def url(self, zookeeper_server: ZooKeeperServer) -> str:
+        return zookeeper_server.url
+
+    @pytest.fixture
+    def freeze(self, zookeeper_server: ZooKeeperServer) -> Freeze:
+        return zookeeper_server.frozen
+
+
+# -- the connection cut, not the server: a proxy that stops forwarding ---------------------
+
+
+@pytest.fixture
+def redis_proxy(frozen_redis: RedisServer) -> Iterator[CuttableProxy]:
+    with CuttableProxy(frozen_redis.port) as proxy:
+        yield proxy
+
+
+class TestRedisCutLossBound(LossBoundContract):
+    """The user's client without a socket timeout, its connection cut."""
+
+    @pytest.fixture
+    def issuer(self, redis_proxy: CuttableProxy) -> Iterator[fencing.redis.RedisIssuer]:
+        client = redis.Redis(port=redis_proxy.port)
+        yield fencing.redis.RedisIssuer(client)
+        client.close()
+
+    @pytest.fixture
+    def freeze(self, redis_proxy: CuttableProxy) -> Freeze:
+        return redis_proxy.cut
+
+
+class TestAsyncRedisCutLossBound(AsyncLossBoundContract):
+    @pytest.fixture
+    async def async_issuer(
+        self, redis_proxy: CuttableProxy
+    ) -> AsyncIterator[fencing.redis.aio.RedisIssuer]:
+        client = redis.asyncio.Redis(port=redis_proxy.port)
+        yield fencing.redis.aio.RedisIssuer(client)
+        await client.aclose()
+
+    @pytest.fixture
+    def freeze(self, redis_proxy: CuttableProxy) -> Freeze:
+        return redis_proxy.cut
+
+
+@pytest.fixture
+def pg_proxy(postgres_server: PostgresServer) -> Iterator[CuttableProxy]:
+    with CuttableProxy(postgres_server.port) as proxy:
+        yield proxy
+
+
+def _through(url: str, proxy: CuttableProxy) -> str:
+    return str(make_url(url).set(port=proxy.port))
+
+
+class TestPostgresCutLossBound(ConnectedLossBound):
+    """The connection to the session's PostgreSQL cut (the server itself runs on)."""
+
+    @pytest.fixture
+    def url(self, pg_tables_url: str, pg_proxy: CuttableProxy) -> str:
+        return _through(pg_tables_url, pg_proxy)
+
+    @pytest.fixture
+    def freeze(self, pg_proxy: CuttableProxy) -> Freeze:
+        return pg_proxy.cut
+
+
+class TestAsyncPostgresCutLossBound(AsyncConnectedLossBound):
+    @pytest.fixture
+    def url(self, pg_tables_url: str, pg_proxy: CuttableProxy) -> str:
+        return _through(pg_tables_url, pg_proxy)
+
+    @pytest.fixture
+    def freeze(self, pg_proxy: CuttableProxy) -> Freeze:
+        return pg_proxy.cut

@@ -14,11 +14,12 @@ import logging
 import threading
 
 import pytest
-from waiting import PATIENCE, joined
+from waiting import PATIENCE, joined, wait_until
 
 import fencing
 import fencing.aio
 from fencing._flow import run_sync
+from fencing._memory import AsyncMemoryIssuer
 from fencing.testing.simulation import VirtualClock
 
 
@@ -176,3 +177,85 @@ def test_bad_input_is_refused_before_any_io() -> None:
     with pytest.raises(TypeError):
         afence.hold(on_lost=5)  # type: ignore[arg-type]
     assert not issuer.status("bad").held  # nothing was taken
+
+
+def test_a_lease_gone_before_the_hold_began_starts_the_hold_lost() -> None:
+    """An acquire whose reply came back after its lease's end (virtual time: the reply
+    took longer than the ttl): the hold's first renewal, made at once because the
+    acquire took more than a third of the ttl, finds the lease gone. The body is still
+    entered (the acquire succeeded), with the loss already signalled, and leaving
+    raises ``LeaseLost`` with nothing released."""
+    clock = VirtualClock()
+
+    class SlowReply(fencing.MemoryIssuer):
+        def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | fencing.Busy:
+            granted = super().try_acquire(name, holder, ttl_ms)
+            clock.advance(2 * ttl_ms / 1000)  # the reply arrives after the lease's end
+            return granted
+
+    issuer = SlowReply(clock.monotonic)
+    fence = fencing.Fence(issuer, "slow-reply", ttl=0.3, clock=clock)
+    got: list[fencing.LeaseLost] = []
+    hold = fence.hold(auto_renew=False, on_lost=got.append)
+    with pytest.raises(fencing.LeaseLost) as info, hold as token:
+        assert hold.lost and hold.wait_lost(0)
+        assert got and got[0].token == token
+    assert info.value.token == token
+    assert issuer.status("slow-reply").holder is None  # nobody holds it: nothing to release
+
+
+@pytest.mark.parametrize("driver", ["blocking", "asyncio"])
+def test_a_lease_presumed_lost_is_released_once_the_issuer_answers(driver: str) -> None:
+    """The issuer keeps its leases with no expiry of its own (its clock stands still, as
+    a ZooKeeper session's ephemeral znode that lived through an outage) and does not
+    answer for a while: the hold presumes its lease lost at its deadline and ends; once
+    the issuer answers again, the lease is released behind it, so another holder can
+    take it. (Before, a presumed-lost lease stayed held as long as the issuer kept it.)"""
+    down = threading.Event()
+
+    class Outage(fencing.MemoryIssuer):
+        def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
+            if down.is_set():
+                raise fencing.FenceUnavailable("issuer unreachable")
+            return super().renew(name, token, holder, ttl_ms)
+
+        def release(self, name: str, token: int, holder: str) -> bool:
+            if down.is_set():
+                raise fencing.FenceUnavailable("issuer unreachable")
+            return super().release(name, token, holder)
+
+    issuer = Outage(VirtualClock().monotonic)  # a clock that stands still
+    name = f"presumed-{driver}"
+    ttl = 1.0  # the release behind the hold is tried for two ttls
+
+    def blocking() -> int:
+        fence = fencing.Fence(issuer, name, ttl)
+        hold = fence.hold()
+        with pytest.raises(fencing.LeaseLost), hold as token:
+            down.set()
+            assert hold.wait_lost(PATIENCE)
+        return int(token)
+
+    async def aio() -> int:
+        fence = fencing.aio.Fence(AsyncMemoryIssuer(issuer), name, ttl)
+        hold = fence.hold()
+        with pytest.raises(fencing.LeaseLost):
+            async with hold as token:
+                down.set()
+                assert await hold.wait_lost(PATIENCE)
+        held = issuer.status(name)
+        assert (held.token, held.holder is not None) == (token, True)  # still held there
+        down.clear()
+        await asyncio.to_thread(
+            wait_until, lambda: issuer.status(name).holder is None, "the release"
+        )
+        return int(token)
+
+    if driver == "asyncio":
+        asyncio.run(aio())
+        return
+    token = blocking()
+    held = issuer.status(name)
+    assert (held.token, held.holder is not None) == (token, True)  # still held there
+    down.clear()
+    wait_until(lambda: issuer.status(name).holder is None, "the release behind the hold")

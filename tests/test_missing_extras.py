@@ -70,7 +70,6 @@ CASES = [
         "async",
     ),
     ("redis", "import fencing; fencing.RedisFence", "fencing.RedisFence", "redis"),
-    ("greenlet", "import fencing.sql.aio", "fencing.sql.aio", "async"),
     ("django,asgiref", "import fencing.django", "fencing.django", "django"),
     ("celery,kombu", "import fencing.celery", "fencing.celery", "celery"),
     ("httpx", "import fencing.http; fencing.http.FenceAuth", "fencing.http.FenceAuth", "http"),

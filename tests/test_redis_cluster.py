@@ -11,8 +11,6 @@ slot migration in test_redis_cluster_faults.py.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -292,14 +290,22 @@ def test_a_semaphore_and_a_limiter_keep_their_keys_in_one_cluster_slot(
 
 
 def test_connect_cluster_url_with_one_live_node_among_dead_ones(
-    redis_cluster: RedisCluster,
+    redis_cluster: RedisCluster, cluster_client: redis.cluster.RedisCluster
 ) -> None:
-    """The hosts are startup nodes: one that answers is enough."""
+    """The hosts are startup nodes: one that answers is enough. The client learns the
+    whole cluster from it, and its lease is the cluster's (another client sees it)."""
     live = redis_cluster.nodes[0]
     url = f"redis+cluster://127.0.0.1:1,{live.address}/0"
-    fence = fencing.connect(url).fence(f"url:{uuid.uuid4().hex}", ttl=5)
-    fence.release(fence.acquire())
-    fence.issuer.client.close()  # type: ignore[attr-defined]
+    name = f"url:{uuid.uuid4().hex}"
+    fence = fencing.connect(url).fence(name, ttl=5)
+    client = fence.issuer.client  # type: ignore[attr-defined]
+    token = fence.acquire(timeout=0)
+    found = {node.port for node in client.get_primaries()}
+    assert found == {node.port for node in redis_cluster.masters()}, found
+    seen = fencing.RedisIssuer(cluster_client).status(name)
+    assert seen.held and seen.token == token, seen
+    fence.release(token)
+    client.close()
 
 
 @pytest.mark.parametrize(
@@ -393,28 +399,19 @@ def test_names_lists_awkward_names_by_their_keys(
         fence.release(token)
 
 
-def test_the_operators_commands_on_a_cluster_url(redis_cluster: RedisCluster) -> None:
-    """``fencing status``, ``list`` and ``release --force`` with a ``redis+cluster://`` URL,
-    each in a process of its own, as an operator runs them."""
-    prefix = f"ops{uuid.uuid4().hex[:8]}:"
+def test_the_command_line_reaches_the_cluster_of_a_cluster_url(
+    redis_cluster: RedisCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fencing status --url redis+cluster://...`` reads a lease on whatever master it is
+    on. What status, list (SCAN on every master) and force-release promise is
+    ``OperationsContract``'s (test_redis_cluster_contract.py)."""
+    from fencing import cli
+
     backend = fencing.connect(redis_cluster.url)
-    fences = [backend.fence(f"{prefix}{i}", ttl=30) for i in range(6)]  # over the masters
-    tokens = [fence.acquire(timeout=0) for fence in fences]
-
-    def fencing_cli(*args: str) -> str:
-        command = [sys.executable, "-m", "fencing", *args, "--url", redis_cluster.url]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    assert sorted(fencing_cli("list", "--prefix", prefix).split()) == sorted(
-        fence.name for fence in fences
-    )
-    assert json.loads(fencing_cli("status", "--json", fences[0].name))["token"] == tokens[0]
-    fencing_cli("release", "--force", fences[0].name)
-    with pytest.raises(fencing.LeaseLost):
-        fences[0].release(tokens[0])
-    assert backend.fence(fences[0].name).acquire(timeout=0) > tokens[0]
-    for fence, token in zip(fences[1:], tokens[1:], strict=True):
-        fence.release(token)
+    fence = backend.fence(f"ops:{uuid.uuid4().hex}", ttl=30)
+    token = fence.acquire(timeout=0)
+    capsys.readouterr()
+    assert cli.main(["status", "--json", "--url", redis_cluster.url, fence.name]) == 0
+    assert json.loads(capsys.readouterr().out)["token"] == token
+    fence.release(token)
     backend.issuer.client.close()  # type: ignore[attr-defined]

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from typing import Any
 
 import pytest
@@ -107,20 +108,32 @@ def wait_for(lock: Lock, got: list[bool]) -> None:
     got.append(lock.acquire(blocking_timeout=20))
 
 
-def test_blocked_waiters_of_either_kind_get_the_lock(redis_client: redis.Redis) -> None:
+def tried(client: redis.Redis, name: str) -> bool:
+    """Whether the connection named ``name`` sent the server more than its name."""
+    commands = [seen["cmd"] for seen in client.client_list() if seen["name"] == name]
+    return bool(commands) and commands[0] != "client|setname"
+
+
+def test_blocked_waiters_of_either_kind_get_the_lock(
+    redis_client: redis.Redis, redis_server: RedisServer
+) -> None:
+    """The holder releases once the waiter's connection has tried (the server saw an
+    acquire from it, not only its ``CLIENT SETNAME``); the release then finds the lock
+    still the holder's (``LockNotOwnedError`` otherwise), and hands it to the waiter."""
     for holder_kind, waiter_kind in ((old, fenced), (fenced, old)):
         holder = holder_kind(redis_client, timeout=10)
         assert holder.acquire(blocking=False)
-        waiter = waiter_kind(redis_client, timeout=10, sleep=0.02, thread_local=False)
-        got: list[bool] = []
-        thread = threading.Thread(target=wait_for, args=(waiter, got), daemon=True)
-        thread.start()
-        time.sleep(0.1)  # gives it time to try (a load that delays it changes nothing)
-        assert not got  # blocked
-        holder.release()
-        joined(thread)
-        assert got == [True] and waiter.owned()
-        waiter.release()
+        name = f"waiter-{waiter_kind.__name__}"
+        with redis.Redis(port=redis_server.port, client_name=name) as own:
+            waiter = waiter_kind(own, timeout=10, sleep=0.02, thread_local=False)
+            got: list[bool] = []
+            thread = threading.Thread(target=wait_for, args=(waiter, got), daemon=True)
+            thread.start()
+            wait_until(partial(tried, redis_client, name), "the waiter tries while it is held")
+            holder.release()
+            joined(thread)
+            assert got == [True] and waiter.owned()
+            waiter.release()
 
 
 async def test_asyncio_locks_of_every_kind_exclude_each_other(

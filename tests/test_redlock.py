@@ -106,6 +106,41 @@ class TestRedlockFence(FenceContract):
         yield from _make_fences(nodes)
 
 
+def _redlock_threads(since: set[threading.Thread]) -> set[threading.Thread]:
+    return {
+        thread
+        for thread in threading.enumerate()
+        if thread.name.startswith("fencing-redlock") and thread not in since
+    }
+
+
+def test_close_stops_the_threads_the_fence_made_and_only_those(
+    clients: list[redis.Redis],
+) -> None:
+    """A ``RedlockFence`` made from clients starts an issuer's threads; ``close()`` ends
+    them (twice is fine, the clients stay open, and the fence works again after it),
+    while a fence given an issuer leaves that issuer's threads to their owner."""
+    before = set(threading.enumerate())
+    shared = RedlockIssuer(clients)
+    other = RedlockFence((), "close:shared", 5, issuer=shared)
+    other.release(other.acquire(timeout=0))
+    shared_threads = _redlock_threads(before)
+    own = RedlockFence(clients, "close:own", 5)
+    own.release(own.acquire(timeout=0))
+    made = _redlock_threads(before | shared_threads)
+    assert shared_threads and made and all(thread.is_alive() for thread in made)  # the control
+    own.close()
+    own.close()
+    wait_until(lambda: not any(thread.is_alive() for thread in made), "the fence's threads end")
+    other.close()
+    assert all(thread.is_alive() for thread in shared_threads), "it closed an issuer passed in"
+    other.release(other.acquire(timeout=0))
+    assert all(client.ping() for client in clients)
+    own.release(own.acquire(timeout=0))  # new threads, closed again
+    own.close()
+    shared.close()
+
+
 class TestRedlockFenceOnFive(FenceContract):
     """The blocking contract on five masters (a majority of 3)."""
 

@@ -26,6 +26,7 @@ from ._once import OnceStore
 ON_BUSY = ("wait", "retry", "skip")
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 #: The argument a format field names: what comes before its first ``.`` or ``[``.
 _FIELD_HEAD = re.compile(r"[^.\[]*")
@@ -42,9 +43,12 @@ def call_signature(task: type) -> inspect.Signature | None:
     """The signature the task is called with (its ``run`` without ``self`` when bound),
     or ``None`` when Python cannot tell it (a builtin)."""
     run = inspect.getattr_static(task, "run")
-    bound = not isinstance(run, staticmethod)
+    if isinstance(run, staticmethod):  # @app.task without bind=True
+        run, bound = run.__func__, False
+    else:
+        bound = inspect.isfunction(run)  # a method: bind=True, or a subclass's run
     try:
-        signature = inspect.signature(run.__func__ if not bound else run)
+        signature = inspect.signature(run)
     except (TypeError, ValueError):
         return None
     parameters = list(signature.parameters.values())
@@ -75,10 +79,41 @@ def key_fields(key: str) -> Iterator[str | int]:
                 pending.append(spec)
 
 
+def check_key_callable(task_name: str, key: Any, signature: inspect.Signature | None) -> None:
+    """A callable ``fence_key`` is called with the task's arguments: it must take the
+    task's required ones, passed by position or by name (``ValueError`` if neither)."""
+    if signature is None:
+        return
+    try:
+        takes = inspect.signature(key)
+    except (TypeError, ValueError):  # a builtin: Python cannot tell
+        return
+    required = [
+        p for p in signature.parameters.values() if p.default is p.empty and p.kind not in _VARIADIC
+    ]
+    only = inspect.Parameter.POSITIONAL_ONLY
+    by_position = [None] * sum(p.kind in _POSITIONAL for p in required)
+    by_name = {p.name: None for p in required if p.kind is not only}
+    for args, kwargs in (
+        (by_position, {}),
+        ([None] * sum(p.kind is only for p in required), by_name),
+    ):
+        try:
+            takes.bind(*args, **kwargs)
+        except TypeError:
+            continue
+        return
+    raise ValueError(
+        f"task {task_name!r}: fence_key {key!r} cannot take the task's arguments "
+        f"({', '.join(signature.parameters) or 'none'}): it takes {takes}"
+    )
+
+
 def check_key(task_name: str, key: object, signature: inspect.Signature | None) -> None:
-    """``fence_key``: a callable, or a format string whose every field is an argument the
-    task takes (by name, or by position when it is passed positionally)."""
+    """``fence_key``: a callable that takes the task's arguments, or a format string
+    whose every field is an argument the task takes (by name, or by position)."""
     if callable(key):
+        check_key_callable(task_name, key, signature)
         return
     if not isinstance(key, str):
         raise TypeError(

@@ -3,9 +3,10 @@
 
 ``FencedModel`` is an abstract model with a ``fence_token`` column; a row is written
 only by a token at least as new as the one it holds, checked in the very ``UPDATE``
-that writes it (``fenced_save``, ``save(fence_token=...)``, ``fenced_update``).
+that writes it (``fenced_save``, ``save(fence_token=...)``, a ``save()`` after the
+token is stamped, ``row.fence_token = token``, ``fenced_update``).
 ``claim`` and ``fenced_get`` raise a row's token before you read it; ``fenced_delete``
-deletes with the same check. Plain ``save()`` of an existing row, ``delete()``,
+deletes with the same check. A plain ``save()`` of an existing row not stamped, ``delete()``,
 ``QuerySet.update()``, ``QuerySet.delete()`` and ``bulk_update()`` are refused unless
 inside ``unfenced()``. ``fence(name, ttl)`` is a fence issued by Django's own database
 (the ``fencing_leases`` table of ``manage.py migrate``; no Redis needed), and the admin

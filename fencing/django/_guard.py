@@ -106,6 +106,13 @@ def _stamp(rows: Any, pk: Any, value: int, changes: Sequence[tuple[Any, Any]] = 
         raise StaleRowError(value, current, _resource(model, pk))
 
 
+def _holds(instance: Any, value: int) -> None:
+    """Set ``instance``'s token to the one its row now holds: a value loaded, as Django
+    loads it (``FencedModel`` counts the program's own assignments as stamps; this is
+    none)."""
+    instance.__dict__[FENCE_FIELD] = value
+
+
 def _saved_row(model: Any, target: Any, using: str | None, verb: str) -> Any:
     """The base queryset of ``target``'s model on the database its row is written to;
     ``ValueError`` for an instance never saved (what ``claim`` or ``delete``, ``verb``,
@@ -162,7 +169,7 @@ def fenced_save(
     if instance._state.adding:
         if update_fields is not None:
             raise ValueError("update_fields cannot be used to insert a new row")
-        setattr(instance, FENCE_FIELD, value)
+        _holds(instance, value)
         models.Model.save(instance, using=db, force_insert=True)
         return
     if instance.pk is None:
@@ -175,7 +182,7 @@ def fenced_save(
     # failure inside atomic() marks that block for rollback, as save()'s does.
     with transaction.mark_for_rollback_on_error(using=db):
         _stamp(model._base_manager.using(db), instance.pk, value, changes)
-    setattr(instance, FENCE_FIELD, value)
+    _holds(instance, value)
     instance._state.db = db
     signals.post_save.send(
         sender=model, instance=instance, created=False, update_fields=names, raw=False, using=db
@@ -269,7 +276,7 @@ def fenced_delete(
     rows = _saved_row(model, target, using, "delete")
     with transaction.atomic(using=rows.db):
         _stamp(rows, target.pk, value)
-        setattr(target, FENCE_FIELD, value)
+        _holds(target, value)
         result: tuple[int, dict[str, int]] = models.Model.delete(target, using=rows.db)
     return result
 

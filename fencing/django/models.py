@@ -8,20 +8,68 @@ class, loaded on first use.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import models
+from django.db.models.query_utils import DeferredAttribute
 
 from .._errors import UnfencedWriteError
 from ._guard import fenced_delete, fenced_save, unfenced_allowed
 
 _OPT_OUT = (
-    "pass the lease's token (save(fence_token=token), fencing.django.fenced_update, "
-    "fencing.django.fenced_delete), "
+    "stamp the lease's token (row.fence_token = token; row.save()) or pass it "
+    "(save(fence_token=token), fencing.django.fenced_update, fencing.django.fenced_delete), "
     "or opt out explicitly for migrations and admin "
     "(save(unfenced=True), delete(unfenced=True), `with fencing.django.unfenced():`)"
 )
+
+
+#: Keys in a ``FencedModel`` instance's ``__dict__``: whether the program set its
+#: ``fence_token`` since Django last loaded it (a stamp), and whether Django is loading
+#: values into it right now (its assignments are no stamp).
+_STAMPED = "_fencing_stamped"
+_LOADING = "_fencing_loading"
+
+
+class _TokenAttribute(DeferredAttribute):
+    """``fence_token`` on a ``FencedModel`` instance. An assignment by the program
+    (``row.fence_token = token``) is a stamp: the instance's next ``save()`` of its row is
+    the guarded write with that token. The values Django loads (``__init__``, which
+    ``from_db`` calls, and ``refresh_from_db``) are no stamp and clear one: a row loaded
+    and not stamped is never saved unguarded, whatever its token."""
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        data = instance.__dict__
+        data[self.field.attname] = value
+        if data.get(_LOADING):
+            data.pop(_STAMPED, None)
+        else:
+            data[_STAMPED] = True
+
+
+@contextmanager
+def _loading(instance: models.Model) -> Iterator[None]:
+    """Within the block, Django's assignments to ``fence_token`` are loads, not stamps."""
+    data = instance.__dict__
+    outer = data.get(_LOADING)
+    data[_LOADING] = True
+    try:
+        yield
+    finally:
+        if not outer:
+            data.pop(_LOADING, None)
+
+
+def _fence_token_field() -> models.BigIntegerField:
+    """``fence_token``: a plain ``BigIntegerField`` to migrations (its ``deconstruct`` is
+    Django's), whose attribute on instances is ``_TokenAttribute`` (copied with the
+    field to every concrete subclass)."""
+    field = models.BigIntegerField(default=0, editable=False)
+    field.descriptor_class = _TokenAttribute
+    return field
 
 
 class FencedQuerySet(models.QuerySet):
@@ -65,8 +113,12 @@ class FencedModel(models.Model):
     guards every save of an existing row with it.
 
     * ``save(fence_token=token)`` is ``fencing.django.fenced_save(self, token)``;
+    * so is a ``save()`` after a stamp, ``row.fence_token = token`` (as rows of
+      ``fencing.sql.FencedMixin`` are written): an assignment by the program since Django
+      last loaded the instance (``from_db``, ``refresh_from_db``, ``claim``); the stamp
+      stays until the next load, so later saves are guarded by the same token;
     * a plain ``save()`` inserts a new row (always an INSERT, never an UPDATE of an
-      existing row with the same key) and refuses to update one
+      existing row with the same key) and refuses to update one not stamped
       (``fencing.UnfencedWriteError``), unless ``save(unfenced=True)`` or inside
       ``fencing.django.unfenced()``;
     * ``delete(fence_token=token)`` is ``fencing.django.fenced_delete(self, token)``; a
@@ -77,20 +129,37 @@ class FencedModel(models.Model):
       ``fenced_delete`` are the guarded ones).
     """
 
-    fence_token = models.BigIntegerField(default=0, editable=False)
+    fence_token = _fence_token_field()
 
     objects = FencedManager()
 
     class Meta:
         abstract = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.__dict__.pop(_STAMPED, None)  # the values given or loaded are not a stamp
+
+    def refresh_from_db(self, *args: Any, **kwargs: Any) -> None:
+        with _loading(self):  # a reloaded fence_token clears the stamp
+            super().refresh_from_db(*args, **kwargs)
+
+    @property
+    def fence_stamped(self) -> bool:
+        """Whether the program set ``fence_token`` since Django last loaded the instance:
+        a ``save()`` of its existing row is then guarded by that token."""
+        return bool(self.__dict__.get(_STAMPED))
+
     def save(
         self, *args: Any, fence_token: int | None = None, unfenced: bool = False, **kwargs: Any
     ) -> None:
-        if fence_token is not None:
+        stamped = fence_token is None and not unfenced and not self._state.adding
+        stamped = stamped and self.fence_stamped
+        if fence_token is not None or stamped:
             if args or set(kwargs) - {"using", "update_fields"}:
-                raise TypeError("save(fence_token=...) takes only using= and update_fields=")
-            fenced_save(self, fence_token, **kwargs)
+                raise TypeError("a fenced save() takes only using= and update_fields=")
+            token: Any = self.fence_token if stamped else fence_token  # checked there
+            fenced_save(self, token, **kwargs)
         elif unfenced or unfenced_allowed():
             super().save(*args, **kwargs)
         elif self._state.adding and not args and not kwargs.get("force_update"):

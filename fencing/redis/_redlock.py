@@ -166,7 +166,10 @@ class ThreadNodes:
 
     def __init__(self, clients: Sequence[redis.Redis]) -> None:
         self.clients = tuple(clients)
-        self._pools = [
+        self._pools = self._new_pools()
+
+    def _new_pools(self) -> list[concurrent.futures.ThreadPoolExecutor]:
+        return [
             concurrent.futures.ThreadPoolExecutor(
                 self.THREADS_PER_NODE, thread_name_prefix=f"fencing-redlock-{i}"
             )
@@ -174,7 +177,9 @@ class ThreadNodes:
         ]
 
     def close(self) -> None:
-        for pool in self._pools:
+        """End the threads once their calls are done; new ones start if used again."""
+        pools, self._pools = self._pools, self._new_pools()
+        for pool in pools:
             pool.shutdown(wait=False)
 
     def submit(
@@ -763,17 +768,24 @@ class RedlockIssuer:
         self.flows = RedlockFlows(len(found), check_release_timeout(release_timeout))
         self.nodes = ThreadNodes(found)
         # the waiters' BLPOPs (threads start on demand): apart from the nodes' threads
-        self._waits = concurrent.futures.ThreadPoolExecutor(
-            WAIT_THREADS, thread_name_prefix="fencing-redlock-wait"
-        )
+        self._waits = self._new_waits()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.clients)} nodes)"
 
+    @staticmethod
+    def _new_waits() -> concurrent.futures.ThreadPoolExecutor:
+        return concurrent.futures.ThreadPoolExecutor(
+            WAIT_THREADS, thread_name_prefix="fencing-redlock-wait"
+        )
+
     def close(self) -> None:
-        """Stop the issuer's threads (the clients stay open: they are the caller's)."""
+        """Stop the issuer's threads once their calls are done (the clients stay open:
+        they are the caller's). Closing twice is fine; used again, the issuer starts new
+        threads."""
         self.nodes.close()
-        self._waits.shutdown(wait=False)
+        waits, self._waits = self._waits, self._new_waits()
+        waits.shutdown(wait=False)
 
     _distinct = False
 
@@ -945,6 +957,7 @@ class RedlockFence(Fence):
 
     ``RedlockFence([redis.Redis(host=h, socket_timeout=1) for h in hosts], "invoice:42",
     ttl=10)``. Pass ``issuer=`` to share one issuer (and its threads) among fences.
+    ``close()`` stops the threads of the issuer the fence made, if it made one.
     """
 
     def __init__(
@@ -957,9 +970,18 @@ class RedlockFence(Fence):
         release_timeout: float = DEFAULT_RELEASE_TIMEOUT,
         reentrant: bool = False,
     ) -> None:
+        #: The issuer this fence made (and ``close`` closes), if none was passed in.
+        self._made: RedlockIssuer | None = None
         if issuer is None:
-            issuer = RedlockIssuer(clients, release_timeout=release_timeout)
+            issuer = self._made = RedlockIssuer(clients, release_timeout=release_timeout)
         super().__init__(issuer, name, ttl, reentrant=reentrant)
+
+    def close(self) -> None:
+        """Stop the threads of the issuer this fence made (the clients are the caller's,
+        and an issuer passed in is its owner's to close). Closing twice is fine; used
+        again, the fence starts new threads."""
+        if self._made is not None:
+            self._made.close()
 
 
 class AsyncRedlockFence(AsyncFence):

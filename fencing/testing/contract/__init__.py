@@ -33,16 +33,16 @@ module and provide one fixture; pytest collects the inherited tests::
   term at a time, term tokens increasing, ``resign`` handing over at once, a lost term
   signalled and replaced, observers seeing every change in order, ``run`` campaigning
   again after a loss (asyncio: its task cancelled), bad input refused.
-- ``RWLockContract``: ``make_rwlock(name, ttl)`` returns a fresh ``fencing.RWLock`` and
-  ``make_async_rwlock(name, ttl)`` a ``fencing.aio.RWLock`` on the same issuer: writers
-  exclusive with new tokens, readers together sharing the read epoch, the epoch between
-  writes, a waiting writer stopping new readers, expiry, the exact lease, bad input,
-  ``hold()``'s loss signal, racing readers and writers (docs/rwlock.md).
 - ``LossBoundContract`` / ``AsyncLossBoundContract``: the issuer (a blocking or asyncio
   one that reports ``status``) and a ``freeze`` fixture that stops its servers for a
   ``with`` block: a hold, a semaphore's permit and an election's term on a frozen issuer
   each signal their loss (asyncio: the body cancelled) within the ttl plus a margin
   below the backends' request timeouts (docs/guarantees.md).
+- ``RWLockContract``: ``make_rwlock(name, ttl)`` returns a fresh ``fencing.RWLock`` and
+  ``make_async_rwlock(name, ttl)`` a ``fencing.aio.RWLock`` on the same issuer: writers
+  exclusive with new tokens, readers together sharing the read epoch, the epoch between
+  writes, a waiting writer stopping new readers, expiry, the exact lease, bad input,
+  ``hold()``'s loss signal, racing readers and writers (docs/rwlock.md).
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.

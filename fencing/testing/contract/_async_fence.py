@@ -27,6 +27,7 @@ from ._helpers import (
     _Occupancy,
     _tries,
     _waiting,
+    _waits_seen,
     _wrong_leases,
     assert_increasing,
     assert_token_of,
@@ -172,9 +173,10 @@ class AsyncFenceContract(LeaseTerms):
         name = self.fresh_name(f"wait-{timeout}")
         holder, waiter = make_fence(name, self.long_ttl), make_fence(name, self.long_ttl)
         token = await holder.acquire(timeout=0)
-        wait = asyncio.create_task(waiter.acquire(timeout=_waiting(timeout, self.patience)))
-        await asyncio.sleep(self.short_ttl)
-        assert not wait.done(), f"acquire returned while the lease was held: {wait}"
+        with _waits_seen(name) as waits:
+            wait = asyncio.create_task(waiter.acquire(timeout=_waiting(timeout, self.patience)))
+            await self.await_until(lambda: waits.is_set() or wait.done(), "the waiter's try")
+            assert waits.is_set(), f"acquire returned while the lease was held: {wait}"
         await holder.release(token)
         newer = await asyncio.wait_for(wait, self.patience)
         _assert_after(newer, token)

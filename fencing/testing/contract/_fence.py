@@ -28,6 +28,7 @@ from ._helpers import (
     _run_threads,
     _tries,
     _waiting,
+    _waits_seen,
     _wrong_leases,
     assert_increasing,
     assert_token_of,
@@ -166,13 +167,16 @@ class FenceContract(LeaseTerms):
         self, make_fence: MakeFence, timeout: str
     ) -> None:
         """``acquire(timeout=None)`` (or ``math.inf``, or a long enough number) waits while
-        the lease is held and takes it, with a higher token, once the holder releases."""
+        the lease is held and takes it, with a higher token, once the holder releases:
+        the waiter was refused (it logged that it waits) and the holder's release found
+        the lease still its own (else ``LeaseLost``)."""
         name = self.fresh_name(f"wait-{timeout}")
         holder, waiter = make_fence(name, self.long_ttl), make_fence(name, self.long_ttl)
         token = holder.acquire(timeout=0)
-        wait = _Background(lambda: waiter.acquire(timeout=_waiting(timeout, self.patience)))
-        time.sleep(self.short_ttl)
-        assert wait.running(), "acquire returned while the lease was held"
+        with _waits_seen(name) as waits:
+            wait = _Background(lambda: waiter.acquire(timeout=_waiting(timeout, self.patience)))
+            self.wait_until(lambda: waits.is_set() or not wait.running(), "the waiter's try")
+            assert waits.is_set(), "acquire returned while the lease was held"
         holder.release(token)
         newer = wait.result(self.patience)
         _assert_after(newer, token)

@@ -1,12 +1,15 @@
 """What the contracts share: the fixtures' types, the tables of bad input, the
 assertions that read the outcomes, and threads that report back.
 
-Imports the public package and the ``Mark`` protocol; no pytest.
+Imports the public package, the ``Mark`` protocol and the ``fencing.acquire`` logger;
+no pytest.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import logging
 import math
 import threading
 import time
@@ -17,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from ... import Election, Fence, FenceToken, LeaseLost
 from ..._async_fence import AsyncFence
 from ..._election import AsyncElection
+from ..._log import acquire_log
 from ..._marks import Mark
 from ..._validate import MAX_TTL
 
@@ -230,6 +234,34 @@ class _Occupancy:
         assert not errors, f"racers failed: {errors!r}"
         assert len(self.order) == acquisitions, f"{len(self.order)} of {acquisitions} acquisitions"
         assert_increasing(self.order, "tokens in acquisition order")
+
+
+class _WaitsSeen(logging.Handler):
+    """Sets ``seen`` at the ``fencing.acquire`` record of a waiter of ``name``."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.name, self.seen = name, threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(f"fence {self.name!r}: busy"):
+            self.seen.set()
+
+
+@contextlib.contextmanager
+def _waits_seen(name: str) -> Iterator[threading.Event]:
+    """An event set once an acquire of ``name`` found the lease busy and started to wait
+    (the fence's own debug record): proof that a waiter tried while the lease was held,
+    where sleeping a while would only hope for it."""
+    handler = _WaitsSeen(name)
+    level = acquire_log.level
+    acquire_log.addHandler(handler)
+    acquire_log.setLevel(logging.DEBUG)
+    try:
+        yield handler.seen
+    finally:
+        acquire_log.setLevel(level)
+        acquire_log.removeHandler(handler)
 
 
 class _Background(Generic[T]):

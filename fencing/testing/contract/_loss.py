@@ -5,13 +5,15 @@ The issuer is frozen under live holds, so every renewal call blocks (or fails) f
 on: a fence's hold, a semaphore's permit and an election's term must each signal the
 loss within ``ttl`` of the freeze plus a margin well below every backend's request
 timeout, so a renewal loop that waits for its calls to time out fails. Nothing asserts
-a wall-clock bound beyond that deadline of the wait for the signal.
+a wall-clock bound beyond that deadline of the wait for the signal. Once the issuer is
+back, the renewals left blocked in it must end: no thread or task is left behind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -22,8 +24,9 @@ import pytest
 
 from ... import Election, Fence, LeaseLost, Semaphore, aio
 
-#: ``freeze()``: a context manager during which the issuer answers nothing (a server
-#: stopped with SIGSTOP, checked stopped, resumed on leaving whatever happens).
+#: ``freeze()``: a context manager during which the issuer answers nothing (its servers
+#: stopped with SIGSTOP, checked stopped, or the connections to them cut), back to
+#: normal on leaving whatever happens.
 Freeze = Callable[[], AbstractContextManager[None]]
 
 
@@ -43,8 +46,9 @@ class _LossBound:
     @pytest.fixture
     def freeze(self) -> Freeze:
         """Provided by the subclass: ``freeze()`` stops the issuer (every server that a
-        lease needs an answer from; e.g. SIGSTOP, checked in ``/proc``) for the
-        ``with`` block and resumes it on leaving, also on failure."""
+        lease needs an answer from; e.g. SIGSTOP, checked in ``/proc``, or the
+        connections to them cut) for the ``with`` block and resumes it on leaving, also
+        on failure."""
         raise NotImplementedError(f"{type(self).__name__} must provide a freeze fixture")
 
     @staticmethod
@@ -99,12 +103,21 @@ class LossBoundContract(_LossBound):
             )
             assert hold.lost and term.lost
             assert [error.token for error in errors] == [hold.token]
+        # a renewer left blocked in the frozen issuer ends once it answers again
+        deadline = time.monotonic() + self.patience
+        while left := [t.name for t in threading.enumerate() if name in t.name]:
+            assert time.monotonic() < deadline, f"threads left behind by the holds: {left}"
+            time.sleep(0.01)
 
 
 class AsyncLossBoundContract(_LossBound):
     """The loss bound of asyncio holds. Subclass it and provide the ``async_issuer``
     fixture (an asyncio issuer whose ``status`` elections can read; it may be an async
     fixture) and ``freeze``."""
+
+    #: Capability. False where the asyncio issuer reports no ``status`` (Redlock's), so
+    #: no election can run on it: the check then holds a fence and a permit only.
+    elections: ClassVar[bool] = True
 
     @pytest.fixture
     def async_issuer(self) -> Any:
@@ -128,18 +141,19 @@ class AsyncLossBoundContract(_LossBound):
                 await asyncio.Event().wait()  # until the loss cancels it
 
         permit = aio.Semaphore(async_issuer, f"{name}:permits", 2, self.ttl).hold(self.patience)
-        election = aio.Election(async_issuer, f"{name}:term", self.ttl)
         held = asyncio.create_task(body())
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(_finished, held)
             await asyncio.wait_for(entered.wait(), self.patience)
             await stack.enter_async_context(_async_left_lost(permit))
-            term = await election.campaign("old", self.patience)
-            await stack.enter_async_context(_async_left_lost(term))
             signals: dict[str, Callable[[float], Awaitable[bool]]] = {
-                "a semaphore's permit": permit.wait_lost,
-                "an election's term": term.wait_lost,
+                "a semaphore's permit": permit.wait_lost
             }
+            if self.elections:
+                election = aio.Election(async_issuer, f"{name}:term", self.ttl)
+                term = await election.campaign("old", self.patience)
+                await stack.enter_async_context(_async_left_lost(term))
+                signals["an election's term"] = term.wait_lost
             with freeze():
                 deadline = self.signal_deadline()
                 await asyncio.wait({held}, timeout=max(0.0, deadline - time.monotonic()))
@@ -152,6 +166,11 @@ class AsyncLossBoundContract(_LossBound):
                 "of the issuer's freeze"
             )
             assert isinstance(held.exception(), LeaseLost), f"the body ended with {held!r}"
+        # a renewal left blocked in the frozen issuer ends once it answers again
+        others = asyncio.all_tasks() - {asyncio.current_task()}
+        if others:
+            _, left = await asyncio.wait(others, timeout=self.patience)
+            assert not left, f"tasks left behind by the holds: {left}"
 
 
 @contextlib.contextmanager

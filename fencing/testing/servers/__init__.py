@@ -1,6 +1,6 @@
 """Throwaway ``redis-server``, PostgreSQL (and pgbouncer in front of it), Redis Sentinel
 groups, a Redis Cluster, etcd (a 3-member cluster) and ZooKeeper (a server or a 3-server
-ensemble) on free loopback ports.
+ensemble) on free loopback ports; a TCP proxy whose links a test can cut.
 
 Used by the test suite, the chaos run and the benchmarks: each server lives in its own
 temporary directory, so a test may stop, restart, flush or freeze (SIGSTOP) it without
@@ -8,10 +8,11 @@ touching anything else on the machine. One module per server kind; every name is
 importable from here. Imports nothing from the package outside ``fencing.testing``.
 """
 
-from ._base import ServerError, free_port, frozen, stopped
+from ._base import ServerError, all_frozen, free_port, frozen, stopped
 from ._etcd import Certificates, EtcdCluster, EtcdMember
 from ._pgbouncer import PgBouncer
 from ._postgres import PostgresServer, _postgres_bin
+from ._proxy import CuttableProxy
 from ._redis import RedisServer, faketime_environment
 from ._redis_cluster import RedisCluster, RedisClusterNode
 from ._sentinel import SentinelGroup, SentinelServer
@@ -20,6 +21,7 @@ from ._zookeeper import ZOOKEEPER_JAR, ZooKeeperEnsemble, ZooKeeperServer, four_
 __all__ = [
     "ZOOKEEPER_JAR",
     "Certificates",
+    "CuttableProxy",
     "EtcdCluster",
     "EtcdMember",
     "PgBouncer",
@@ -33,6 +35,7 @@ __all__ = [
     "ZooKeeperEnsemble",
     "ZooKeeperServer",
     "_postgres_bin",
+    "all_frozen",
     "faketime_environment",
     "four_letter",
     "free_port",

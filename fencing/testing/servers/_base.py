@@ -15,7 +15,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -152,6 +152,16 @@ def frozen(pids: Iterable[int], patience: float = 10.0) -> Iterator[None]:
     finally:
         for pid in stopping:
             os.kill(pid, signal.SIGCONT)
+
+
+@contextmanager
+def all_frozen(servers: Iterable[_Server]) -> Iterator[None]:
+    """Every server of ``servers`` frozen for the ``with`` block (each ``frozen()``),
+    all resumed on leaving."""
+    with ExitStack() as stack:
+        for server in servers:
+            stack.enter_context(server.frozen())
+        yield
 
 
 class _Server:

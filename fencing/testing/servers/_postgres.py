@@ -9,9 +9,10 @@ import shutil
 import signal
 import subprocess
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
-from ._base import URL, ServerError, _Server, _wait_for_port
+from ._base import URL, ServerError, _Server, _wait_for_port, children, frozen
 
 
 def _postgres_bin() -> Path:
@@ -46,6 +47,12 @@ class PostgresServer(_Server):
     @property
     def user(self) -> str:
         return "postgres"
+
+    def frozen(self) -> AbstractContextManager[None]:
+        """The postmaster *and its backends* frozen: stopping the postmaster alone leaves
+        every open connection answering."""
+        pid = self._pid()
+        return frozen([pid, *children(pid)])
 
     def _pid(self) -> int:
         """The postmaster's pid: ``runuser`` forks, and does not pass signals on."""
