@@ -509,32 +509,20 @@ class RedisFlows:
         wait = block_seconds(seconds, self._socket_timeout)
         return None if wait is None else Pop(fence_keys(name).wake(holder), wait)
 
-    def rw_acquire_call(
-        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
-    ) -> ScriptCall:
-        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``."""
-        return RW_ACQUIRE, rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
-
     def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> Eval[int | Busy]:
-        """``rw_acquire_call`` as a step (for ``replicated``)."""
-        return Eval(*self.rw_acquire_call(name, mode, holder, ttl_ms, queue_ms), parse_acquire)
+        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``."""
+        args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
+        return Eval(RW_ACQUIRE, args, parse_acquire)
 
     def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
         args = rw_renew_args(name, mode, token, holder, ttl_ms)
         return Eval(RW_RENEW, args, partial(parse_flag, script="rw renew"))
 
-    def rw_release_call(self, name: str, mode: str, token: int, holder: str) -> ScriptCall:
-        """``RW_RELEASE``: end that exact lease of the read-write lock ``name``."""
-        return RW_RELEASE, rw_release_args(name, mode, token, holder)
-
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Eval[bool]:
-        """``rw_release_call`` as a step (``replicated``'s give-back)."""
-        return Eval(
-            *self.rw_release_call(name, mode, token, holder),
-            partial(parse_flag, script="rw release"),
-        )
+        args = rw_release_args(name, mode, token, holder)
+        return Eval(RW_RELEASE, args, partial(parse_flag, script="rw release"))
 
     def rw_await(self, name: str, seconds: float) -> ReadReleased | None:
         """The XREAD of the lock's release stream from now on, or ``None`` when the wait
@@ -597,8 +585,6 @@ class RedisFlows:
 
 #: ``RELEASE``'s (and ``LOCK_RELEASE``'s) reply: True if the lease was held.
 parse_release = partial(parse_flag, script="release")
-#: ``RW_RELEASE``'s reply: True if that read or write lease was held.
-parse_rw_release = partial(parse_flag, script="rw release")
 
 
 def rw_give_back(flows: RedisFlows, name: str, mode: str, holder: str) -> GiveBack:
@@ -768,15 +754,12 @@ class RedisIssuer:
     def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> int | Busy:
-        """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``), run directly as a
-        fence's acquire is; with ``min_replicas``, a lease the replicas did not
-        acknowledge is given back."""
-        if self.flows.min_replicas:
-            step = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
-            give_back = rw_give_back(self.flows, name, mode, holder)
-            return self.confirmed(step, name, holder, None, give_back)
-        reply = self.run(*self.flows.rw_acquire_call(name, mode, holder, ttl_ms, queue_ms))
-        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
+        """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``); with
+        ``min_replicas``, a lease the replicas did not acknowledge is given back."""
+        step = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        return self.confirmed(
+            step, name, holder, None, rw_give_back(self.flows, name, mode, holder)
+        )
 
     def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         """``fencing.issuer.ReadWrites``: one script (``RW_RENEW``)."""
@@ -785,8 +768,7 @@ class RedisIssuer:
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
         """``fencing.issuer.ReadWrites``: one script (``RW_RELEASE``), which wakes waiters."""
-        reply = self.run(*self.flows.rw_release_call(name, mode, token, holder))
-        return reply == 1 or parse_rw_release(reply)
+        return self.result_of(self.flows.rw_release(name, mode, token, holder))
 
     def rw_await(self, name: str, seconds: float) -> None:
         """``fencing.issuer.ReadWrites``: XREAD BLOCK on the lock's release stream."""
@@ -976,12 +958,9 @@ class AsyncRedisIssuer:
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> int | Busy:
         """See ``RedisIssuer.rw_acquire``."""
-        if self.flows.min_replicas:
-            step = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
-            give_back = rw_give_back(self.flows, name, mode, holder)
-            return await self.confirmed(step, name, holder, None, give_back)
-        reply = await self.run(*self.flows.rw_acquire_call(name, mode, holder, ttl_ms, queue_ms))
-        return reply if type(reply) is int and reply > 0 else parse_acquire(reply)
+        step = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        give_back = rw_give_back(self.flows, name, mode, holder)
+        return await self.confirmed(step, name, holder, None, give_back)
 
     async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         """See ``RedisIssuer.rw_renew``."""
@@ -990,8 +969,7 @@ class AsyncRedisIssuer:
 
     async def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
         """See ``RedisIssuer.rw_release``."""
-        reply = await self.run(*self.flows.rw_release_call(name, mode, token, holder))
-        return reply == 1 or parse_rw_release(reply)
+        return await self.result_of(self.flows.rw_release(name, mode, token, holder))
 
     async def rw_await(self, name: str, seconds: float) -> None:
         """See ``RedisIssuer.rw_await``."""
