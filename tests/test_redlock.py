@@ -269,11 +269,13 @@ def test_a_node_that_refuses_the_proposal_holds_the_same_lease(
     the proposed token, which the other two take (the token, in one round); it is then
     made the same lease (``"<token>:<holder>"``), so the release leaves nothing held
     there (a bare grant would outlive the release by its ttl)."""
-    name = "refused"
     issuer = RedlockIssuer(clients)
-    fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
-    fence.release(fence.acquire(timeout=0))  # the issuer has seen every node
-    for _ in range(20):  # a node slow to answer (a loaded machine) makes a commit round
+    # A node slow to answer (a loaded machine) makes a commit round, which also moves the
+    # other two counters an hour ahead: so each try is on a name of its own.
+    for attempt in range(20):
+        name = f"refused:{attempt}"
+        fence = RedlockFence(clients, name, ttl=30, issuer=issuer)
+        fence.release(fence.acquire(timeout=0))  # the issuer has seen every node
         ahead = max(_counters(nodes, name)) + 3600 * 10**6  # type: ignore[type-var,operator]
         clients[2].set(redlock_keys(name).counter, ahead)
         token = fence.acquire(timeout=0)
