@@ -234,3 +234,26 @@ def test_a_lease_presumed_lost_is_released_once_the_issuer_answers() -> None:
     assert (held.token, held.holder is not None) == (token, True)  # still held there
     down.clear()
     wait_until(lambda: issuer.status(name).holder is None, "the release behind the hold")
+
+
+def test_a_release_the_issuer_did_not_answer_is_tried_again_behind_the_hold() -> None:
+    """Leaving a hold while the issuer does not answer raises ``FenceUnavailable``; the
+    lease (which this issuer never expires: its clock stands still) is released behind
+    the hold once the issuer answers again, and a term's ``resign`` raises nothing."""
+    down = threading.Event()
+
+    class Outage(fencing.MemoryIssuer):
+        def release(self, name: str, token: int, holder: str) -> bool:
+            if down.is_set():
+                raise fencing.FenceUnavailable("issuer unreachable")
+            return super().release(name, token, holder)
+
+    issuer = Outage(VirtualClock().monotonic)
+    with pytest.raises(fencing.FenceUnavailable), fencing.Fence(issuer, "gone", 1.0).hold():
+        down.set()
+    term = fencing.Election(issuer, "term", 1.0).campaign("a")
+    term.resign()  # the issuer is still down: handed over later, no error now
+    assert issuer.status("gone").holder is not None and issuer.status("term").holder
+    down.clear()
+    wait_until(lambda: issuer.status("gone").holder is None, "the release behind the hold")
+    wait_until(lambda: issuer.status("term").holder is None, "the release behind the term")
