@@ -43,6 +43,12 @@ module and provide one fixture; pytest collects the inherited tests::
   exclusive with new tokens, readers together sharing the read epoch, the epoch between
   writes, a waiting writer stopping new readers, expiry, the exact lease, bad input,
   ``hold()``'s loss signal, racing readers and writers (docs/rwlock.md).
+- ``LimiterContract``: ``make_limiter(name, limit, per, window)`` returns a fresh
+  ``fencing.Limiter`` and ``make_async_limiter(...)`` a ``fencing.aio.Limiter`` on the same
+  store: at most ``limit`` admissions per window (sliding and fixed), also racing; a
+  waiter admitted once the window frees by the store's clock; ``acquire`` giving up at
+  once when nothing frees in time; bad input refused with nothing admitted; blocking and
+  asyncio sharing the windows. Each check runs with both kinds of limiter.
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -99,6 +105,7 @@ from ._helpers import (
     assert_token_of,
     racing_tokens,
 )
+from ._limiter import BAD_PERS, BAD_WINDOWS, LimiterContract, MakeAsyncLimiter, MakeLimiter
 from ._loss import AsyncLossBoundContract, Freeze, LossBoundContract
 from ._marks import MarkContract
 from ._operations import OperationsContract
@@ -116,10 +123,12 @@ __all__ = [
     "BAD_COUNTS",
     "BAD_MARK_TOKENS",
     "BAD_NAMES",
+    "BAD_PERS",
     "BAD_TIMEOUTS",
     "BAD_TOKENS",
     "BAD_TTLS",
     "BAD_VALUES",
+    "BAD_WINDOWS",
     "CLOCK_SLACK",
     "AsyncElectionContract",
     "AsyncFenceContract",
@@ -129,13 +138,16 @@ __all__ = [
     "FenceContract",
     "Freeze",
     "LeaseTerms",
+    "LimiterContract",
     "LossBoundContract",
     "MakeAsyncElection",
     "MakeAsyncFence",
+    "MakeAsyncLimiter",
     "MakeAsyncRWLock",
     "MakeAsyncSemaphore",
     "MakeElection",
     "MakeFence",
+    "MakeLimiter",
     "MakeMark",
     "MakeRWLock",
     "MakeSemaphore",
