@@ -27,6 +27,7 @@ from fencing.testing.contract import (
     AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeAsyncSemaphore,
     MakeFence,
@@ -72,6 +73,11 @@ class TestRedisClusterElection(ElectionContract):
 
 class TestAsyncRedisClusterElection(AsyncElectionContract):
     make_fence = TestAsyncRedisClusterFence.make_fence
+
+
+class TestRedisClusterInterop(InteropContract):
+    make_fence = TestRedisClusterFence.make_fence
+    make_async_fence = TestAsyncRedisClusterFence.make_fence
 
 
 class TestRedisClusterMark(MarkContract):

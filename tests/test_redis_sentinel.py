@@ -27,6 +27,7 @@ from fencing.testing.contract import (
     AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeAsyncSemaphore,
     MakeElection,
@@ -84,6 +85,11 @@ class TestAsyncSentinelFence(AsyncFenceContract):
         yield make
         for fence in made:
             await fence.aclose()
+
+
+class TestSentinelInterop(InteropContract):
+    make_fence = TestSentinelFence.make_fence
+    make_async_fence = TestAsyncSentinelFence.make_fence
 
 
 class TestSentinelElection(ElectionContract):

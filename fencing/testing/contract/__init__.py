@@ -49,6 +49,15 @@ module and provide one fixture; pytest collects the inherited tests::
   waiter admitted once the window frees by the store's clock; ``acquire`` giving up at
   once when nothing frees in time; bad input refused with nothing admitted; blocking and
   asyncio sharing the windows. Each check runs with both kinds of limiter.
+- ``InteropContract``: ``make_fence(name, ttl)`` and ``make_async_fence(name, ttl)``, a
+  blocking and an asyncio fence on the same issuer: they exclude each other, share one
+  token sequence, a waiter on one side is let in by a release on the other, and each
+  side's ``status`` reports the other side's lease.
+- ``StaleHolderContract``: ``holder_url`` (what a holder process passes to
+  ``fencing.connect``) and ``make_fence(name, ttl)`` on the same issuer: a holder process
+  frozen (``SIGSTOP``) past its lease is refused at a guard once a newer holder wrote,
+  while its unfenced write (the control) lands; ``end_frozen_lease`` for engines whose
+  frozen holder keeps its lease (Linux: it reads ``/proc``).
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -105,6 +114,7 @@ from ._helpers import (
     assert_token_of,
     racing_tokens,
 )
+from ._interop import InteropContract
 from ._limiter import BAD_PERS, BAD_WINDOWS, LimiterContract, MakeAsyncLimiter, MakeLimiter
 from ._loss import AsyncLossBoundContract, Freeze, LossBoundContract
 from ._marks import MarkContract
@@ -117,6 +127,7 @@ from ._semaphore import (
     MakeSemaphore,
     SemaphoreContract,
 )
+from ._stale import StaleHolderContract
 from ._terms import LeaseTerms
 
 __all__ = [
@@ -137,6 +148,7 @@ __all__ = [
     "ElectionContract",
     "FenceContract",
     "Freeze",
+    "InteropContract",
     "LeaseTerms",
     "LimiterContract",
     "LossBoundContract",
@@ -155,6 +167,7 @@ __all__ = [
     "OperationsContract",
     "RWLockContract",
     "SemaphoreContract",
+    "StaleHolderContract",
     "assert_increasing",
     "assert_token_of",
     "racing_tokens",
