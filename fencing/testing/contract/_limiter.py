@@ -49,6 +49,10 @@ MakeLimiter = Callable[[str, int, float, str], Limiter]
 MakeAsyncLimiter = Callable[[str, int, float, str], AsyncLimiter]
 _MakeEither = Callable[[str, int, float, str], "Limiter | AsyncLimiter"]
 
+#: Seconds by which a store may round a window's end: to its next whole millisecond
+#: (Redis keeps a key's expiry, the end of a fixed window, in milliseconds).
+ROUNDING = 0.001
+
 #: Refused ``per`` (the window's length in seconds).
 BAD_PERS: list[tuple[Any, type[Exception]]] = [
     (0, ValueError),
@@ -200,13 +204,14 @@ class LimiterContract:
             assert admitted == [True] * 3, f"{window}: {admitted} for the first 3 of 3"
             refused = await _done(limiter.attempt())
             assert not refused.admitted, f"{window}: a 4th admission of 3"
-            assert 0 < refused.retry_in <= per, f"{window}: frees in {refused.retry_in}s"
+            frees = refused.retry_in
+            assert 0 < frees <= per + ROUNDING, f"{window}: frees in {frees}s, per {per}s"
             another = limiter_of(name, 3, per, window)  # the same windows, as another process
             assert not await _done(another.try_acquire()), f"{window}: another object got in"
             if self.reports_use:
                 use = await _done(limiter.use())
                 assert use.used == 3, f"{window}: used {use.used} of 3"
-                assert use.resets_in is not None and 0 < use.resets_in <= per, use
+                assert use.resets_in is not None and 0 < use.resets_in <= per + ROUNDING, use
                 assert (await _done(limiter.use())).used == 3, "reading the use admitted"
             other = limiter_of(name + ":other", 3, per, window)
             assert await _done(other.try_acquire()), f"{window}: names are not apart"
@@ -233,7 +238,7 @@ class LimiterContract:
             del decisions[:]
             reply = await _done(limiter.acquire(timeout=self.patience))
             assert reply.admitted
-            assert reply.at - first.at >= per - 0.001, (
+            assert reply.at - first.at >= per - ROUNDING, (
                 f"{window}: admitted {reply.at - first.at:.4f}s after the window's first "
                 f"admission by the store's clock, within its {per}s"
             )
