@@ -66,7 +66,7 @@ def test_no_url_uses_the_environment_then_the_embedded_default(
 
 
 def test_bad_urls() -> None:
-    for url in ("mysql://u@h/db", "http://x", "nothing", "sqlite://"):
+    for url in ("mssql://u@h/db", "http://x", "nothing", "sqlite://"):
         with pytest.raises(ValueError):
             fencing.connect(url)
     with pytest.raises(TypeError):

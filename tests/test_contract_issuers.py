@@ -1,6 +1,6 @@
 """The public contract (``fencing.testing.contract``) against every issuer of the package,
-blocking and asyncio (and the two together, ``InteropContract``): memory, Redis, SQLite
-and PostgreSQL; and against the issuer of
+blocking and asyncio (and the two together, ``InteropContract``): memory, Redis, SQLite,
+PostgreSQL and MariaDB; and against the issuer of
 examples/custom_issuer.py, which docs/issuers.md says passes it.
 
 Each class only says how to make a fence; the tests are the contract's. Backend-specific
@@ -40,12 +40,14 @@ from fencing.testing.contract import (
 from fencing.testing.servers import PostgresServer, RedisServer
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file, or the session's PostgreSQL with the SDK's tables created
-    (SQLite creates them itself on first use)."""
+    """A fresh SQLite file, or the session's PostgreSQL or MariaDB with the SDK's tables
+    created (SQLite creates them itself on first use)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
     url = server.url
     engine = create_engine(url)
@@ -121,7 +123,7 @@ class TestAsyncRedisFence(AsyncFenceContract):
 
 
 class TestSqlFence(FenceContract):
-    """On a SQLite file and on PostgreSQL (``sql_issuer_url`` runs each test on both)."""
+    """On a SQLite file, PostgreSQL and MariaDB (``sql_issuer_url`` runs each test on each)."""
 
     @pytest.fixture
     def make_fence(self, sql_issuer_url: str) -> Iterator[MakeFence]:
@@ -135,7 +137,7 @@ class TestSqlFence(FenceContract):
 
 
 class TestAsyncSqlFence(AsyncFenceContract):
-    """On a SQLite file and on PostgreSQL, with each asyncio driver."""
+    """On a SQLite file, PostgreSQL and MariaDB, with each asyncio driver."""
 
     @pytest.fixture
     async def make_fence(self, async_sql_url: str) -> AsyncIterator[MakeAsyncFence]:
@@ -162,7 +164,7 @@ class TestRedisOperations(OperationsContract):
 
 
 class TestSqlOperations(OperationsContract):
-    """The same on a SQLite file and on PostgreSQL."""
+    """The same on a SQLite file, PostgreSQL and MariaDB."""
 
     make_fence = TestSqlFence.make_fence
 
@@ -187,13 +189,13 @@ class TestAsyncRedisElection(AsyncElectionContract):
 
 
 class TestSqlElection(ElectionContract):
-    """On a SQLite file and on PostgreSQL."""
+    """On a SQLite file, PostgreSQL and MariaDB."""
 
     make_fence = TestSqlFence.make_fence
 
 
 class TestAsyncSqlElection(AsyncElectionContract):
-    """On a SQLite file and on PostgreSQL, with each asyncio driver."""
+    """On a SQLite file, PostgreSQL and MariaDB, with each asyncio driver."""
 
     make_fence = TestAsyncSqlFence.make_fence
 
@@ -221,7 +223,7 @@ class TestRedisInterop(InteropContract):
 
 
 class TestSqlInterop(ThroughBackend):
-    """Through ``fencing.connect`` on a SQLite file and on PostgreSQL."""
+    """Through ``fencing.connect`` on a SQLite file, PostgreSQL and MariaDB."""
 
     @pytest.fixture
     def backend(self, sql_issuer_url: str) -> Iterator[Backend]:
@@ -243,7 +245,7 @@ class TestRedisStaleHolder(StaleHolderContract):
 
 
 class TestSqlStaleHolder(StaleHolderContract):
-    """On a SQLite file and on PostgreSQL."""
+    """On a SQLite file, PostgreSQL and MariaDB."""
 
     processes = CONTEXT
     make_fence = TestSqlFence.make_fence
