@@ -1,5 +1,6 @@
 """The public contract (``fencing.testing.contract``) against every issuer of the package,
-blocking and asyncio: memory, Redis, SQLite, PostgreSQL and MariaDB; and against the issuer of
+blocking and asyncio (and the two together, ``InteropContract``): memory, Redis, SQLite,
+PostgreSQL and MariaDB; and against the issuer of
 examples/custom_issuer.py, which docs/issuers.md says passes it.
 
 Each class only says how to make a fence; the tests are the contract's. Backend-specific
@@ -16,20 +17,25 @@ from types import ModuleType
 import pytest
 import redis
 import redis.asyncio
+from interop import ThroughBackend
+from processes import CONTEXT
 from sqlalchemy import create_engine
 
 import fencing
 import fencing.aio
 from fencing import MemoryIssuer
+from fencing._connect import Backend
 from fencing.sql import SqlFence, SqlIssuer, create_tables
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
     ElectionContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeFence,
     OperationsContract,
+    StaleHolderContract,
 )
 from fencing.testing.servers import PostgresServer, RedisServer
 
@@ -192,3 +198,58 @@ class TestAsyncSqlElection(AsyncElectionContract):
     """On a SQLite file, PostgreSQL and MariaDB, with each asyncio driver."""
 
     make_fence = TestAsyncSqlFence.make_fence
+
+
+# -- blocking and asyncio fences of one name: one fence ------------------------------------------
+
+
+class TestMemoryInterop(InteropContract):
+    @pytest.fixture
+    def issuer(self) -> MemoryIssuer:
+        return MemoryIssuer()
+
+    @pytest.fixture
+    def make_fence(self, issuer: MemoryIssuer) -> MakeFence:
+        return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
+
+    @pytest.fixture
+    def make_async_fence(self, issuer: MemoryIssuer) -> MakeAsyncFence:
+        return lambda name, ttl: fencing.aio.MemoryFence(name, ttl, issuer=issuer)
+
+
+class TestRedisInterop(InteropContract):
+    make_fence = TestRedisFence.make_fence
+    make_async_fence = TestAsyncRedisFence.make_fence
+
+
+class TestSqlInterop(ThroughBackend):
+    """Through ``fencing.connect`` on a SQLite file, PostgreSQL and MariaDB."""
+
+    @pytest.fixture
+    def backend(self, sql_issuer_url: str) -> Iterator[Backend]:
+        backend = fencing.connect(sql_issuer_url)
+        yield backend
+        backend.close()
+
+
+# -- a holder process frozen past its lease ------------------------------------------------------
+
+
+class TestRedisStaleHolder(StaleHolderContract):
+    processes = CONTEXT
+    make_fence = TestRedisFence.make_fence
+
+    @pytest.fixture
+    def holder_url(self, redis_server: RedisServer) -> str:
+        return redis_server.url
+
+
+class TestSqlStaleHolder(StaleHolderContract):
+    """On a SQLite file, PostgreSQL and MariaDB."""
+
+    processes = CONTEXT
+    make_fence = TestSqlFence.make_fence
+
+    @pytest.fixture
+    def holder_url(self, sql_issuer_url: str) -> str:
+        return sql_issuer_url
