@@ -173,7 +173,7 @@ def test_a_cancelled_async_waiter_leaves_no_place(redis_server: RedisServer) -> 
     async def scenario() -> None:
         client = redis.asyncio.Redis(port=redis_server.port)
         try:
-            holder = fencing.aio.RedisFence(client, "cancel", ttl=30)
+            holder = fencing.aio.RedisFence(client, "cancel", ttl=600)  # outlives any load
             token = await holder.acquire()
             waiter = asyncio.create_task(fencing.aio.RedisFence(client, "cancel").acquire())
 
