@@ -82,15 +82,6 @@ class AsyncFence(FenceCore, Owner):
             return
         self._released(value, await release_async(self._calls, value, holder))
 
-    def _abandon(self, token: int) -> None:
-        """Release a lease presumed lost (``_abandon_flow``) in a task of its own:
-        leaving a hold never waits for an issuer that does not answer."""
-        task = asyncio.get_running_loop().create_task(
-            run_async(self._abandon_flow(token), self._calls)
-        )
-        _ABANDONING.add(task)  # the loop keeps only a weak reference to a task
-        task.add_done_callback(_ABANDONING.discard)
-
     def hold(
         self,
         timeout: float | None = None,
@@ -116,9 +107,6 @@ class AsyncFence(FenceCore, Owner):
 
 #: What entering a hold gives: a token (``AsyncHold``), or a semaphore's permit.
 E = TypeVar("E")
-
-#: The tasks releasing leases that holds presumed lost (``AsyncFence._abandon``).
-_ABANDONING: set[asyncio.Task[None]] = set()
 
 
 class AsyncHolding(HoldBase, Generic[E]):
@@ -244,8 +232,6 @@ class AsyncHolding(HoldBase, Generic[E]):
                 ) from exc
             if self._cancelled and isinstance(exc, asyncio.CancelledError):
                 return  # cancelled from outside as well: that cancellation goes on
-            if state.presumed:
-                self._fence._abandon(state.token)
             with state.finishing():
                 await self._fence.release(state.token)
         finally:

@@ -8,6 +8,7 @@ URL                                                    backend
 ``redis+cluster://host:port[,host:port...]``            Redis Cluster (``RedisFence``)
 ``redis+redlock://host:port,host:port,host:port[...]``  Redlock (``RedlockFence``)
 ``sqlite:///path``, ``postgresql[+driver]://...``       SQL (``SqlFence``)
+``mysql[+driver]://...``, ``mariadb[+driver]://...``    SQL on MySQL or MariaDB
 ``etcd://host:port[,host:port...]``, ``etcds://``       etcd (``EtcdFence``)
 ``zookeeper://host:port[,host:port...][/chroot]``       ZooKeeper (``ZooKeeperFence``)
 *none*: ``$FENCING_URL``, else the embedded default    SQLite file, see ``default_url``
@@ -55,7 +56,7 @@ from ._semaphore import AsyncSemaphore, Semaphore
 
 ENV_VAR = "FENCING_URL"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")
-_SQL_SCHEMES = ("sqlite", "postgresql", "postgres")
+_SQL_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 _ETCD_SCHEMES = ("etcd", "etcds")
 
 
@@ -227,5 +228,5 @@ def connect(url: str | None = None) -> Backend:
     raise ValueError(
         f"unknown fencing URL scheme {scheme or url!r}: use redis://, rediss://, unix://, "
         "redis+sentinel://, redis+cluster://, redis+redlock://, sqlite:///path, postgresql://, "
-        "etcd:// or zookeeper://"
+        "mysql://, mariadb://, etcd:// or zookeeper://"
     )

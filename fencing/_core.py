@@ -278,8 +278,9 @@ class FenceCore:
         return sent, None
 
     def _abandon_flow(self, token: int) -> Flow[Op, None]:
-        """Release the lease of ``token`` that a hold presumed lost, once the issuer
-        answers again; then forget it.
+        """Release the lease of ``token`` that a blocking hold presumed lost, once the
+        issuer answers again; then forget it (docs/guarantees.md: an asyncio hold leaves
+        no task behind it, so it does not).
 
         A presumed loss is not a known one: a lease whose issuer keeps it with no expiry
         of its own (a ZooKeeper session or a PostgreSQL advisory lock's connection that
@@ -504,7 +505,7 @@ class HoldState:
         self.sent = sent
         self.deadline = sent + fence.ttl * (1 - DRIFT)
         #: True once the loss was presumed at the deadline rather than found: the lease
-        #: may still be held, so the hold's end releases it in the background.
+        #: may still be held, so a blocking hold's end releases it in the background.
         self.presumed = False
 
     @property

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from ._async_fence import AsyncFence, AsyncHold
 from ._core import DEFAULT_TTL, Clock, OnLost
-from ._errors import AcquireTimeout, LeaseLost
+from ._errors import AcquireTimeout, FenceUnavailable, LeaseLost
 from ._fence import Fence, Hold
 from ._owned import Owner
 from ._token import FenceToken
@@ -193,8 +193,9 @@ class Term:
     def resign(self) -> None:
         """End the term now: its lease is released, so the next candidate is elected at
         once, not a ttl later. Idempotent; a lost term has nothing to hand over (no
-        error here)."""
-        with contextlib.suppress(LeaseLost):
+        error here), and neither has a term whose issuer does not answer now: its lease
+        is released behind it once the issuer answers again (no error here either)."""
+        with contextlib.suppress(LeaseLost, FenceUnavailable):
             self._end(None, None, None)
 
     def _end(

@@ -19,6 +19,7 @@ from ._core import (
     OnLost,
     pause_with,
 )
+from ._errors import FenceUnavailable
 from ._flow import run_sync
 from ._protocol import Calls, acquire_sync, capabilities, release_sync
 from ._token import FenceToken
@@ -215,7 +216,11 @@ class Holding(HoldBase, Generic[E]):
             if state.presumed:
                 self._fence._abandon(state.token)
             with state.finishing():
-                self._fence.release(state.token)
+                try:
+                    self._fence.release(state.token)
+                except FenceUnavailable:  # still held, maybe: released once it answers
+                    self._fence._abandon(state.token)
+                    raise
         finally:
             state.signal.end()
 

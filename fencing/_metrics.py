@@ -206,9 +206,16 @@ def _api_module(name: str, variable: str) -> Any:
     return SimpleNamespace(**{variable: True})
 
 
+def adapted(issuer: object) -> object:
+    """The issuer an adapter stands for (its ``adapted``: a read-write lock's side, see
+    ``fencing._rwlock.Side``), else ``issuer`` itself: what telemetry names."""
+    return getattr(issuer, "adapted", issuer)
+
+
 def backend_of(issuer: object) -> str:
-    """``fencing.backend`` of an issuer: its package under fencing, else its class's name."""
-    kind = type(issuer)
+    """``fencing.backend`` of an issuer: its package under fencing, else its class's name
+    (of the issuer an adapter stands for)."""
+    kind = type(adapted(issuer))
     found = _BACKENDS.get(kind)
     if found is None:
         parts = kind.__module__.split(".")
@@ -297,7 +304,7 @@ class Telemetry:
 
         Without names they are few (issuer classes times outcomes): made once each.
         """
-        key = (type(calls.issuer), outcome)
+        key = (type(adapted(calls.issuer)), outcome)
         found = None if self.names else self._attributes.get(key)
         if found is None:
             found = {"fencing.backend": backend_of(calls.issuer)}

@@ -81,6 +81,11 @@ class Side:
     def __repr__(self) -> str:
         return f"Side({self.issuer!r}, {self.mode!r})"
 
+    @property
+    def adapted(self) -> object:
+        """The issuer this side stands for (telemetry names its backend)."""
+        return self.issuer
+
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> Any:
         return self.issuer.rw_acquire(name, self.mode, holder, ttl_ms, 0)
 

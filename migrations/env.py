@@ -4,7 +4,8 @@ Online mode reuses the caller's connection (``config.attributes["connection"]``)
 connects to ``sqlalchemy.url``; offline mode prints SQL. Only the SDK's own tables, and
 their indexes that the database's dialect has, are considered (``include_object``), and
 the version table is ``fencing_alembic_version``, so an application's own migrations and
-tables are never touched.
+tables are never touched. On MySQL and MariaDB the SDK's tables must be InnoDB: a run that
+leaves one of another engine fails with ``FenceSetupError``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 from alembic import context
 from sqlalchemy import Connection, create_engine, make_url, pool
 
-from fencing.sql._schema import VERSION_TABLE, include_object, metadata
+from fencing.sql._errors import check_innodb
+from fencing.sql._schema import MYSQL, VERSION_TABLE, include_object, metadata
 
 config = context.config
 
@@ -41,6 +43,8 @@ def _run(connection: Connection) -> None:
     _configure(dialect, connection=connection, render_as_batch=dialect == "sqlite")
     with context.begin_transaction():
         context.run_migrations()
+    if dialect in MYSQL:
+        check_innodb(connection)  # a table made by hand, or by a server without InnoDB
 
 
 def run_online() -> None:

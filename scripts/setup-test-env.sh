@@ -2,7 +2,7 @@
 # Prepare this machine: system packages when missing, then a virtual environment (.venv)
 # with the package and its extras. Safe to run again; installs only what is missing.
 #   scripts/setup-test-env.sh        everything the test suite needs: redis-server,
-#                                    PostgreSQL and pgbouncer, etcd, ZooKeeper (it brings a
+#                                    PostgreSQL and pgbouncer, MariaDB, etcd, ZooKeeper (it brings a
 #                                    Java runtime; the tests start their own throwaway
 #                                    servers), libfaketime (a Redis node's clock
 #                                    moved in a test), and the development extras
@@ -23,6 +23,8 @@ if [ "$mode" = test ]; then
     command -v runuser >/dev/null 2>&1 || missing+=(util-linux)
     # the advisory-lease tests behind a pooler (the tests start their own pgbouncer)
     [ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || missing+=(pgbouncer)
+    # the MySQL/MariaDB tests (they start their own throwaway mariadbd, never the service)
+    [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
     command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
     command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the etcd TLS test's CA

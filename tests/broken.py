@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from fencing import MemoryIssuer, MemoryMark
+from fencing import Admission, MemoryIssuer, MemoryMark
 from fencing.issuer import READ, Busy, FenceStatus
 
 
@@ -182,6 +182,13 @@ class StarvesWriters(MemoryIssuer):
         return super().rw_acquire(name, mode, holder, ttl_ms, 0)
 
 
+class AdmitsOneMore(MemoryIssuer):
+    """A rate limiter whose every window admits one request more than its limit."""
+
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        return super().admit(name, limit + 1, per_ms, window)
+
+
 ISSUERS: dict[str, type[MemoryIssuer]] = {
     "correct": MemoryIssuer,
     "reuses-tokens": ReusesTokens,
@@ -192,6 +199,7 @@ ISSUERS: dict[str, type[MemoryIssuer]] = {
     "distinct-read-tokens": GivesReadersDistinctTokens,
     "writers-beside-readers": LetsWritersInBesideReaders,
     "starves-writers": StarvesWriters,
+    "one-more-admission": AdmitsOneMore,
 }
 MARKS: dict[str, type[MemoryMark]] = {
     "correct": MemoryMark,

@@ -1,12 +1,12 @@
 """Session-wide real servers: a ``redis-server``, a Redis Cluster (3 masters, a replica
-each), a PostgreSQL cluster, a 3-member etcd cluster and ZooKeeper (a standalone server,
-and a 3-server ensemble for failover tests) on free ports.
+each), a PostgreSQL cluster, a MariaDB server, a 3-member etcd cluster and ZooKeeper (a
+standalone server, and a 3-server ensemble for failover tests) on free ports.
 
 A test that needs a server fails (never skips) when the server cannot be started.
 
 ``make test`` runs the suite on pytest-xdist workers: each worker starts the servers its
 tests need, on ports of its own (``free_port``), and the tests of the servers that are
-costly to start (ZooKeeper's JVMs, the etcd and Redis clusters) are grouped on one
+costly to start (ZooKeeper's JVMs, the etcd and Redis clusters, MariaDB) are grouped on one
 worker each (``--dist loadgroup``), so each starts once.
 Tests that stop, restart or freeze a server use their own (``redis_factory``), so the
 shared one stays up for everyone else.
@@ -29,6 +29,7 @@ from sqlalchemy import create_engine
 from fencing.sql import create_tables
 from fencing.testing.servers import (
     EtcdCluster,
+    MariaDBServer,
     PostgresServer,
     RedisCluster,
     RedisServer,
@@ -115,6 +116,39 @@ def postgres_server() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture(scope="session")
+def mariadb_server() -> Iterator[MariaDBServer]:
+    """One MariaDB server for the session, its database with the SDK's tables as ``fencing
+    migrate`` makes them (about 3 s to start; its tests share one pytest-xdist worker).
+    Tests that stop, kill or freeze it bring it back before they end."""
+    server = _start(lambda: MariaDBServer().start())
+    engine = create_engine(server.url)
+    create_tables(engine)
+    engine.dispose()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def mariadb_url(mariadb_server: MariaDBServer) -> str:
+    """URL (PyMySQL) of the session's MariaDB database, with the SDK's tables; tests
+    clean up their rows."""
+    return mariadb_server.url
+
+
+@pytest.fixture
+def empty_mariadb_url(mariadb_server: MariaDBServer) -> Iterator[str]:
+    """A new, empty database on the session's MariaDB (no fencing tables), dropped after."""
+    name = f"empty_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(mariadb_server.url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE {name}")
+    yield mariadb_server.url_for(database=name)
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"DROP DATABASE {name}")
+    admin.dispose()
+
+
+@pytest.fixture(scope="session")
 def django_dbs(
     postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[object]:
@@ -168,22 +202,31 @@ def empty_pg_url(postgres_server: PostgresServer) -> Iterator[str]:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Each SQL test runs twice: on a fresh SQLite file and on the session's PostgreSQL."""
+    """Each SQL test runs three times: on a fresh SQLite file, on the session's PostgreSQL
+    and on its MariaDB (with the SDK's tables)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
     return server.url
 
 
-@pytest.fixture(params=["sqlite+aiosqlite", "postgresql+psycopg", "postgresql+asyncpg"])
+@pytest.fixture(
+    params=["sqlite+aiosqlite", "postgresql+psycopg", "postgresql+asyncpg", "mysql+aiomysql"]
+)
 def async_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Each asyncio SQL test runs three times: a fresh SQLite file (aiosqlite), and the
-    session's PostgreSQL with the SDK's tables through psycopg's asyncio side and asyncpg."""
+    """Each asyncio SQL test runs four times: a fresh SQLite file (aiosqlite), the
+    session's PostgreSQL with the SDK's tables through psycopg's asyncio side and asyncpg,
+    and the session's MariaDB through aiomysql."""
     driver: str = request.param
     if driver.startswith("sqlite"):
         return f"{driver}:///{tmp_path / 'fencing.db'}"
+    if driver.startswith("mysql"):
+        maria: MariaDBServer = request.getfixturevalue("mariadb_server")
+        return maria.url_for(driver.partition("+")[2])
     server: PostgresServer = request.getfixturevalue("postgres_server")
     engine = create_engine(server.url)
     create_tables(engine)
@@ -222,14 +265,29 @@ _GROUPS = {
     "zookeeper_ensemble": "zookeeper",
     "etcd_cluster": "etcd",
     "redis_cluster": "redis-cluster",
+    "mariadb_server": "mariadb",
 }
+
+
+#: Parameters (``sql_url``'s and the like) whose tests ask for ``mariadb_server`` by
+#: ``request.getfixturevalue``, which ``fixturenames`` does not show.
+_PARAM_GROUPS = {"mariadb": "mariadb", "mysql": "mariadb"}
+
+
+def _group(item: pytest.Item) -> str | None:
+    fixtures = getattr(item, "fixturenames", ())
+    group = next((g for name, g in _GROUPS.items() if name in fixtures), None)
+    callspec = getattr(item, "callspec", None)
+    if group is None and callspec is not None:
+        values = [str(value) for value in callspec.params.values()]
+        group = next((g for p, g in _PARAM_GROUPS.items() for v in values if v.startswith(p)), None)
+    return group
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the markers
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
-        group = next((g for name, g in _GROUPS.items() if name in fixtures), None)
+        group = _group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
 

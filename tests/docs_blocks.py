@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "docs_pages"
 FRAGMENT = "<!-- fragment -->"
 #: The server kinds a page may ask for, with ``<!-- test-with: KIND -->``.
-SERVERS = ("redis", "redlock", "postgresql", "etcd", "zookeeper")
+SERVERS = ("redis", "redlock", "postgresql", "mariadb", "etcd", "zookeeper")
 RUN = {"python", "sh", "bash"}
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)[ \t]*$")

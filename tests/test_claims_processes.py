@@ -1,6 +1,6 @@
 """The read-then-write window with real processes: the old holder really freezes
 (SIGSTOP) between its read and its write, on a FileStore and on a SQL row (SQLite file,
-PostgreSQL).
+PostgreSQL, MariaDB).
 
 Holder A (token 4) reads, freezes; holder B (token 5) reads (claiming first, or not);
 A is woken and writes what it computed; B writes what it computed. Without B's claim
@@ -86,13 +86,13 @@ def _old_holder(where: str, log: str) -> None:
     Path(log).write_text(outcome)
 
 
-@pytest.fixture(params=["file", "sqlite", "postgresql"])
+@pytest.fixture(params=["file", "sqlite", "postgresql", "mariadb"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "file":
         return str(tmp_path / "ledger")
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'ledger.db'}"
-    url: str = request.getfixturevalue("pg_url")
+    url: str = request.getfixturevalue("mariadb_url" if request.param == "mariadb" else "pg_url")
     return url
 
 

@@ -351,7 +351,7 @@ def test_bad_names_and_urls_are_usage_errors(url: str, run: Run) -> None:
     assert code == USAGE and not out and "must not be empty" in err
     code, _, err = run("release", "x" * 300, "--force", "--url", url)
     assert code == USAGE and "256" in err
-    code, _, err = run("list", "--url", "mysql://u@h/db")
+    code, _, err = run("list", "--url", "mssql://u@h/db")
     assert code == USAGE and "unknown fencing URL scheme" in err
 
 

@@ -136,6 +136,37 @@ RWLOCK_FAILURES: dict[str, set[str]] = {
     "starves-writers": {"test_a_waiting_writer_stops_new_readers"},
 }
 
+#: A limiter contract module for the issuer ``ISSUERS[{issuer!r}]``.
+LIMITER_MODULE = """\
+import pytest
+
+from broken import ISSUERS
+from fencing.testing.contract import LimiterContract
+
+
+class TestLimiter(LimiterContract):
+    @pytest.fixture
+    def issuer(self):
+        return ISSUERS[{issuer!r}]()
+
+    @pytest.fixture
+    def make_limiter(self, issuer):
+        return issuer.limiter
+
+    @pytest.fixture
+    def make_async_limiter(self, issuer):
+        return issuer.aio_limiter
+"""
+
+#: The checks a limiter that admits one request too many must fail (as both kinds of
+#: limiter, but for the one check of both at once).
+LIMITER_FAILURES = {
+    "TestLimiter::test_at_most_limit_admissions_per_window",
+    "TestLimiter::test_racing_requests_never_exceed_the_limit",
+    "TestLimiter::test_blocking_and_asyncio_share_the_windows",
+}
+LIMITER_CHECKS = "at_most_limit or racing_requests or share_the_windows"
+
 #: The checks each broken issuer must fail, in both the blocking and the async class.
 ISSUER_FAILURES: dict[str, set[str]] = {
     "reuses-tokens": {
@@ -279,3 +310,18 @@ def test_rwlock_contract_fails_each_broken_rwlock_and_passes_the_correct_one(
         assert not missing, f"the contract passed {sorted(missing)} for the broken {issuer!r}"
         ok = {f"{key}::{check}" for check in checks - fails}
         assert ok <= passed, f"{issuer!r} failed {sorted(ok - passed)}, which it keeps"
+
+
+def test_limiter_contract_fails_a_limiter_that_admits_one_more_and_passes_the_correct_one(
+    pytester: pytest.Pytester,
+) -> None:
+    _, failed = run_contract(
+        pytester, LIMITER_MODULE.format(issuer="one-more-admission"), "-k", LIMITER_CHECKS
+    )
+    missing = LIMITER_FAILURES - failed
+    assert not missing, f"the contract passed {sorted(missing)} for one admission too many"
+    passed, failed = run_contract(
+        pytester, LIMITER_MODULE.format(issuer="correct"), "-k", LIMITER_CHECKS
+    )
+    assert not failed, f"the correct limiter failed {sorted(failed)}"
+    assert passed == LIMITER_FAILURES

@@ -1,5 +1,6 @@
 """The public contract (``fencing.testing.contract``) against every issuer of the package,
-blocking and asyncio: memory, Redis, SQLite and PostgreSQL; and against the issuer of
+blocking and asyncio (and the two together, ``InteropContract``): memory, Redis, SQLite,
+PostgreSQL and MariaDB; and against the issuer of
 examples/custom_issuer.py, which docs/issuers.md says passes it.
 
 Each class only says how to make a fence; the tests are the contract's. Backend-specific
@@ -16,30 +17,37 @@ from types import ModuleType
 import pytest
 import redis
 import redis.asyncio
+from interop import ThroughBackend
+from processes import CONTEXT
 from sqlalchemy import create_engine
 
 import fencing
 import fencing.aio
 from fencing import MemoryIssuer
+from fencing._connect import Backend
 from fencing.sql import SqlFence, SqlIssuer, create_tables
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
     ElectionContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeFence,
     OperationsContract,
+    StaleHolderContract,
 )
 from fencing.testing.servers import PostgresServer, RedisServer
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file, or the session's PostgreSQL with the SDK's tables created
-    (SQLite creates them itself on first use)."""
+    """A fresh SQLite file, or the session's PostgreSQL or MariaDB with the SDK's tables
+    created (SQLite creates them itself on first use)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
     url = server.url
     engine = create_engine(url)
@@ -115,7 +123,7 @@ class TestAsyncRedisFence(AsyncFenceContract):
 
 
 class TestSqlFence(FenceContract):
-    """On a SQLite file and on PostgreSQL (``sql_issuer_url`` runs each test on both)."""
+    """On a SQLite file, PostgreSQL and MariaDB (``sql_issuer_url`` runs each test on each)."""
 
     @pytest.fixture
     def make_fence(self, sql_issuer_url: str) -> Iterator[MakeFence]:
@@ -129,7 +137,7 @@ class TestSqlFence(FenceContract):
 
 
 class TestAsyncSqlFence(AsyncFenceContract):
-    """On a SQLite file and on PostgreSQL, with each asyncio driver."""
+    """On a SQLite file, PostgreSQL and MariaDB, with each asyncio driver."""
 
     @pytest.fixture
     async def make_fence(self, async_sql_url: str) -> AsyncIterator[MakeAsyncFence]:
@@ -156,7 +164,7 @@ class TestRedisOperations(OperationsContract):
 
 
 class TestSqlOperations(OperationsContract):
-    """The same on a SQLite file and on PostgreSQL."""
+    """The same on a SQLite file, PostgreSQL and MariaDB."""
 
     make_fence = TestSqlFence.make_fence
 
@@ -181,12 +189,67 @@ class TestAsyncRedisElection(AsyncElectionContract):
 
 
 class TestSqlElection(ElectionContract):
-    """On a SQLite file and on PostgreSQL."""
+    """On a SQLite file, PostgreSQL and MariaDB."""
 
     make_fence = TestSqlFence.make_fence
 
 
 class TestAsyncSqlElection(AsyncElectionContract):
-    """On a SQLite file and on PostgreSQL, with each asyncio driver."""
+    """On a SQLite file, PostgreSQL and MariaDB, with each asyncio driver."""
 
     make_fence = TestAsyncSqlFence.make_fence
+
+
+# -- blocking and asyncio fences of one name: one fence ------------------------------------------
+
+
+class TestMemoryInterop(InteropContract):
+    @pytest.fixture
+    def issuer(self) -> MemoryIssuer:
+        return MemoryIssuer()
+
+    @pytest.fixture
+    def make_fence(self, issuer: MemoryIssuer) -> MakeFence:
+        return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
+
+    @pytest.fixture
+    def make_async_fence(self, issuer: MemoryIssuer) -> MakeAsyncFence:
+        return lambda name, ttl: fencing.aio.MemoryFence(name, ttl, issuer=issuer)
+
+
+class TestRedisInterop(InteropContract):
+    make_fence = TestRedisFence.make_fence
+    make_async_fence = TestAsyncRedisFence.make_fence
+
+
+class TestSqlInterop(ThroughBackend):
+    """Through ``fencing.connect`` on a SQLite file, PostgreSQL and MariaDB."""
+
+    @pytest.fixture
+    def backend(self, sql_issuer_url: str) -> Iterator[Backend]:
+        backend = fencing.connect(sql_issuer_url)
+        yield backend
+        backend.close()
+
+
+# -- a holder process frozen past its lease ------------------------------------------------------
+
+
+class TestRedisStaleHolder(StaleHolderContract):
+    processes = CONTEXT
+    make_fence = TestRedisFence.make_fence
+
+    @pytest.fixture
+    def holder_url(self, redis_server: RedisServer) -> str:
+        return redis_server.url
+
+
+class TestSqlStaleHolder(StaleHolderContract):
+    """On a SQLite file, PostgreSQL and MariaDB."""
+
+    processes = CONTEXT
+    make_fence = TestSqlFence.make_fence
+
+    @pytest.fixture
+    def holder_url(self, sql_issuer_url: str) -> str:
+        return sql_issuer_url

@@ -41,11 +41,13 @@ class TestRedisRWLock(ThroughBackend):
         backend.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file, or the session's PostgreSQL with the SDK's tables."""
+    """A fresh SQLite file, or the session's PostgreSQL or MariaDB with the SDK's tables."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
     url = server.url
     engine = create_engine(url)
@@ -55,8 +57,8 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 class TestSqlRWLock(ThroughBackend):
-    """On a SQLite file and on PostgreSQL (fewer racing rounds: SQLite's writers queue
-    on its one file lock, and the waiters poll)."""
+    """On a SQLite file, PostgreSQL and MariaDB (fewer racing rounds: SQLite's writers
+    queue on its one file lock, and the waiters poll)."""
 
     rw_rounds = 4
 

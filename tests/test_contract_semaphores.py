@@ -24,11 +24,14 @@ from fencing.testing.contract import (
 from fencing.testing.servers import PostgresServer, RedisServer
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file, or the session's PostgreSQL with the SDK's tables."""
+    """A fresh SQLite file, or the session's PostgreSQL or MariaDB with the SDK's tables
+    (asyncio on MariaDB: aiomysql, chosen by the issuer)."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'fencing.db'}"
+    if request.param == "mariadb":
+        return str(request.getfixturevalue("mariadb_url"))
     server: PostgresServer = request.getfixturevalue("postgres_server")
     url = server.url
     engine = create_engine(url)
@@ -69,7 +72,7 @@ class TestAsyncRedisSemaphore(AsyncSemaphoreContract):
 
 
 class TestSqlSemaphore(SemaphoreContract):
-    """On a SQLite file and on PostgreSQL (fewer racing rounds: SQLite's writers queue
+    """On a SQLite file, PostgreSQL and MariaDB (fewer racing rounds: SQLite's writers queue
     on its one file lock, and the waiters back off)."""
 
     semaphore_rounds = 4
@@ -80,7 +83,8 @@ class TestSqlSemaphore(SemaphoreContract):
 
 
 class TestAsyncSqlSemaphore(AsyncSemaphoreContract):
-    """On a SQLite file (aiosqlite) and on PostgreSQL (psycopg's asyncio side)."""
+    """On a SQLite file (aiosqlite), PostgreSQL (psycopg's asyncio side) and MariaDB
+    (aiomysql)."""
 
     semaphore_rounds = 4
 

@@ -94,11 +94,12 @@ URLS = {
     "redis": "redis_url",
     "redlock": "redlock_url",
     "postgresql": "empty_pg_url",  # a new database: the page runs `fencing migrate`
+    "mariadb": "empty_mariadb_url",  # the same
     "etcd": "etcd_url",
     "zookeeper": "zookeeper_url",
 }
 #: The servers that are costly to start run on their own worker (tests/conftest.py).
-GROUPS = {"etcd": "etcd", "zookeeper": "zookeeper"}
+GROUPS = {"etcd": "etcd", "zookeeper": "zookeeper", "mariadb": "mariadb"}
 
 
 @pytest.fixture

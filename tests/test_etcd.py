@@ -1,7 +1,7 @@
 """The etcd issuer beyond the contract, on the session's real 3-member cluster: URLs,
 an unreachable or frozen cluster, names as keys, waiters woken by the watch, a lease
-lost under ``hold()``, the leader killed while a fence is held, and a frozen holder
-(a real process, SIGSTOP) refused at a guard.
+lost under ``hold()`` and the leader killed while a fence is held. A frozen holder
+refused at a guard is the contract's (``StaleHolderContract``, test_etcd_contract.py).
 
 The tests that kill or freeze a member give it back before they end, so the session's
 cluster stays whole for the others.
@@ -10,7 +10,6 @@ cluster stays whole for the others.
 from __future__ import annotations
 
 import asyncio
-import signal
 import subprocess
 import sys
 import threading
@@ -30,9 +29,7 @@ from fencing import (
     AcquireTimeout,
     FenceSetupError,
     FenceUnavailable,
-    FileStore,
     LeaseLost,
-    StaleTokenError,
 )
 from fencing._protocol import Waiting
 from fencing.etcd import EtcdFence, EtcdIssuer, EtcdOptions, parse_etcd_url
@@ -108,26 +105,6 @@ def test_url_options_are_parsed() -> None:
 def test_bad_url_is_a_value_error_from_connect(url: str) -> None:
     with pytest.raises(ValueError):
         fencing.connect(url)
-
-
-def test_connect_gives_fences_on_the_cluster(etcd_cluster: EtcdCluster) -> None:
-    backend = fencing.connect(etcd_cluster.url + "?timeout=3")
-    name = fresh("connect")
-    fence = backend.fence(name, ttl=5)
-    token = fence.acquire(timeout=0)
-    with pytest.raises(AcquireTimeout):
-        backend.fence(name, ttl=5).acquire(timeout=0)
-
-    async def from_asyncio() -> int:
-        other = backend.aio_fence(name, ttl=5)
-        with pytest.raises(AcquireTimeout):
-            await other.acquire(timeout=0)
-        fence.release(token)
-        newer = await other.acquire(timeout=0)
-        await other.release(newer)
-        return int(newer)
-
-    assert asyncio.run(from_asyncio()) > token
 
 
 # -- an unreachable or frozen cluster ------------------------------------------------------------
@@ -287,53 +264,6 @@ def test_killing_the_leader_keeps_the_fence_working(etcd_cluster: EtcdCluster) -
     assert after == sorted(after) and len(set(after)) == 3
     print(f"lease {'survived' if survived else 'was reported lost'}; tokens {before} -> {after}")
     issuer.close()
-
-
-# -- a frozen holder -----------------------------------------------------------------------------
-
-_HOLDER = """
-import sys, fencing
-fence = fencing.connect(sys.argv[1]).fence(sys.argv[2], ttl=1)
-token = fence.acquire(timeout=30)
-print(int(token), flush=True)
-sys.stdin.readline()  # frozen (SIGSTOP) here, past its lease
-try:
-    fencing.FileStore(sys.argv[3]).write(b"stale", token)
-    print("accepted", flush=True)
-except fencing.StaleTokenError:
-    print("rejected", flush=True)
-"""
-
-
-def test_a_frozen_holder_is_refused_at_the_guard(etcd_cluster: EtcdCluster, tmp_path: Path) -> None:
-    """Kleppmann's timeline with a real process: the holder is frozen past its 1 s lease,
-    the lease expires on the cluster, a second holder gets a higher token and writes;
-    the first wakes up, writes with its old token and is refused by the store."""
-    name, path = fresh("pause"), tmp_path / "store.json"
-    child = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, etcd_cluster.url, name, str(path)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert child.stdin is not None and child.stdout is not None
-    try:
-        old = int(child.stdout.readline())
-        child.send_signal(signal.SIGSTOP)
-        newer = EtcdFence(etcd_cluster.url, name, ttl=5).acquire(timeout=PATIENCE)  # past expiry
-        assert newer > old
-        FileStore(path).write(b"fresh", newer)
-        child.send_signal(signal.SIGCONT)
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        assert child.stdout.readline().strip() == "rejected"
-    finally:
-        child.send_signal(signal.SIGCONT)
-        child.kill()
-        child.communicate()  # also closes the pipes
-    assert FileStore(path).read() == b"fresh"
-    with pytest.raises(StaleTokenError):
-        FileStore(path).write(b"stale", old)
 
 
 # -- leases kept for the next acquire --------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from processes import CONTEXT
 
 import fencing
 import fencing.aio
@@ -22,12 +23,14 @@ from fencing.testing.contract import (
     AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeAsyncSemaphore,
     MakeFence,
     MakeSemaphore,
     OperationsContract,
     SemaphoreContract,
+    StaleHolderContract,
 )
 from fencing.testing.servers import EtcdCluster
 
@@ -61,6 +64,20 @@ class TestAsyncEtcdFence(EtcdTerms, AsyncFenceContract):
 
         yield make
         await issuer.aclose()
+
+
+class TestEtcdInterop(EtcdTerms, InteropContract):
+    make_fence = TestEtcdFence.make_fence
+    make_async_fence = TestAsyncEtcdFence.make_fence
+
+
+class TestEtcdStaleHolder(EtcdTerms, StaleHolderContract):
+    processes = CONTEXT
+    make_fence = TestEtcdFence.make_fence
+
+    @pytest.fixture
+    def holder_url(self, etcd_cluster: EtcdCluster) -> str:
+        return etcd_cluster.url
 
 
 class TestEtcdElection(EtcdTerms, ElectionContract):

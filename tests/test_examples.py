@@ -50,6 +50,12 @@ EXPECTED: dict[str, list[str]] = {
         'fencing_lease_held_duration_seconds_count{fencing_backend="memory"} 1.0',
         'fencing_writes_rejected_total{fencing_guard="file"} 1.0',
     ],
+    "rwlock.py": [
+        "readers share the read epoch 2: True",
+        "a writer waits while readers read",
+        "the writer got token 3 once the paused reader's lease expired",
+        "the paused reader's claim with 2 was refused: the catalog moved on",
+    ],
     "lost_lease.py": [
         "working with token 1",
         "on_lost: fence 'nightly-report', token 1: lease expired or was taken over",

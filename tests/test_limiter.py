@@ -1,4 +1,6 @@
-"""Rate limiters: at most ``limit`` admissions per window, counted on the store's clock.
+"""Rate limiters beyond the public ``LimiterContract`` (test_contract_limiters.py, which
+every store passes): what needs several processes, a skewed clock, a virtual clock or one
+store's insides.
 
 The cross-process check runs real processes against one Redis, one SQLite file and one
 PostgreSQL, and reads the admission times the store returned (``Admission.at``: Redis
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import random
 import subprocess
 import sys
@@ -39,11 +40,10 @@ from waiting import PATIENCE, wait_until
 
 import fencing
 import fencing.aio
-from fencing import AcquireTimeout, Admission, LimitUse, MemoryIssuer
+from fencing import Admission, LimitUse, MemoryIssuer
 from fencing._limiter import MAX_LIMIT, MAX_SLIDING_LIMIT, Admits, Limiter
 from fencing.redis._limits import parse_admission
 from fencing.sql import create_tables
-from fencing.testing.contract import BAD_COUNTS
 from fencing.testing.servers import PostgresServer, RedisServer, faketime_environment
 from fencing.testing.simulation import VirtualClock
 
@@ -193,31 +193,6 @@ class _Counting:
         return reply
 
 
-def test_a_waiter_is_admitted_at_its_first_ask_after_the_window_frees(
-    store_urls: list[str],
-) -> None:
-    """On every store and window: ``acquire`` on a full window asks twice, refused, then
-    (after sleeping the ``retry_in`` the store named, by its clock) admitted: admissions
-    resume within one round trip of the window freeing, without polling. (A stall that
-    outlasts the window lets the first ask in; then the round is run again.)"""
-    deadline = time.monotonic() + PATIENCE
-    for url in store_urls:
-        backend = fencing.connect(url)
-        for window in WINDOWS:
-            while time.monotonic() < deadline:
-                name = f"resume:{window}:{random.random()}"
-                store = _Counting(backend.limiter(name, 2, 0.2, window).store)
-                limiter = Limiter(store, name, 2, 0.2, window)
-                assert limiter.try_acquire() and limiter.try_acquire()
-                del store.admitted[:]
-                assert limiter.acquire(timeout=PATIENCE).admitted
-                if store.admitted != [True]:
-                    assert store.admitted == [False, True], (url, window)
-                    break
-            else:
-                raise AssertionError(f"never found the window full: {url} {window}")
-
-
 def test_a_redis_log_stays_bounded_and_idle_keys_expire(redis_server: RedisServer) -> None:
     """On Redis, a sliding window's log holds its last ``limit`` admission times and at
     most one older (a refusal takes its own entry back; with no trimming it would hold
@@ -281,126 +256,6 @@ def test_use_counts_without_admitting_on_a_virtual_clock(window: str) -> None:
         Limiter(_Counting(MemoryIssuer()), "api", 1, 1.0).use()
     with pytest.raises(TypeError, match="cannot report"):
         asyncio.run(fencing.aio.Limiter(_AsyncCounting(), "api", 1, 1.0).use())
-
-
-def test_acquire_gives_up_when_nothing_frees_before_its_deadline() -> None:
-    clock = VirtualClock()
-    issuer = MemoryIssuer(clock=clock)
-    limiter = Limiter(issuer, "api", 1, 10.0, monotonic=clock, sleep=clock.advance)
-    assert limiter.try_acquire()
-    assert not limiter.try_acquire()
-    with pytest.raises(AcquireTimeout):
-        limiter.acquire(timeout=5)
-    assert clock() == 0, "waited although the reply said nothing frees in time"
-    assert limiter.acquire(timeout=10).admitted
-    assert clock() == pytest.approx(10)
-
-
-async def test_asyncio_limiters_share_the_windows(redis_server: RedisServer) -> None:
-    issuer = MemoryIssuer()
-    one, two = issuer.limiter("m", 2, 30), issuer.aio_limiter("m", 2, 30)
-    assert one.try_acquire() and await two.try_acquire()
-    assert not await two.try_acquire() and not one.try_acquire()
-    assert (await two.use()).used == 2 == one.use().used
-    backend = fencing.connect(f"redis://127.0.0.1:{redis_server.port}")
-    name = f"aio:{random.random()}"
-    blocking, aio = backend.limiter(name, 2, 30, "fixed"), backend.aio_limiter(name, 2, 30, "fixed")
-    try:
-        assert blocking.try_acquire() and await aio.try_acquire()
-        assert not await aio.try_acquire() and not blocking.try_acquire()
-        assert (await aio.use()).used == 2 == blocking.use().used
-        with pytest.raises(AcquireTimeout):
-            await aio.acquire(timeout=1)
-    finally:
-        await aio.aclose()
-        backend.close()
-
-
-@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-async def test_sql_limiters_blocking_and_asyncio_share_the_windows(
-    database: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """On SQL, both windows: a blocking and an asyncio limiter of one name share its
-    admissions (``fencing_admissions``), the refusal names when one frees, and names,
-    windows and databases are apart."""
-    if database == "sqlite":
-        url = f"sqlite:///{tmp_path / 'aio.db'}"
-    else:
-        server: PostgresServer = request.getfixturevalue("postgres_server")
-        url = server.url
-        engine = create_engine(url)
-        create_tables(engine)
-        engine.dispose()
-    backend = fencing.connect(url)
-    name = f"aio:{random.random()}"
-    for window in ("fixed", "sliding"):
-        blocking = backend.limiter(name, 2, 30, window)
-        aio = backend.aio_limiter(name, 2, 30, window)
-        assert blocking.try_acquire() and await aio.try_acquire()
-        refused = await aio.attempt()
-        assert not refused.admitted and 0 < refused.retry_in <= 30
-        assert not blocking.try_acquire()
-        used = await aio.use()
-        assert used.used == 2 and used.resets_in is not None and 0 < used.resets_in <= 30
-        with pytest.raises(AcquireTimeout):
-            await aio.acquire(timeout=1)
-        assert backend.limiter(name + "-other", 2, 30, window).try_acquire()
-        await aio.aclose()
-
-
-BAD_PERS: list[tuple[Any, type[Exception]]] = [
-    (0, ValueError),
-    (-1, ValueError),
-    (math.nan, ValueError),
-    (math.inf, ValueError),
-    (True, TypeError),
-    ("1", TypeError),
-]
-BAD_WINDOWS: list[tuple[Any, type[Exception]]] = [
-    ("rolling", ValueError),
-    ("", ValueError),
-    (None, TypeError),
-    (1, TypeError),
-]
-
-
-@pytest.mark.parametrize(
-    ("arguments", "error"),
-    [
-        *(({"limit": value}, error) for value, error in BAD_COUNTS),
-        *(({"per": value}, error) for value, error in BAD_PERS),
-        *(({"window": value}, error) for value, error in BAD_WINDOWS),
-    ],
-    ids=repr,
-)
-def test_bad_arguments_are_refused_with_nothing_admitted(
-    arguments: dict[str, Any], error: type[Exception]
-) -> None:
-    issuer = MemoryIssuer()
-    good: dict[str, Any] = {"limit": 1, "per": 10.0, "window": "fixed"}
-    with pytest.raises(error):
-        issuer.limiter("api", **{**good, **arguments})
-    with pytest.raises(error):
-        issuer.aio_limiter("api", **{**good, **arguments})
-    assert issuer.limiter("api", **good).try_acquire(), "a refused call admitted something"
-
-
-def test_a_million_per_hour_and_the_largest_fixed_limit_on_every_store(
-    store_urls: list[str],
-) -> None:
-    """``limit`` goes as high as the stores keep it exact and cheap: 1,000,000 per hour in
-    a sliding window, and a fixed window's counter up to ``MAX_LIMIT`` (2^53 - 1, exact
-    in Redis's Lua numbers); each admits and counts its first request."""
-    name = f"big:{random.random()}"
-    for url in store_urls:
-        backend = fencing.connect(url)
-        for window, limit in (("sliding", 1_000_000), ("fixed", MAX_LIMIT)):
-            limiter = backend.limiter(name, limit=limit, per=3600, window=window)
-            assert limiter.try_acquire() and limiter.try_acquire(), (url, window)
-            assert limiter.use().used == 2, (url, window)
-        backend.close()
-    memory = MemoryIssuer().limiter(name, limit=MAX_LIMIT, per=3600, window="fixed")
-    assert memory.try_acquire() and memory.use().used == 1
 
 
 def test_a_limit_beyond_what_its_window_keeps_is_refused() -> None:

@@ -211,8 +211,6 @@ class TestRedlockLossBound(ConnectedLossBound):
 
 
 class TestAsyncRedlockLossBound(AsyncConnectedLossBound):
-    elections = False  # the asyncio Redlock issuer reports no status
-
     @pytest.fixture
     def url(self, redlock_nodes: list[RedisServer]) -> str:
         return _redlock_url(redlock_nodes)

@@ -151,6 +151,17 @@ def test_acquired_and_held(otel: Telemetry, issuer: Issuer, request: pytest.Fixt
     assert otel.value(LOST) == 0
 
 
+def test_a_read_write_lock_is_named_by_its_issuers_backend(
+    otel: Telemetry, issuer: Issuer, request: pytest.FixtureRequest
+) -> None:
+    backend = request.node.callspec.params["issuer"]
+    rw = fencing.RWLock(issuer, "catalog", 10)  # type: ignore[arg-type]
+    rw.read.release(rw.read.acquire())
+    rw.write.release(rw.write.acquire())
+    assert otel.value(ACQUIRE, backend=backend, outcome="acquired") == 2
+    assert otel.value(HELD, backend=backend) == 2
+
+
 def test_timeout(otel: Telemetry, issuer: Issuer) -> None:
     fence = Fence(issuer, "orders", 10)
     fence.acquire()

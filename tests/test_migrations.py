@@ -37,13 +37,16 @@ from fencing.sql._schema import VERSION_TABLE, include_object, metadata
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database: a new SQLite file, or a new database on the session's PostgreSQL."""
+    """An empty database: a new SQLite file, or a new database on the session's PostgreSQL
+    or MariaDB."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'fresh.db'}"
         return
-    yield request.getfixturevalue("empty_pg_url")
+    yield request.getfixturevalue(
+        "empty_mariadb_url" if request.param == "mariadb" else "empty_pg_url"
+    )
 
 
 def _tables(engine: Engine) -> set[str]:
@@ -133,7 +136,7 @@ def test_cli_migrate_and_downgrade(fresh_url: str, capsys: pytest.CaptureFixture
     engine.dispose()
     assert "upgraded to head" in capsys.readouterr().out
     assert cli.main(["migrate", "--url", fresh_url, "--downgrade"]) == 2
-    assert cli.main(["migrate", "--url", "mysql://u@h/db"]) == 2
+    assert cli.main(["migrate", "--url", "mssql://u@h/db"]) == 2
 
 
 def test_cli_prints_sql_offline(capsys: pytest.CaptureFixture[str]) -> None:

@@ -49,20 +49,6 @@ async def test_acquire_renew_release_and_busy(aclient: redis.asyncio.Redis) -> N
     assert await fence.acquire(timeout=0) > token
 
 
-async def test_shares_keys_and_counter_with_sync_fence(
-    aclient: redis.asyncio.Redis, redis_client: redis.Redis
-) -> None:
-    sync = fencing.RedisFence(redis_client, "shared", ttl=5)
-    afence = fencing.aio.RedisFence(aclient, "shared", ttl=5)
-    first = sync.acquire()
-    with pytest.raises(fencing.AcquireTimeout):
-        await afence.acquire(timeout=0)
-    sync.release(first)
-    second = await afence.acquire(timeout=0)
-    await afence.release(second)
-    assert first < second < sync.acquire(timeout=0)
-
-
 async def test_script_flush_and_flushall(aclient: redis.asyncio.Redis) -> None:
     fence = fencing.aio.RedisFence(aclient, "flush", ttl=5)
     last = 0

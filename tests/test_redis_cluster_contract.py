@@ -1,7 +1,7 @@
 """The public contracts (``fencing.testing.contract``) against Redis Cluster: the issuer
 blocking and asyncio (``redis.cluster.RedisCluster``,
 ``redis.asyncio.cluster.RedisCluster``), its operations (status, names, force release),
-the mark, the semaphore and the read-write lock (through ``fencing.connect``), on the
+the mark, the semaphore, the read-write lock and the limiter (through ``fencing.connect``), on the
 session's cluster of 3 masters with a replica each.
 
 Names are random, so the contract's fences land on all three masters.
@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.cluster
+from limiters import ThroughBackend as ThroughLimiters
 from rwlocks import ThroughBackend
 
 import fencing
@@ -26,6 +27,7 @@ from fencing.testing.contract import (
     AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeAsyncSemaphore,
     MakeFence,
@@ -73,6 +75,11 @@ class TestAsyncRedisClusterElection(AsyncElectionContract):
     make_fence = TestAsyncRedisClusterFence.make_fence
 
 
+class TestRedisClusterInterop(InteropContract):
+    make_fence = TestRedisClusterFence.make_fence
+    make_async_fence = TestAsyncRedisClusterFence.make_fence
+
+
 class TestRedisClusterMark(MarkContract):
     #: Only check-and-raise is one atomic Lua step; the guarded call runs outside Redis.
     serializes_calls = False
@@ -102,6 +109,14 @@ class TestAsyncRedisClusterSemaphore(AsyncSemaphoreContract):
 
 
 class TestRedisClusterRWLock(ThroughBackend):
+    @pytest.fixture
+    def backend(self, redis_cluster: RedisCluster) -> Iterator[Backend]:
+        backend = fencing.connect(redis_cluster.url)
+        yield backend
+        backend.close()
+
+
+class TestRedisClusterLimiter(ThroughLimiters):
     @pytest.fixture
     def backend(self, redis_cluster: RedisCluster) -> Iterator[Backend]:
         backend = fencing.connect(redis_cluster.url)

@@ -1,18 +1,18 @@
 """``fencing.connect("redis+sentinel://...")``: the URL, the issuer contract through
 Sentinel (blocking and asyncio, with ``min_replicas=1``), the semaphore contract (also
-with ``min_replicas=1``: a slot take, refused or not, goes through WAIT's pipeline) and a
-limiter through it, and an unknown service.
+with ``min_replicas=1``: a slot take, refused or not, goes through WAIT's pipeline), the
+limiter contract through it, and an unknown service.
 
 A failover through Sentinel is in test_redis_sentinel_failover.py.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from limiters import ThroughBackend as ThroughLimiters
 from rwlocks import ThroughBackend
 
 import fencing
@@ -27,6 +27,7 @@ from fencing.testing.contract import (
     AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeAsyncSemaphore,
     MakeElection,
@@ -86,6 +87,11 @@ class TestAsyncSentinelFence(AsyncFenceContract):
             await fence.aclose()
 
 
+class TestSentinelInterop(InteropContract):
+    make_fence = TestSentinelFence.make_fence
+    make_async_fence = TestAsyncSentinelFence.make_fence
+
+
 class TestSentinelElection(ElectionContract):
     """Through the backend's own ``election``, each term acknowledged by the replica."""
 
@@ -127,19 +133,13 @@ class TestAsyncSentinelSemaphore(AsyncSemaphoreContract):
             await semaphore.aclose()
 
 
-async def test_limiters_through_sentinel(stable_group: SentinelGroup) -> None:
-    """A blocking and an asyncio limiter of one name, through Sentinel, share its window."""
-    backend = fencing.connect(stable_group.url)
-    name = f"limit:{uuid.uuid4().hex}"
-    blocking = backend.limiter(name, 2, 30, "sliding")
-    aio = backend.aio_limiter(name, 2, 30, "sliding")
-    try:
-        assert blocking.try_acquire() and await aio.try_acquire()
-        refused = await aio.attempt()
-        assert not refused.admitted and 0 < refused.retry_in <= 30
-        assert not blocking.try_acquire() and (await aio.use()).used == 2
-    finally:
-        await aio.aclose()
+class TestSentinelLimiter(ThroughLimiters):
+    """The limiter contract through Sentinel."""
+
+    @pytest.fixture
+    def backend(self, stable_group: SentinelGroup) -> Iterator[Backend]:
+        backend = fencing.connect(stable_group.url)
+        yield backend
         backend.close()
 
 

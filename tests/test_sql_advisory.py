@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -570,64 +569,6 @@ def test_cli_status_and_force_release(
     newer = fence.acquire(timeout=0)
     assert newer > token
     fence.release(newer)
-
-
-_FROZEN_WRITER = """
-import sys, fencing
-fence = fencing.connect(sys.argv[1]).fence(sys.argv[2], ttl=30)
-store = fencing.FileStore(sys.argv[3])
-token = fence.acquire(timeout=60)
-print(int(token), flush=True)
-sys.stdin.readline()  # frozen here (SIGSTOP) while its backend is terminated
-try:
-    store.write(b"stale", token)
-except fencing.StaleTokenError as exc:
-    print("refused", exc.current, flush=True)
-else:
-    print("written", flush=True)
-try:
-    fence.renew(token)
-except fencing.LeaseLost:
-    print("lost", flush=True)
-else:
-    print("renewed", flush=True)
-"""
-
-
-def test_frozen_holder_whose_backend_was_terminated_is_refused_on_resume(
-    backend: SqlBackend, postgres_server: PostgresServer, tmp_path: Any
-) -> None:
-    """The holder is frozen (SIGSTOP) with its lease; its backend is terminated (an
-    operator, ``idle_session_timeout``), so the lock goes; a newer holder takes it and
-    writes. Only then is the frozen one resumed: it still believes it holds the lease,
-    and its write is refused by the guard. Nothing waits on the clock."""
-    name = unique("sigstop")
-    path = tmp_path / "guarded.bin"
-    command = [sys.executable, "-c", _FROZEN_WRITER, backend.url, name, str(path)]
-    with subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    ) as child:
-        assert child.stdin is not None and child.stdout is not None
-        try:
-            token = int(child.stdout.readline())
-            os.kill(child.pid, signal.SIGSTOP)
-            assert terminate_holder(postgres_server, name) == 1  # returns once it is gone
-            successor = backend.fence(name, ttl=30)
-            newer = successor.acquire(timeout=0)  # the lock went with the backend
-            assert newer > token
-            store = fencing.FileStore(path)
-            store.write(b"newer", newer)  # the newer holder's write lands first
-            os.kill(child.pid, signal.SIGCONT)
-            child.stdin.write("go\n")
-            child.stdin.flush()
-            assert child.stdout.readline().split() == ["refused", str(int(newer))]
-            assert child.stdout.readline().strip() == "lost"
-            assert child.wait(PATIENCE) == 0
-            assert store.read_with_token() == (int(newer), b"newer")
-            successor.release(newer)
-        finally:
-            child.kill()  # SIGKILL ends a stopped process too
-            child.wait(PATIENCE)
 
 
 async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:

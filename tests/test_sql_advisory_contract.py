@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from pg_advisory import advisory_url, terminate_holder
+from processes import CONTEXT
 
 import fencing
 import fencing.aio
@@ -23,9 +24,11 @@ from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
 from fencing.testing.contract import (
     AsyncFenceContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeFence,
     OperationsContract,
+    StaleHolderContract,
 )
 from fencing.testing.servers import PostgresServer
 
@@ -75,6 +78,26 @@ class TestAsyncAdvisoryFence(AdvisoryTerms, AsyncFenceContract):
 
         yield make
         await issuer.aclose()
+
+
+class TestAdvisoryInterop(AdvisoryTerms, InteropContract):
+    make_fence = TestAdvisoryFence.make_fence
+    make_async_fence = TestAsyncAdvisoryFence.make_fence
+
+
+class TestAdvisoryStaleHolder(AdvisoryTerms, StaleHolderContract):
+    """A frozen holder's connection stays open, and its lock with it: its backend is
+    terminated (an operator, ``idle_session_timeout``), as for a holder that crashed."""
+
+    processes = CONTEXT
+    make_fence = TestAdvisoryFence.make_fence
+
+    @pytest.fixture
+    def holder_url(self, advisory_url: str) -> str:
+        return f"{advisory_url}?lease=advisory"
+
+    def end_frozen_lease(self, name: str) -> None:
+        assert terminate_holder(self.server, name) == 1, "no backend held the lock"
 
 
 class TestAdvisoryOperations(AdvisoryTerms, OperationsContract):

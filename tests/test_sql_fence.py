@@ -58,8 +58,8 @@ def test_release_keeps_the_counter_in_the_row(url: str) -> None:
 
 
 def test_bad_input_is_refused_before_any_io(tmp_path: object) -> None:
-    with pytest.raises(ValueError, match="sqlite and postgresql"):
-        SqlFence("mysql://u@h/db", "n")
+    with pytest.raises(ValueError, match="sqlite, postgresql, mysql and mariadb"):
+        SqlFence("mssql://u@h/db", "n")
     with pytest.raises(ValueError, match="file"):
         SqlFence("sqlite://", "n")
     with pytest.raises(TypeError):

@@ -13,7 +13,7 @@ import pytest
 from processes import CONTEXT
 from sql_models import make_models
 from sqlalchemy import BigInteger, Engine, create_engine, event, select, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -281,6 +281,8 @@ def test_unguarded_writes_inside_other_statements_are_refused(db: DB) -> None:
         with pytest.raises(fencing.UnfencedWriteError):  # a CTE beside a guarded statement
             s.execute(guarded_update(table, 6, table.c.id == 1).add_cte(in_cte))
     assert db.row(1) == (0, 5)
+    if not db.engine.dialect.update_returning:
+        return  # MySQL, MariaDB: no UPDATE ... RETURNING to run (refused above all the same)
     guarded = guarded_update(table, 6, table.c.id == 1, values={"total": 6}, expect_rows=None)
     with Session(db.engine) as s:
         [row] = s.scalars(select(db.Invoice).from_statement(guarded.returning(*table.c))).all()
@@ -294,18 +296,29 @@ def test_unguarded_writes_inside_other_statements_are_refused(db: DB) -> None:
 
 
 def test_an_upsert_of_a_fenced_table_is_refused_unless_unfenced_on_purpose(db: DB) -> None:
-    """``INSERT ... ON CONFLICT DO UPDATE`` rewrites an existing row with no guard: it could
-    lower the row's token. Refused; ``DO NOTHING`` and the opt-out pass."""
+    """``INSERT ... ON CONFLICT DO UPDATE`` (MySQL's ``ON DUPLICATE KEY UPDATE``) rewrites
+    an existing row with no guard: it could lower the row's token. Refused; ``DO
+    NOTHING`` (``INSERT IGNORE``) and the opt-out pass."""
     db.add(1, token=5)
     table = db.Invoice.__table__
-    dialect_insert = postgresql.insert if db.engine.dialect.name == "postgresql" else sqlite.insert
-    row = dialect_insert(table).values(id=1, total=7, fence_token=1)
-    upsert = row.on_conflict_do_update(index_elements=["id"], set_={"total": 7, "fence_token": 1})
-    with db.engine.begin() as conn, pytest.raises(fencing.UnfencedWriteError, match="ON CONFLICT"):
+    values = {"total": 7, "fence_token": 1}
+    if db.engine.dialect.name in ("mysql", "mariadb"):  # ON DUPLICATE KEY UPDATE
+        row: Any = mysql.insert(table).values(id=1, **values)
+        upsert, clause = row.on_duplicate_key_update(values), "ON DUPLICATE KEY UPDATE"
+        no_update = row.prefix_with("IGNORE")
+    else:
+        pg = db.engine.dialect.name == "postgresql"
+        row = (postgresql.insert if pg else sqlite.insert)(table).values(id=1, **values)
+        upsert, clause = (
+            row.on_conflict_do_update(index_elements=["id"], set_=values),
+            "ON CONFLICT",
+        )
+        no_update = row.on_conflict_do_nothing(index_elements=["id"])
+    with db.engine.begin() as conn, pytest.raises(fencing.UnfencedWriteError, match=clause):
         conn.execute(upsert)
     assert db.row(1) == (0, 5)
     with db.engine.begin() as conn:
-        conn.execute(row.on_conflict_do_nothing(index_elements=["id"]))
+        conn.execute(no_update)
         conn.execute(upsert.execution_options(fencing_unfenced=True))
     assert db.row(1) == (7, 1)
 
@@ -348,6 +361,10 @@ def test_own_mapper_args_without_the_guard_are_refused() -> None:
             id: Mapped[int] = mapped_column(primary_key=True)
 
 
+#: The rows the processes write (not 0: MySQL's auto-increment key takes 0 for "next").
+ROW_IDS = [1, 2, 3]
+
+
 def _writer(url: str, suffix: str, fence_name: str, rounds: int, seed: int) -> None:
     """Take a token, maybe dawdle (so newer tokens overtake it), then write every row."""
     _, Invoice, Audit = make_models(suffix)
@@ -358,21 +375,22 @@ def _writer(url: str, suffix: str, fence_name: str, rounds: int, seed: int) -> N
         token = fence.acquire(timeout=60)
         fence.release(token)  # others may now take newer tokens: ours may turn stale
         time.sleep(rng.random() * 0.02)
-        for row_id in rng.sample(range(3), 3):
+        for row_id in rng.sample(ROW_IDS, 3):
             with Session(engine) as s:
                 invoice = s.get_one(Invoice, row_id)
                 invoice.total, invoice.fence_token = token * 10 + row_id, token
                 with contextlib.suppress(fencing.StaleTokenError):
                     s.flush()  # the guarded UPDATE first: it holds the row until commit,
-                    s.add(Audit(invoice_id=row_id, token=token))  # so audit order = write order
+                    # int(): PyMySQL writes an int subclass as its str()
+                    s.add(Audit(invoice_id=row_id, token=int(token)))  # audit order = write order
                     s.commit()
     engine.dispose()
 
 
 def test_processes_interleaving_stale_and_fresh_writes(db: DB) -> None:
-    if db.url.startswith("postgresql"):
+    if not db.url.startswith("sqlite"):
         create_tables(db.engine)
-    db.add(0, 1, 2, token=0)
+    db.add(*ROW_IDS, token=0)
     name = f"rows:{db.suffix}"
     workers = [
         CONTEXT.Process(target=_writer, args=(db.url, db.suffix, name, 12, seed))
@@ -389,7 +407,7 @@ def test_processes_interleaving_stale_and_fresh_writes(db: DB) -> None:
         history: dict[int, list[int]] = {}
         for row_id, token in accepted:
             history.setdefault(row_id, []).append(token)
-    for row_id in range(3):
+    for row_id in ROW_IDS:
         tokens = history[row_id]
         assert tokens == sorted(tokens)  # no write below the high-water mark ever landed
         assert db.row(row_id) == (tokens[-1] * 10 + row_id, tokens[-1])

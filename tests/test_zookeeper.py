@@ -1,22 +1,20 @@
 """The ZooKeeper backend beyond the contract, on real servers: the token is the lease
-znode's czxid; leader loss on a 3-server ensemble; a holder process frozen (SIGSTOP) past
-its session is refused at a guard; an unreachable or frozen ensemble gives
+znode's czxid; leader loss on a 3-server ensemble; an unreachable or frozen ensemble gives
 ``FenceUnavailable`` (never a hang) and an acquire whose reply came too late gives its
 lease back; bad URLs and names; fence names that are not paths.
 
-The contract (tests/test_zookeeper_contract.py) checks the promises every issuer keeps.
+The contract (tests/test_zookeeper_contract.py) checks the promises every issuer keeps,
+among them a holder process frozen past its session refused at a guard.
 """
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
@@ -74,27 +72,6 @@ def test_token_is_the_lease_znode_czxid(
     assert stat.czxid == token and stat.ephemeralOwner == backend.client.client_id[0]
     fence.release(token)
     assert backend.client.exists(lease) is None
-
-
-def test_blocking_and_asyncio_fences_share_leases_and_tokens(
-    zookeeper_server: ZooKeeperServer, backends: list[ZooKeeperBackend]
-) -> None:
-    import asyncio
-
-    backend = connect(zookeeper_server.url, backends)
-    name = fresh("twins")
-    blocking, aio = backend.fence(name), backend.aio_fence(name)
-    token = blocking.acquire(timeout=0)
-
-    async def other_side() -> int:
-        with pytest.raises(fencing.AcquireTimeout):
-            await aio.acquire(timeout=0)
-        blocking.release(token)
-        newer = await aio.acquire(timeout=0)
-        await aio.release(newer)
-        return int(newer)
-
-    assert asyncio.run(other_side()) > token
 
 
 # -- names and URLs ------------------------------------------------------------------------
@@ -380,72 +357,6 @@ def test_leader_loss_while_a_fence_is_held(
         if how == "freeze":
             leader.thaw()
         zookeeper_ensemble.heal()
-
-
-# -- a holder frozen past its session ------------------------------------------------------
-
-HOLDER = textwrap.dedent(
-    """
-    import sys
-    import fencing
-
-    backend = fencing.connect(sys.argv[1])
-    fence = backend.fence(sys.argv[2], ttl=1)
-    token = fence.acquire(timeout=30)
-    print(int(token), flush=True)
-    sys.stdin.readline()  # frozen here (SIGSTOP), then told to write
-    try:
-        fencing.FileStore(sys.argv[3]).write(b"late write", token)
-        print("accepted", flush=True)
-    except fencing.StaleTokenError:
-        print("rejected", flush=True)
-    try:
-        fence.release(token)
-        print("released", flush=True)
-    except (fencing.LeaseLost, fencing.FenceUnavailable) as exc:
-        print(type(exc).__name__, flush=True)
-    backend.close()
-    """
-)
-
-
-def test_holder_frozen_past_its_session_is_refused_at_the_guard(
-    zookeeper_server: ZooKeeperServer, backends: list[ZooKeeperBackend], tmp_path: Path
-) -> None:
-    """The pause scenario with a real process: a holder (SIGSTOP) loses its session, so
-    the servers delete its lease; the next holder writes with a higher token; the frozen
-    holder wakes up, writes with its old token, and the guard refuses it."""
-    name, store = fresh("paused"), tmp_path / "ledger"
-    url = f"{zookeeper_server.url}?session_timeout=1"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, url, name, str(store)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdin is not None and holder.stdout is not None
-    try:
-        old = int(holder.stdout.readline())
-        holder.send_signal(signal.SIGSTOP)
-        successor = connect(zookeeper_server.url, backends).fence(name)
-        newer = successor.acquire(timeout=PATIENCE)  # once the frozen session expired
-        assert newer > old
-        fencing.FileStore(store).write(b"successor", newer)
-        holder.send_signal(signal.SIGCONT)
-        holder.stdin.write("write now\n")
-        holder.stdin.flush()
-        late, ending = holder.stdout.readline().strip(), holder.stdout.readline().strip()
-        assert late == "rejected", f"the frozen holder's late write was {late}"
-        assert ending in ("LeaseLost", "FenceUnavailable"), ending
-        assert fencing.FileStore(store).read_with_token() == (newer, b"successor")
-        with pytest.raises(fencing.AcquireTimeout):  # its release left the new lease alone
-            connect(zookeeper_server.url, backends).fence(name).acquire(timeout=0)
-        successor.release(newer)
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdin.close()
-        holder.stdout.close()
 
 
 # -- the operators' commands ---------------------------------------------------------------

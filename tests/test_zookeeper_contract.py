@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
+from processes import CONTEXT
 
 import fencing
 import fencing.aio
@@ -24,12 +25,14 @@ from fencing.testing.contract import (
     AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
+    InteropContract,
     MakeAsyncFence,
     MakeAsyncSemaphore,
     MakeFence,
     MakeSemaphore,
     OperationsContract,
     SemaphoreContract,
+    StaleHolderContract,
 )
 from fencing.testing.servers import ZooKeeperServer
 from fencing.zookeeper import ZooKeeperFence
@@ -96,6 +99,22 @@ class TestAsyncZooKeeperFence(ZooKeeperTerms, AsyncFenceContract):
             return AsyncZooKeeperFence(new_client(zookeeper_server, kazoo_clients), name, ttl)
 
         return make
+
+
+class TestZooKeeperInterop(ZooKeeperTerms, InteropContract):
+    make_fence = TestZooKeeperFence.make_fence
+    make_async_fence = TestAsyncZooKeeperFence.make_fence
+
+
+class TestZooKeeperStaleHolder(StaleHolderContract):
+    """The holder's session times out in 1 s while it is frozen: its lease goes with it."""
+
+    processes = CONTEXT
+    make_fence = TestZooKeeperFence.make_fence
+
+    @pytest.fixture
+    def holder_url(self, zookeeper_server: ZooKeeperServer) -> str:
+        return f"{zookeeper_server.url}?session_timeout=1"
 
 
 class TestZooKeeperElection(ZooKeeperTerms, ElectionContract):

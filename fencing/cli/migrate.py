@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"fencing migrate: {exc}", file=sys.stderr)
         return 2
-    if not url.startswith(("sqlite", "postgresql")):
+    if not url.startswith(("sqlite", "postgresql", "mysql", "mariadb")):
         print(f"fencing migrate: {url!r} is not a SQL database URL", file=sys.stderr)
         return 2
     if args.downgrade and args.revision is None:

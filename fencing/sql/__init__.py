@@ -1,4 +1,5 @@
-"""``fencing.sql``: fence tokens on SQL databases (SQLite files and PostgreSQL).
+"""``fencing.sql``: fence tokens on SQL databases (SQLite files, PostgreSQL, MySQL and
+MariaDB).
 
 - ``SqlFence`` / ``SqlIssuer``: the issuer on a ``fencing_leases`` table.
 - ``AdvisoryFence`` / ``AdvisoryIssuer``: leases as PostgreSQL session-level advisory

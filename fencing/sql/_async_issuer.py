@@ -22,7 +22,9 @@ from .._limiter import Admission, LimitUse
 from .._sql_flows import RW_POLL, Execute, SqlFlows, T
 from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
+from ._errors import check_innodb
 from ._issuer_statements import AsyncSqlPort, statements
+from ._schema import MYSQL
 
 with needs_extra("fencing.sql.aio"):  # SQLAlchemy's asyncio layer needs greenlet
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -33,7 +35,10 @@ class AsyncSqlIssuer:
 
     def __init__(self, engine: AsyncEngine | Engine | str) -> None:
         self.engine = async_issuer_engine(engine)
-        self._owns_engine = self.engine is not engine  # made here, from a URL or an Engine
+        # made here (from a URL, an Engine or a SQLite AsyncEngine): a pool of its own
+        self._owns_engine = (
+            not isinstance(engine, AsyncEngine) or self.engine.pool is not engine.pool
+        )
         self.dialect = self.engine.dialect.name
         self.flows = SqlFlows()
         self.statements = statements(self.dialect)
@@ -53,7 +58,10 @@ class AsyncSqlIssuer:
                 from ._migrate import create_tables
 
                 async with self.engine.begin() as conn:
-                    await conn.run_sync(_create_on, create_tables)
+                    await conn.run_sync(_call_on, create_tables)
+            if self.dialect in MYSQL:
+                async with self.engine.connect() as conn:
+                    await conn.run_sync(_call_on, check_innodb)
             self._ready = True
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
@@ -109,7 +117,7 @@ class AsyncSqlIssuer:
             await self.engine.dispose()
 
 
-def _create_on(conn: Connection, create: Callable[[Connection], None]) -> None:
+def _call_on(conn: Connection, create: Callable[[Connection], None]) -> None:
     create(conn)
 
 

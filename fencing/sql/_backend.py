@@ -1,4 +1,4 @@
-"""``fencing.connect("sqlite:///..." or "postgresql://...")``: fences in a SQL database.
+"""``fencing.connect("sqlite:///...", "postgresql://...", "mysql://...")``: fences in SQL.
 
 The URL's ``lease`` option picks what a lease is: ``row`` (the default: a row of
 ``fencing_leases`` with an expiry) or, on PostgreSQL, ``advisory`` (a session-level
@@ -32,9 +32,9 @@ LEASES = ("row", "advisory")
 
 
 class SqlBackend:
-    """Fences in a SQLite file or PostgreSQL database (see the module docstring); each
-    asyncio fence, election, semaphore and limiter has an engine of its own, on the event
-    loop that uses it, disposed of by its ``aclose()``."""
+    """Fences in a SQLite file or a PostgreSQL, MySQL or MariaDB database (see the module
+    docstring); each asyncio fence, election, semaphore and limiter has an engine of its
+    own, on the event loop that uses it, disposed of by its ``aclose()``."""
 
     def __init__(self, url: str) -> None:
         parsed = parse_sql_url(url)  # a bad SQL URL fails here, not at the first acquire

@@ -38,7 +38,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from .._validate import check_mark_token
-from ._guard import CoreGuard, _raise_core
+from ._guard import CoreGuard, _raise_core, current_read
 from ._mixin import FencedMixin, stamp
 from ._statements import fence_column_of, guarded_update
 
@@ -128,7 +128,7 @@ def claim_rows(
     statement = guarded_update(target, value, *where, expect_rows=None)
     column = fence_column_of(target)
     claimed = _rowcount(connection.execute(statement))
-    newest = connection.execute(select(func.max(column)).where(*where)).scalar()
+    newest = current_read(_connection(connection), select(func.max(column)).where(*where))
     if newest is not None and newest > value:
         _raise_core(_connection(connection), CoreGuard(column, None), statement)
     return claimed
@@ -161,7 +161,8 @@ def fenced_get(session: Session, model: type[M], key: Any, token: int) -> M | No
     row, statement = _claim_and_load(session, model, criteria, value)
     if row is None:
         column = fence_column_of(model)
-        if session.execute(select(column).where(*criteria)).first() is None:
+        conn = session.connection(bind_arguments={"mapper": inspect(model)})
+        if current_read(conn, select(column).where(*criteria)) is None:
             return None  # no such row: nothing was claimed
         _refuse(session, statement)
     stamp(session, row)

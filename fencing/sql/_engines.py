@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
@@ -24,19 +24,36 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from .._errors import issuer_error
 from .._lazy import needs_extra
 from ._errors import setup_error
+from ._schema import MYSQL
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
+_E = TypeVar("_E", "Engine", "AsyncEngine")
+
 #: Seconds a SQLite writer waits for another process's write lock before failing.
 SQLITE_BUSY_TIMEOUT = 30.0
 
-_SYNC_DRIVERS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg"}
-_ASYNC_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+psycopg"}
+_SYNC_DRIVERS = {
+    "sqlite": "sqlite",
+    "postgresql": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mariadb+pymysql",
+}
+_ASYNC_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+psycopg",
+    "mysql": "mysql+aiomysql",
+    "mariadb": "mariadb+aiomysql",
+}
+#: The drivers kept as given (any other is replaced by the default of its side).
+_SYNC_KEPT = ("pysqlite", "psycopg", "psycopg2", "pg8000", "pymysql", "mysqldb", "mariadbconnector")
+_ASYNC_KEPT = ("aiosqlite", "asyncpg", "psycopg", "psycopg_async", "aiomysql", "asyncmy")
 
 
 def parse_sql_url(url: object) -> URL:
-    """A SQLAlchemy URL for SQLite or PostgreSQL; TypeError/ValueError otherwise."""
+    """A SQLAlchemy URL for SQLite, PostgreSQL, MySQL or MariaDB; TypeError/ValueError
+    otherwise."""
     if isinstance(url, URL):
         parsed = url
     elif isinstance(url, str):
@@ -48,16 +65,26 @@ def parse_sql_url(url: object) -> URL:
         raise TypeError(f"database URL must be a str or sqlalchemy URL, not {type(url).__name__}")
     backend = parsed.get_backend_name()
     if backend not in _SYNC_DRIVERS:
-        raise ValueError(f"the SQL issuer supports sqlite and postgresql URLs, not {backend!r}")
+        raise ValueError(
+            f"the SQL issuer supports sqlite, postgresql, mysql and mariadb URLs, not {backend!r}"
+        )
     if backend == "sqlite" and parsed.database in (None, "", ":memory:"):
         raise ValueError("the SQL issuer needs a SQLite *file* (sqlite:///path), not :memory:")
     return parsed
 
 
 def _with_driver(url: URL, drivers: dict[str, str], keep: tuple[str, ...]) -> URL:
-    if url.get_driver_name() in keep:
+    """``url`` with the driver it names if that one is kept, else its side's default (a
+    bare ``mysql://`` gets PyMySQL, which ``fencing[mysql]`` installs, not SQLAlchemy's
+    default mysqlclient, which needs a C build)."""
+    if "+" in url.drivername and url.get_driver_name() in keep:
         return url
     return url.set(drivername=drivers[url.get_backend_name()])
+
+
+def sync_url(url: str) -> URL:
+    """``url`` with the driver the blocking issuer would use (``fencing migrate``'s)."""
+    return _with_driver(parse_sql_url(url), _SYNC_DRIVERS, _SYNC_KEPT)
 
 
 def _sqlite_immediate(sync_engine: Engine) -> None:
@@ -72,19 +99,42 @@ def _sqlite_immediate(sync_engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+#: MySQL's and MariaDB's isolation for the issuer's transactions. At their default,
+#: REPEATABLE READ, an ``INSERT ... SELECT`` (a semaphore's take) locks every row and gap
+#: it reads, and a release racing it deadlocks (error 1213, measured); READ COMMITTED
+#: reads without locks, as PostgreSQL does, and the flows take the locks they need.
+MYSQL_ISOLATION = "READ COMMITTED"
+
+
+def _isolated(engine: _E) -> _E:
+    """``engine``, or on MySQL and MariaDB a copy of it sharing its pool whose transactions
+    are ``MYSQL_ISOLATION`` (the caller's engine itself is never reconfigured)."""
+    if engine.dialect.name in MYSQL:
+        return engine.execution_options(isolation_level=MYSQL_ISOLATION)
+    return engine
+
+
+def _options(url: URL) -> dict[str, Any]:
+    options: dict[str, Any] = {"pool_pre_ping": True}
+    if url.get_backend_name() in MYSQL:
+        options["isolation_level"] = MYSQL_ISOLATION
+    return options
+
+
 def issuer_engine(source: object) -> Engine:
-    """The engine the sync issuer runs on: the user's (PostgreSQL) or a private SQLite one."""
+    """The engine the sync issuer runs on: the user's (PostgreSQL, MySQL or MariaDB: see
+    ``_isolated``) or a private SQLite one."""
     if isinstance(source, Engine):
         if source.dialect.name != "sqlite":
             parse_sql_url(source.url)  # refuses other databases
-            return source
+            return _isolated(source)
         url = parse_sql_url(source.url)
     else:
         url = parse_sql_url(source)
-    url = _with_driver(url, _SYNC_DRIVERS, ("pysqlite", "psycopg", "psycopg2", "pg8000"))
+    url = _with_driver(url, _SYNC_DRIVERS, _SYNC_KEPT)
     with needs_extra("the SQL issuer"):  # the driver is imported here
         if url.get_backend_name() != "sqlite":
-            return create_engine(url, pool_pre_ping=True)
+            return create_engine(url, **_options(url))
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
     _sqlite_immediate(engine)
     return engine
@@ -97,14 +147,14 @@ def async_issuer_engine(source: object) -> AsyncEngine:
     if isinstance(source, AsyncEngine):
         if source.dialect.name != "sqlite":
             parse_sql_url(source.url)
-            return source
+            return _isolated(source)
         url = parse_sql_url(source.url)
     else:
         url = parse_sql_url(source.url if isinstance(source, Engine) else source)
-    url = _with_driver(url, _ASYNC_DRIVERS, ("aiosqlite", "asyncpg", "psycopg", "psycopg_async"))
+    url = _with_driver(url, _ASYNC_DRIVERS, _ASYNC_KEPT)
     with needs_extra("the asyncio SQL issuer"):  # the driver is imported here
         if url.get_backend_name() != "sqlite":
-            return create_async_engine(url, pool_pre_ping=True)
+            return create_async_engine(url, **_options(url))
         engine = create_async_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
     _sqlite_immediate(engine.sync_engine)
     return engine

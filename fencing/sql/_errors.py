@@ -10,12 +10,14 @@ session is rolled back exactly as SQLAlchemy does for a ``StaleDataError`` in a 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm.exc import StaleDataError
 
 from .._errors import FenceSetupError, FencingError, StaleTokenError
+from ._schema import not_innodb
 
 
 class StaleRowError(StaleTokenError, StaleDataError):
@@ -40,8 +42,11 @@ class RowcountUnavailable(FencingError):
 
 #: SQLSTATE of PostgreSQL's "relation does not exist".
 _UNDEFINED_TABLE = "42P01"
-#: The driver ``fencing migrate`` runs PostgreSQL on (an asyncio engine names another).
+#: MySQL's and MariaDB's error number of "table doesn't exist" (SQLSTATE 42S02).
+_NO_SUCH_TABLE = 1146
+#: The drivers ``fencing migrate`` runs on (an asyncio engine names another).
 _SYNC_PG = "postgresql+psycopg"
+_SYNC_MYSQL = "pymysql"
 
 
 def _sqlite_cannot_open(database: str) -> FenceSetupError:
@@ -67,22 +72,50 @@ def migrate_command(url: URL) -> str:
         "pg8000",
     ):
         url = url.set(drivername=_SYNC_PG)
+    if url.get_backend_name() in ("mysql", "mariadb") and url.get_driver_name() not in (
+        _SYNC_MYSQL,
+        "mysqldb",
+        "mariadbconnector",
+    ):
+        url = url.set(drivername=f"{url.get_backend_name()}+{_SYNC_MYSQL}")
     return f"fencing migrate --url {url.render_as_string(hide_password=False)}"
+
+
+def innodb_error(tables: list[tuple[str, str]]) -> FenceSetupError:
+    """The ``FenceSetupError`` for the SDK's tables on MySQL or MariaDB that are not InnoDB
+    (``_schema.not_innodb``): without its row locks two acquires could take one lease."""
+    found = ", ".join(f"{table} is {engine}" for table, engine in tables)
+    return FenceSetupError(
+        f"the fencing tables must be InnoDB tables (row locks, transactions), but {found}: "
+        "convert them (ALTER TABLE <table> ENGINE=InnoDB) or drop them and run `fencing migrate`"
+    )
+
+
+def check_innodb(conn: Any) -> None:
+    """Raise ``innodb_error`` when some of the SDK's tables in ``conn``'s MySQL or MariaDB
+    database are not InnoDB (missing tables are left to the first statement's error)."""
+    others = not_innodb(conn)
+    if others:
+        raise innodb_error(others)
 
 
 def setup_error(exc: SQLAlchemyError, url: URL) -> FenceSetupError | None:
     """The ``FenceSetupError`` for a driver error that means "not set up", else ``None``.
 
-    A missing ``fencing_leases`` or ``fencing_admissions`` table (PostgreSQL before
-    ``fencing migrate``; SQLite creates its tables itself) is recognised by its
-    SQLSTATE, whichever driver raised it; a SQLite file that cannot be opened by
-    SQLite's message (its directory is missing or not writable).
+    A missing ``fencing_leases`` or ``fencing_admissions`` table (PostgreSQL, MySQL or
+    MariaDB before ``fencing migrate``; SQLite creates its tables itself) is recognised
+    by its SQLSTATE or MySQL's error number, whichever driver raised it; a SQLite file
+    that cannot be opened by SQLite's message (its directory is missing or not writable).
     """
     if url.get_backend_name() == "sqlite" and "unable to open database file" in str(exc):
         return _sqlite_cannot_open(str(url.database))
     orig = getattr(exc, "orig", None)
     state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if state != _UNDEFINED_TABLE and "no such table: fencing_" not in str(exc):
+    number = orig.args[0] if isinstance(orig, Exception) and orig.args else None
+    missing = state == _UNDEFINED_TABLE or (
+        number == _NO_SUCH_TABLE and url.get_backend_name() in ("mysql", "mariadb")
+    )
+    if not missing and "no such table: fencing_" not in str(exc):
         return None
     table = "fencing_admissions" if "fencing_admissions" in str(exc) else "fencing_leases"
     return FenceSetupError(

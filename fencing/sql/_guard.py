@@ -57,9 +57,9 @@ fenced statements themselves, and nothing is attached to ``Engine``:
   ``select(Model).from_statement(...)``, a data-modifying CTE) is refused unless it is a
   ``guarded_update``/``guarded_delete`` (``fenced_get`` runs one that way) or the
   statement is unfenced on purpose; so is an upsert (``INSERT ... ON CONFLICT DO
-  UPDATE``) of a fenced table. Every other statement costs the check a few
-  attribute reads and an ``isinstance``; an UPDATE/DELETE of an unfenced table one
-  ``Table.info`` lookup more.
+  UPDATE``, MySQL's ``ON DUPLICATE KEY UPDATE``) of a fenced table. Every other
+  statement costs the check a few attribute reads and an ``isinstance``; an
+  UPDATE/DELETE of an unfenced table one ``Table.info`` lookup more.
 
 Installed when: importing this package installs nothing; ``install()`` adds the cursor
 check once per process, when the first ``FencedMixin`` model is mapped (``_mixin``);
@@ -88,6 +88,7 @@ from .._errors import UnfencedWriteError
 from .._log import guard_log
 from .._metrics import write_rejected
 from ._errors import RowcountUnavailable, StaleRowError
+from ._schema import MYSQL
 
 #: Option of an UPDATE/DELETE that writes a fenced table on purpose without a guard.
 UNFENCED_OPTION = "fencing_unfenced"
@@ -278,15 +279,20 @@ def _rowcount(conn: Any, result: Any) -> int:
     return count
 
 
+#: The upsert clauses whose update writes an existing row (PostgreSQL's and SQLite's,
+#: MySQL's and MariaDB's), by their SQLAlchemy class name, and what they say in SQL.
+_UPSERTS = {
+    "OnConflictDoUpdate": "INSERT ... ON CONFLICT DO UPDATE",
+    "OnDuplicateClause": "INSERT ... ON DUPLICATE KEY UPDATE",
+}
+
+
 def _refuse(statement: Any, column: Column[Any]) -> NoReturn:
     COUNTS.refused += 1
-    verb = (
-        "UPDATE"
-        if isinstance(statement, Update)
-        else "INSERT ... ON CONFLICT DO UPDATE"
-        if isinstance(statement, Insert)
-        else "DELETE"
-    )
+    if isinstance(statement, Insert):
+        verb = _UPSERTS[type(statement._post_values_clause).__name__]
+    else:
+        verb = "UPDATE" if isinstance(statement, Update) else "DELETE"
     raise UnfencedWriteError(
         f"{verb} of fenced table {column.table.name!r} without "
         "a guard: use fencing.sql.guarded_update/guarded_delete, or add "
@@ -332,11 +338,12 @@ def _check_wrapped(compiled: Any, context: Any) -> None:
 
 
 def _check_upsert(insert: Any, context: Any) -> None:
-    """Refuse ``INSERT ... ON CONFLICT DO UPDATE`` on a fenced table (its DO UPDATE is an
-    UPDATE of an existing row with no guard) unless it is unfenced on purpose. Plain
-    INSERTs and ``DO NOTHING`` write no existing row and pass."""
+    """Refuse ``INSERT ... ON CONFLICT DO UPDATE`` (MySQL's and MariaDB's ``ON DUPLICATE
+    KEY UPDATE``) on a fenced table (its update is an UPDATE of an existing row with no
+    guard) unless it is unfenced on purpose. Plain INSERTs, ``DO NOTHING`` and ``INSERT
+    IGNORE`` write no existing row and pass."""
     clause = insert._post_values_clause
-    if clause is None or type(clause).__name__ != "OnConflictDoUpdate":
+    if clause is None or type(clause).__name__ not in _UPSERTS:
         return
     column = fence_column(insert.table)
     if column is None:
@@ -471,13 +478,24 @@ def install() -> None:
 # -- refused writes ------------------------------------------------------------------------
 
 
+def current_read(conn: Any, query: Any) -> Any:
+    """What ``query`` reads now, as the refused statement saw it. On MySQL and MariaDB a
+    plain read in a REPEATABLE READ transaction (their default) shows the transaction's
+    snapshot, which may still have a row that was deleted or raised since: read the
+    current rows instead (``LOCK IN SHARE MODE``, which also keeps them as read until
+    the transaction ends)."""
+    if conn.dialect.name in MYSQL:
+        query = query.with_for_update(read=True)
+    return conn.execute(query).scalar()
+
+
 def _raise_flush(conn: Any, guard: FlushGuard, rows: Sequence[Mapping[str, Any]]) -> NoReturn:
     column = guard.column
     for params in rows:
         token = params.get(guard.bind)
         key = {c: params[bind] for c, bind in guard.keys}
         where = and_(*(c == value for c, value in key.items()))
-        current = conn.execute(select(column).where(where)).scalar()
+        current = current_read(conn, select(column).where(where))
         if current is None or token is None or current > token:
             where_text = ", ".join(f"{c.name}={v!r}" for c, v in key.items())
             resource = f"{column.table.name} ({where_text})"
@@ -491,7 +509,7 @@ def _raise_flush(conn: Any, guard: FlushGuard, rows: Sequence[Mapping[str, Any]]
 def _raise_core(conn: Any, guard: CoreGuard, statement: Any) -> NoReturn:
     column = guard.column
     token, where = _split_guard(statement._where_criteria, column)
-    current = conn.execute(select(func.max(column)).where(*where)).scalar()
+    current = current_read(conn, select(func.max(column)).where(*where))
     resource = column.table.name
     guard_log.warning("stale token %s refused by %s (rows have %s)", token, resource, current)
     write_rejected("sql", resource)

@@ -49,11 +49,14 @@ from .._shared import Shared
 from .._sql_flows import RW_POLL, Execute, FlowsIssuer, SqlFlows, T
 from ..issuer import Busy
 from ._engines import issuer_engine, sql_errors
+from ._errors import check_innodb
 from ._issuer_statements import SqlPort, statements
+from ._schema import MYSQL
 
 
 class SqlIssuer(FlowsIssuer):
-    """Issuer on SQLite or PostgreSQL (an ``Engine`` or URL); see the module docstring.
+    """Issuer on SQLite, PostgreSQL, MySQL or MariaDB (an ``Engine`` or URL); see the
+    module docstring (and docs/mysql.md for what differs on MySQL and MariaDB).
 
     The ``fencing_leases`` table must exist: run ``fencing migrate`` (or
     ``fencing.sql.create_tables``); SQLite files get it automatically on first use.
@@ -82,6 +85,9 @@ class SqlIssuer(FlowsIssuer):
                 from ._migrate import create_tables
 
                 create_tables(self.engine)
+            if not self._ready and self.dialect in MYSQL:
+                with self.engine.connect() as conn:
+                    check_innodb(conn)
             self._ready = True
 
     def rw_acquire(
@@ -131,7 +137,7 @@ def shared_issuer(source: Engine | str) -> SqlIssuer:
 
 
 class SqlFence(Fence):
-    """A fence issued by a SQLite file or a PostgreSQL database.
+    """A fence issued by a SQLite file or a PostgreSQL, MySQL or MariaDB database.
 
     ``SqlFence(engine_or_url, "invoice:42", ttl=10)``; the same API and guarantees as
     every ``Fence``. Fences on the same engine or URL share one issuer and its pool.

@@ -1,8 +1,8 @@
 """The SQL issuers' statements as SQLAlchemy constructs: the one source of their SQL.
 
 ``statements(dialect)`` maps every name of ``fencing._sql_flows.STATEMENTS`` to its
-construct for SQLite or PostgreSQL, built once per dialect with a bound parameter per
-value the flow gives (the names listed there); the database's clock is in each
+construct for SQLite, PostgreSQL, MySQL or MariaDB, built once per dialect with a bound
+parameter per value the flow gives (the names listed there); the database's clock is in each
 statement (``db_now``, ``db_micros``), never a parameter. ``SqlPort`` and
 ``AsyncSqlPort`` run them on a SQLAlchemy connection for the flows of
 ``fencing._sql_flows``; ``fencing.django`` runs their compiled text, generated from
@@ -36,14 +36,19 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from .._sql_flows import LIKE_ESCAPE, STATEMENTS, Reply, StatementName
 from ._keys import KEYS_SQL
-from ._schema import admissions, db_micros, db_now, leases, rw_leases
+from ._schema import MYSQL, admissions, db_micros, db_now, leases, rw_leases
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
+
+#: One statement of the flows: a construct, or (MySQL and MariaDB, which have no
+#: ``RETURNING`` on an upsert) constructs run in order in the flow's transaction, whose
+#: reply is the last one's.
+Statement = Executable | tuple[Executable, ...]
 
 #: The flows' parameters shared by several statements (``fencing._sql_flows.STATEMENTS``).
 _FENCE = bindparam("fence", type_=String)
@@ -54,13 +59,41 @@ _LIMITER = bindparam("limiter", type_=String)
 _WINDOW = bindparam("window", type_=String)
 
 
-def _leases(dialect: str) -> dict[str, Executable]:
+def _upsert(dialect: str) -> Callable[[Any], Any]:
+    """The ``insert`` of ``dialect`` that has its upsert clause."""
+    if dialect in MYSQL:
+        return mysql.insert
+    return postgresql.insert if dialect == "postgresql" else sqlite.insert
+
+
+def _mysql_take(new: Any, now: Any, clock: Any) -> Statement:
+    """MySQL's and MariaDB's take of ``new``'s row (see ``_leases``): ``ON DUPLICATE KEY
+    UPDATE`` whose assignments run left to right, each seeing the ones before. So the
+    token and the holder are set on the old row's test of a free lease, and the expiry on
+    whether the holder is now ours (holder ids are fresh per acquisition: no live lease
+    has ours). No ``RETURNING``: the token is read back in the same transaction, under
+    the row lock the upsert took, by our holder id (no row: the lease is held)."""
+    free = or_(leases.c.holder.is_(None), leases.c.expires_at <= now)
+    upserted: Executable = new.on_duplicate_key_update(
+        [
+            ("token", func.if_(free, func.greatest(leases.c.token + 1, clock), leases.c.token)),
+            ("holder", func.if_(free, _HOLDER, leases.c.holder)),
+            ("expires_at", func.if_(leases.c.holder == _HOLDER, now + _TTL, leases.c.expires_at)),
+        ]
+    )
+    taken = select(leases.c.token).where(leases.c.name == _FENCE, leases.c.holder == _HOLDER)
+    return (upserted, taken)
+
+
+def _leases(dialect: str) -> dict[str, Statement]:
     now, clock = db_now(dialect), db_micros(dialect)
-    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    upsert = _upsert(dialect)
     greatest = func.greatest if dialect == "postgresql" else func.max  # SQLite's scalar max
 
-    def take(new: Any) -> Executable:
+    def take(new: Any) -> Statement:
         """The upsert of ``new``'s row: a new lease, or the free lease's next token."""
+        if dialect in MYSQL:
+            return _mysql_take(new, now, clock)
         upserted: Executable = new.on_conflict_do_update(
             index_elements=[leases.c.name],
             set_={
@@ -100,7 +133,7 @@ def _leases(dialect: str) -> dict[str, Executable]:
     }
 
 
-def _slots(dialect: str, live: Any, take: Callable[[Any], Executable]) -> dict[str, Executable]:
+def _slots(dialect: str, live: Any, take: Callable[[Any], Statement]) -> dict[str, Statement]:
     """The semaphores' takes (``TakesSlots``): ``acquire``'s upsert from a row that exists
     only while fewer than ``:permits`` other slots ``:group<k>`` are ``live``.
 
@@ -111,11 +144,15 @@ def _slots(dialect: str, live: Any, take: Callable[[Any], Executable]) -> dict[s
     the index ``name_pattern`` serves (without it, on a database not yet migrated, the
     count scans the table), and ``slot_lock`` takes the semaphore's transaction-level
     advisory lock, on the keys of ``advisory_keys(group)`` derived by the server
-    (``KEYS_SQL``)."""
+    (``KEYS_SQL``). MySQL and MariaDB compare the names byte for byte (the tables'
+    binary collation, ``_schema.table_options``), and ``slot_lock`` locks the row
+    ``(group, 'slots', 0)`` of ``fencing_admissions``, upserted, to the transaction's end
+    (their ``GET_LOCK`` lasts as long as the session, not the transaction)."""
     now, clock = db_now(dialect), db_micros(dialect)
-    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    upsert = _upsert(dialect)
     group = bindparam("group", type_=String)
-    number = func.substr(leases.c.name, func.length(group) + 1)
+    length = func.char_length if dialect in MYSQL else func.length  # MySQL's: bytes
+    number = func.substr(leases.c.name, length(group) + 1)
     first, after = bindparam("first", type_=String), bindparam("after", type_=String)
     if dialect == "postgresql":
         keys = KEYS_SQL.replace(":name", ":group")
@@ -124,6 +161,17 @@ def _slots(dialect: str, live: Any, take: Callable[[Any], Executable]) -> dict[s
             leases.c.name.op("~>=~")(first),
             leases.c.name.op("~<~")(after),
             number.op("~")("^[0-9]+$"),
+        )
+    elif dialect in MYSQL:
+        lock = (
+            mysql.insert(admissions)
+            .values(name=group, kind=literal_column("'slots'"), seq=0, at=0)
+            .on_duplicate_key_update(at=admissions.c.at)  # changes nothing; locks the row
+        )
+        slots = and_(
+            leases.c.name >= first,
+            leases.c.name < after,
+            number.regexp_match("^[0-9]+$"),
         )
     else:
         lock = select(literal_column("1", Integer))
@@ -144,19 +192,27 @@ def _slots(dialect: str, live: Any, take: Callable[[Any], Executable]) -> dict[s
     }
 
 
-def _admissions(dialect: str) -> dict[str, Executable]:
+def _admit_lock(dialect: str) -> Statement:
+    """The upsert of a limiter's lock row, returning the clock read once it is locked
+    (MySQL and MariaDB: read back in the same transaction, under the lock)."""
     table, clock = admissions, db_micros(dialect)
-    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    new = _upsert(dialect)(table).values(name=_LIMITER, kind=_WINDOW, seq=0, at=clock)
+    if dialect in MYSQL:
+        lock_row = and_(table.c.name == _LIMITER, table.c.kind == _WINDOW, table.c.seq == 0)
+        return (new.on_duplicate_key_update(at=clock), select(table.c.at).where(lock_row))
+    upserted: Executable = new.on_conflict_do_update(
+        index_elements=[table.c.name, table.c.kind, table.c.seq],
+        set_={"at": clock},  # evaluated once the row is locked
+    ).returning(table.c.at)
+    return upserted
+
+
+def _admissions(dialect: str) -> dict[str, Statement]:
+    table, clock = admissions, db_micros(dialect)
     ours = and_(table.c.name == _LIMITER, table.c.kind == _WINDOW)
     counted = and_(ours, table.c.seq > 0)
     return {
-        "admit_lock": upsert(table)
-        .values(name=_LIMITER, kind=_WINDOW, seq=0, at=clock)
-        .on_conflict_do_update(
-            index_elements=[table.c.name, table.c.kind, table.c.seq],
-            set_={"at": clock},  # evaluated once the row is locked
-        )
-        .returning(table.c.at),
+        "admit_lock": _admit_lock(dialect),
         "admit_expire": delete(table).where(
             counted, table.c.at <= bindparam("before", type_=BigInteger)
         ),
@@ -182,28 +238,40 @@ def _admissions(dialect: str) -> dict[str, Executable]:
     }
 
 
-def _rw_leases(dialect: str) -> dict[str, Executable]:
+def _rw_leases(dialect: str) -> dict[str, Statement]:
     """The read-write locks' statements (``fencing_rw_leases``); the decisions are the
     flow's (``SqlFlows.rw_acquire``), in one transaction serialized on the name's row of
-    ``fencing_leases`` (``rw_lock``: PostgreSQL's row lock; SQLite's ``BEGIN IMMEDIATE``
-    serializes every write already), whose counter gives the tokens (``rw_next``)."""
+    ``fencing_leases`` (``rw_lock``: PostgreSQL's and MySQL's row lock; SQLite's ``BEGIN
+    IMMEDIATE`` serializes every write already), whose counter gives the tokens
+    (``rw_next``; on MySQL and MariaDB, without ``RETURNING``, read back after the
+    UPDATE under its row lock)."""
     rw, now, clock = rw_leases, db_now(dialect), db_micros(dialect)
-    upsert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    greatest = func.greatest if dialect == "postgresql" else func.max
+    mysql_family = dialect in MYSQL
+    greatest = func.max if dialect == "sqlite" else func.greatest  # SQLite's scalar max
     mode = bindparam("rw_mode", type_=String)
     ours = and_(rw.c.name == _FENCE, rw.c.holder == _HOLDER)
     held = and_(ours, rw.c.mode == mode, rw.c.token == _TOKEN, rw.c.expires_at > now)
+    if mysql_family:  # not INSERT IGNORE: it share-locks an existing row, and two touches
+        # then both waiting for rw_lock's exclusive lock deadlock (error 1213, measured)
+        touch: Executable = (
+            mysql.insert(leases).values(name=_FENCE).on_duplicate_key_update(token=leases.c.token)
+        )
+    else:
+        touch = _upsert(dialect)(leases).values(name=_FENCE).on_conflict_do_nothing()
+    bump = (
+        update(leases)
+        .where(leases.c.name == _FENCE)
+        .values(token=greatest(leases.c.token + 1, clock))
+    )
+    bumped = select(leases.c.token).where(leases.c.name == _FENCE)
     return {
-        "rw_touch": upsert(leases).values(name=_FENCE).on_conflict_do_nothing(),
+        "rw_touch": touch,
         "rw_lock": select(leases.c.token).where(leases.c.name == _FENCE).with_for_update(),
         "rw_expire": delete(rw).where(rw.c.name == _FENCE, rw.c.expires_at <= now),
         "rw_rows": select(rw.c.holder, rw.c.mode, rw.c.token, rw.c.expires_at - now).where(
             rw.c.name == _FENCE
         ),
-        "rw_next": update(leases)
-        .where(leases.c.name == _FENCE)
-        .values(token=greatest(leases.c.token + 1, clock))
-        .returning(leases.c.token),
+        "rw_next": (bump, bumped) if mysql_family else bump.returning(leases.c.token),
         "rw_insert": insert(rw).values(
             name=_FENCE, holder=_HOLDER, mode=mode, token=_TOKEN, expires_at=now + _TTL
         ),
@@ -214,11 +282,15 @@ def _rw_leases(dialect: str) -> dict[str, Executable]:
 
 
 @functools.cache
-def statements(dialect: str) -> Mapping[str, Executable]:
+def statements(dialect: str) -> Mapping[str, Statement]:
     """Every statement of the SQL flows (``STATEMENTS``, in that order) for ``dialect``
-    (``sqlite`` or ``postgresql``), built on the first call."""
+    (``sqlite``, ``postgresql``, ``mysql`` or ``mariadb``), built on the first call."""
     built = {**_leases(dialect), **_admissions(dialect), **_rw_leases(dialect)}
     return {name: built[name] for name in STATEMENTS}
+
+
+def _steps(statement: Statement) -> tuple[Executable, ...]:
+    return statement if isinstance(statement, tuple) else (statement,)
 
 
 def read(result: CursorResult[Any]) -> Reply:
@@ -232,12 +304,15 @@ class SqlPort:
 
     __slots__ = ("conn", "statements")
 
-    def __init__(self, conn: Connection, statements: Mapping[str, Executable]) -> None:
+    def __init__(self, conn: Connection, statements: Mapping[str, Statement]) -> None:
         self.conn = conn
         self.statements = statements
 
     def execute(self, statement: StatementName, params: Mapping[str, Any], /) -> Reply:
-        return read(self.conn.execute(self.statements[statement], params))
+        *before, last = _steps(self.statements[statement])
+        for step in before:
+            self.conn.execute(step, params)
+        return read(self.conn.execute(last, params))
 
 
 class AsyncSqlPort:
@@ -245,9 +320,12 @@ class AsyncSqlPort:
 
     __slots__ = ("conn", "statements")
 
-    def __init__(self, conn: AsyncConnection, statements: Mapping[str, Executable]) -> None:
+    def __init__(self, conn: AsyncConnection, statements: Mapping[str, Statement]) -> None:
         self.conn = conn
         self.statements = statements
 
     async def execute(self, statement: StatementName, params: Mapping[str, Any], /) -> Reply:
-        return read(await self.conn.execute(self.statements[statement], params))
+        *before, last = _steps(self.statements[statement])
+        for step in before:
+            await self.conn.execute(step, params)
+        return read(await self.conn.execute(last, params))

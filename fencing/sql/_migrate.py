@@ -16,6 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, create_engine
 
+from ._engines import sync_url
 from ._schema import VERSION_TABLE
 
 
@@ -38,7 +39,7 @@ def _config(url: str = "") -> Config:
 
 def _on(target: Engine | Connection | str, action: str, revision: str) -> None:
     if isinstance(target, str):
-        engine = create_engine(target)
+        engine = create_engine(sync_url(target))
         try:
             _on(engine, action, revision)
         finally:

@@ -94,6 +94,41 @@ rw_leases = Table(
 )
 
 
+def table_options(dialect: Any) -> dict[str, Any]:
+    """The options of the SDK's tables on MySQL and MariaDB (none elsewhere): InnoDB (row
+    locks and transactions: the issuer's statements rely on both), and UTF-8 names compared
+    byte for byte, without padding (``utf8mb4_nopad_bin``, MySQL's ``utf8mb4_0900_bin``):
+    the default collations fold case and ignore trailing spaces, which would make ``a``,
+    ``A`` and ``a `` one fence. ``dialect``: the connection's SQLAlchemy dialect."""
+    if dialect.name not in MYSQL:
+        return {}
+    collation = "utf8mb4_nopad_bin" if dialect.is_mariadb else "utf8mb4_0900_bin"
+    return {
+        f"{dialect.name}_{option}": value
+        for option, value in (
+            ("engine", "InnoDB"),
+            ("charset", "utf8mb4"),
+            ("collate", collation),
+        )
+    }
+
+
+#: The statement that lists the SDK's tables that are not InnoDB, on MySQL and MariaDB.
+_NOT_INNODB = text(
+    "SELECT table_name, engine FROM information_schema.tables "
+    "WHERE table_schema = DATABASE() "
+    "AND table_name IN ('fencing_leases', 'fencing_admissions', 'fencing_rw_leases') "
+    "AND engine <> 'InnoDB'"
+)
+
+
+def not_innodb(conn: Any) -> list[tuple[str, str]]:
+    """The SDK's tables in ``conn``'s MySQL or MariaDB database whose storage engine is not
+    InnoDB, as (table, engine): a MyISAM table has neither row locks nor transactions, so
+    two acquires could both take one lease."""
+    return [(str(name), str(engine)) for name, engine in conn.execute(_NOT_INNODB)]
+
+
 def include_object(dialect_name: str) -> Callable[[Any, str | None, str, bool, Any], bool]:
     """Alembic's ``include_object`` for a database of ``dialect_name``: the SDK's tables
     only (never the application's), without the indexes that dialect does not have."""
@@ -108,23 +143,42 @@ def include_object(dialect_name: str) -> Callable[[Any, str | None, str, bool, A
     return include
 
 
+#: The MySQL family: SQLAlchemy names MariaDB's dialect ``mariadb`` (``mariadb://``) and
+#: MySQL's ``mysql`` (also for a MariaDB server reached by ``mysql://``).
+MYSQL = frozenset({"mysql", "mariadb"})
+
+#: MySQL and MariaDB: the UTC clock in whole µs since the epoch. ``UTC_TIMESTAMP(6)`` and
+#: ``TIMESTAMPDIFF`` are calendar arithmetic, free of the session's time zone (where
+#: ``UNIX_TIMESTAMP(NOW(6))`` is not, in the hour a daylight-saving change repeats).
+_MYSQL_MICROS = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+
+
 def _epoch(dialect_name: str) -> ColumnElement[Any]:
     """The database's clock in seconds since the epoch, as precise as it comes.
 
     PostgreSQL: ``clock_timestamp()`` (the real time, not the transaction start), as an
     exact numeric. SQLite: ``julianday('now')`` converted to Unix seconds (millisecond
-    resolution; ``unixepoch('subsec')`` needs SQLite 3.42). Any other dialect is refused.
+    resolution; ``unixepoch('subsec')`` needs SQLite 3.42). MySQL and MariaDB: the UTC
+    clock in µs (``_MYSQL_MICROS``, the statement's start) over 10^6. Any other dialect
+    is refused.
     """
     if dialect_name == "postgresql":
         return func.extract("epoch", func.clock_timestamp())
     if dialect_name == "sqlite":
         return literal_column("((julianday('now') - 2440587.5) * 86400.0)", Double)
-    raise ValueError(f"fencing SQL issuer supports SQLite and PostgreSQL, not {dialect_name!r}")
+    if dialect_name in MYSQL:
+        return literal_column(f"({_MYSQL_MICROS} / 1000000.0)", Double)
+    raise ValueError(
+        f"fencing SQL issuer supports SQLite, PostgreSQL, MySQL and MariaDB, not {dialect_name!r}"
+    )
 
 
 def db_now(dialect_name: str) -> ColumnElement[float]:
     """The database's current time in seconds since the epoch (a double), for expiries."""
-    return _epoch(dialect_name).cast(Double)
+    epoch = _epoch(dialect_name)
+    # MySQL's CAST has no DOUBLE before 8.0.17 (SQLAlchemy skips it with a warning):
+    # its exact quotient mixes with the DOUBLE columns as a DOUBLE
+    return epoch if dialect_name in MYSQL else epoch.cast(Double)
 
 
 def db_micros(dialect_name: str) -> ColumnElement[int]:
@@ -133,6 +187,8 @@ def db_micros(dialect_name: str) -> ColumnElement[int]:
     Tokens are ``max(last + 1, this)``, so they stay unique and increasing even when
     the clock repeats a value (SQLite's has millisecond resolution).
     """
+    if dialect_name in MYSQL:
+        return literal_column(_MYSQL_MICROS, BigInteger)
     micros = _epoch(dialect_name) * 1000000
     if dialect_name == "postgresql":  # numeric -> bigint rounds: floor first
         micros = func.floor(micros)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from fencing.sql._schema import table_options
+
 revision: str = "0001"
 down_revision: str | None = None
 branch_labels: str | Sequence[str] | None = None
@@ -25,6 +27,7 @@ def upgrade() -> None:
         sa.Column("token", sa.BigInteger(), nullable=False, server_default=sa.text("0")),
         sa.Column("holder", sa.String(64), nullable=True),
         sa.Column("expires_at", sa.Double(), nullable=True),
+        **table_options(op.get_context().dialect),  # MySQL/MariaDB: InnoDB, binary names
     )
 
 

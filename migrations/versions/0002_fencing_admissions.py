@@ -12,6 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from fencing.sql._schema import table_options
+
 revision: str = "0002"
 down_revision: str | None = "0001"
 branch_labels: str | Sequence[str] | None = None
@@ -25,6 +27,7 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(16), primary_key=True),
         sa.Column("seq", sa.BigInteger(), primary_key=True, autoincrement=False),
         sa.Column("at", sa.BigInteger(), nullable=False),
+        **table_options(op.get_context().dialect),  # MySQL/MariaDB: InnoDB, binary names
     )
 
 

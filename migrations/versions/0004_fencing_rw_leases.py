@@ -15,6 +15,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from fencing.sql._schema import table_options
+
 revision: str = "0004"
 down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
@@ -29,6 +31,7 @@ def upgrade() -> None:
         sa.Column("mode", sa.String(8), nullable=False),
         sa.Column("token", sa.BigInteger(), nullable=False),
         sa.Column("expires_at", sa.Double(), nullable=False),
+        **table_options(op.get_context().dialect),  # MySQL/MariaDB: InnoDB, binary names
     )
 
 

@@ -13,6 +13,6 @@ store = fencing.FileStore("invoice-42.json")
 with fence.hold() as token:         # acquire, renew in the background, release on exit
     store.write(b'{"total": 120}', token)
 
-# docs/index.md:102
+# docs/index.md:103
 
 _subprocess.run('fencing --version', shell=True, check=True)

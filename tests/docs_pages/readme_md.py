@@ -7,7 +7,7 @@ import subprocess as _subprocess
 
 _subprocess.run('fencing --version', shell=True, check=True)
 
-# README.md:132
+# README.md:133
 
 import fencing
 
@@ -27,7 +27,7 @@ except fencing.StaleTokenError as exc:
     print("rejected:", exc.token, "<", exc.current)
 print(store.read())
 
-# README.md:154
+# README.md:155
 
 backend = fencing.connect()
 workers = backend.semaphore("render", permits=2, ttl=10)
@@ -42,7 +42,7 @@ state = fencing.FileStore("scheduler.json")   # a store takes the tokens of one 
 with election.campaign("host-1") as term:     # leads until the block ends
     state.write(b"ran at 09:00 by host-1", term.token)
 
-# README.md:178
+# README.md:179
 
 import os
 
@@ -59,7 +59,7 @@ fence.release(token)
 with r.lock("invoice:42", timeout=10, lock_class=fencing.FencedLock) as lock:
     print(lock.fence_token)
 
-# README.md:198
+# README.md:199
 
 from sqlalchemy import create_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column

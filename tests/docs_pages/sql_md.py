@@ -3,11 +3,11 @@
 
 import subprocess as _subprocess
 
-# docs/sql.md:23
+# docs/sql.md:26
 
 _subprocess.run("fencing migrate     # the SDK's table fencing_leases on $FENCING_URL (or --url URL)", shell=True, check=True)
 
-# docs/sql.md:27
+# docs/sql.md:30
 
 import os
 
@@ -43,7 +43,7 @@ with Session(engine) as s:
     s.commit()                   # StaleTokenError if a newer token already wrote the row
 fence.release(token)
 
-# docs/sql.md:144
+# docs/sql.md:147
 
 from fencing.sql import guarded_delete, guarded_update
 
@@ -58,7 +58,7 @@ with engine.begin() as conn:
     conn.execute(guarded_delete(invoices, token, invoices.c.id == 42))
 fence.release(token)
 
-# docs/sql.md:193
+# docs/sql.md:196
 
 import tempfile
 
@@ -98,19 +98,19 @@ with Session(engine) as s:                      # the old holder wakes up: refus
     except fencing.StaleTokenError as exc:
         print(exc)
 
-# docs/sql.md:279
+# docs/sql.md:282
 
 fence = fencing.SqlFence("sqlite:///locks.db", "invoice:42", ttl=10)   # or an Engine
 with fence.hold() as token: ...
 
-# docs/sql.md:309
+# docs/sql.md:312
 
 fencing.connect("redis://localhost:6379/0").fence("job", ttl=10)      # RedisFence
 fencing.connect("postgresql+psycopg://app@db/app").fence("job")       # SqlFence
 fencing.connect().fence("job")     # $FENCING_URL, else the embedded SQLite file
 fencing.connect(url).aio_fence("job")  # the asyncio twin: await its acquire()
 
-# docs/sql.md:337
+# docs/sql.md:341
 
 import asyncio
 
@@ -131,7 +131,7 @@ async def main() -> None:
 
 asyncio.run(main())
 
-# docs/sql.md:496
+# docs/sql.md:500
 
 from sqlalchemy import create_engine, insert
 
@@ -144,7 +144,7 @@ with engine.begin() as conn:                       # or a Session
     store.write(b'{"total": 0}', token)            # a file, an HTTP service, another database
 # committed: the lock went with the transaction, and the token stays issued
 
-# docs/sql.md:662
+# docs/sql.md:666
 
 from fencing.alembic import add_fence_column, drop_fence_column
 

@@ -43,6 +43,21 @@ module and provide one fixture; pytest collects the inherited tests::
   exclusive with new tokens, readers together sharing the read epoch, the epoch between
   writes, a waiting writer stopping new readers, expiry, the exact lease, bad input,
   ``hold()``'s loss signal, racing readers and writers (docs/rwlock.md).
+- ``LimiterContract``: ``make_limiter(name, limit, per, window)`` returns a fresh
+  ``fencing.Limiter`` and ``make_async_limiter(...)`` a ``fencing.aio.Limiter`` on the same
+  store: at most ``limit`` admissions per window (sliding and fixed), also racing; a
+  waiter admitted once the window frees by the store's clock; ``acquire`` giving up at
+  once when nothing frees in time; bad input refused with nothing admitted; blocking and
+  asyncio sharing the windows. Each check runs with both kinds of limiter.
+- ``InteropContract``: ``make_fence(name, ttl)`` and ``make_async_fence(name, ttl)``, a
+  blocking and an asyncio fence on the same issuer: they exclude each other, share one
+  token sequence, a waiter on one side is let in by a release on the other, and each
+  side's ``status`` reports the other side's lease.
+- ``StaleHolderContract``: ``holder_url`` (what a holder process passes to
+  ``fencing.connect``) and ``make_fence(name, ttl)`` on the same issuer: a holder process
+  frozen (``SIGSTOP``) past its lease is refused at a guard once a newer holder wrote,
+  while its unfenced write (the control) lands; ``end_frozen_lease`` for engines whose
+  frozen holder keeps its lease (Linux: it reads ``/proc``).
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
   ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
@@ -99,6 +114,8 @@ from ._helpers import (
     assert_token_of,
     racing_tokens,
 )
+from ._interop import InteropContract
+from ._limiter import BAD_PERS, BAD_WINDOWS, LimiterContract, MakeAsyncLimiter, MakeLimiter
 from ._loss import AsyncLossBoundContract, Freeze, LossBoundContract
 from ._marks import MarkContract
 from ._operations import OperationsContract
@@ -110,16 +127,19 @@ from ._semaphore import (
     MakeSemaphore,
     SemaphoreContract,
 )
+from ._stale import StaleHolderContract
 from ._terms import LeaseTerms
 
 __all__ = [
     "BAD_COUNTS",
     "BAD_MARK_TOKENS",
     "BAD_NAMES",
+    "BAD_PERS",
     "BAD_TIMEOUTS",
     "BAD_TOKENS",
     "BAD_TTLS",
     "BAD_VALUES",
+    "BAD_WINDOWS",
     "CLOCK_SLACK",
     "AsyncElectionContract",
     "AsyncFenceContract",
@@ -128,14 +148,18 @@ __all__ = [
     "ElectionContract",
     "FenceContract",
     "Freeze",
+    "InteropContract",
     "LeaseTerms",
+    "LimiterContract",
     "LossBoundContract",
     "MakeAsyncElection",
     "MakeAsyncFence",
+    "MakeAsyncLimiter",
     "MakeAsyncRWLock",
     "MakeAsyncSemaphore",
     "MakeElection",
     "MakeFence",
+    "MakeLimiter",
     "MakeMark",
     "MakeRWLock",
     "MakeSemaphore",
@@ -143,6 +167,7 @@ __all__ = [
     "OperationsContract",
     "RWLockContract",
     "SemaphoreContract",
+    "StaleHolderContract",
     "assert_increasing",
     "assert_token_of",
     "racing_tokens",

@@ -115,10 +115,6 @@ class AsyncLossBoundContract(_LossBound):
     fixture (an asyncio issuer whose ``status`` elections can read; it may be an async
     fixture) and ``freeze``."""
 
-    #: Capability. False where the asyncio issuer reports no ``status`` (Redlock's), so
-    #: no election can run on it: the check then holds a fence and a permit only.
-    elections: ClassVar[bool] = True
-
     @pytest.fixture
     def async_issuer(self) -> Any:
         """Provided by the subclass: the asyncio issuer under test."""
@@ -146,14 +142,13 @@ class AsyncLossBoundContract(_LossBound):
             stack.push_async_callback(_finished, held)
             await asyncio.wait_for(entered.wait(), self.patience)
             await stack.enter_async_context(_async_left_lost(permit))
+            election = aio.Election(async_issuer, f"{name}:term", self.ttl)
+            term = await election.campaign("old", self.patience)
+            await stack.enter_async_context(_async_left_lost(term))
             signals: dict[str, Callable[[float], Awaitable[bool]]] = {
-                "a semaphore's permit": permit.wait_lost
+                "a semaphore's permit": permit.wait_lost,
+                "an election's term": term.wait_lost,
             }
-            if self.elections:
-                election = aio.Election(async_issuer, f"{name}:term", self.ttl)
-                term = await election.campaign("old", self.patience)
-                await stack.enter_async_context(_async_left_lost(term))
-                signals["an election's term"] = term.wait_lost
             with freeze():
                 deadline = self.signal_deadline()
                 await asyncio.wait({held}, timeout=max(0.0, deadline - time.monotonic()))

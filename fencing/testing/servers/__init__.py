@@ -1,4 +1,4 @@
-"""Throwaway ``redis-server``, PostgreSQL (and pgbouncer in front of it), Redis Sentinel
+"""Throwaway ``redis-server``, PostgreSQL (and pgbouncer in front of it), MariaDB, Redis Sentinel
 groups, a Redis Cluster, etcd (a 3-member cluster) and ZooKeeper (a server or a 3-server
 ensemble) on free loopback ports; a TCP proxy whose links a test can cut.
 
@@ -10,6 +10,7 @@ importable from here. Imports nothing from the package outside ``fencing.testing
 
 from ._base import ServerError, all_frozen, free_port, frozen, stopped
 from ._etcd import Certificates, EtcdCluster, EtcdMember
+from ._mariadb import MariaDBServer
 from ._pgbouncer import PgBouncer
 from ._postgres import PostgresServer, _postgres_bin
 from ._proxy import CuttableProxy
@@ -24,6 +25,7 @@ __all__ = [
     "CuttableProxy",
     "EtcdCluster",
     "EtcdMember",
+    "MariaDBServer",
     "PgBouncer",
     "PostgresServer",
     "RedisCluster",

@@ -197,6 +197,12 @@ class _Server:
         leaving it (see ``frozen``)."""
         return frozen([self._pid()])
 
+    def _resume_launcher(self) -> None:
+        """SIGCONT the process started, where it is a launcher of the server (``runuser``
+        stops itself when the server is stopped, and would never reap it)."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """Stop the server (resuming it first if frozen); SIGKILL after 15 s."""
         if self.process is None:
@@ -204,6 +210,7 @@ class _Server:
         if self.process.poll() is None:
             pid = self._pid()
             os.kill(pid, signal.SIGCONT)
+            self._resume_launcher()
             os.kill(pid, self.STOP_SIGNAL)
             try:
                 self.process.wait(15)

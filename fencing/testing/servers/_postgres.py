@@ -9,7 +9,8 @@ import shutil
 import signal
 import subprocess
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ._base import URL, ServerError, _Server, _wait_for_port, children, frozen
@@ -48,11 +49,17 @@ class PostgresServer(_Server):
     def user(self) -> str:
         return "postgres"
 
-    def frozen(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
         """The postmaster *and its backends* frozen: stopping the postmaster alone leaves
-        every open connection answering."""
+        every open connection answering. ``runuser``, which stops itself when its child
+        stops (as ``su`` does), is resumed too."""
         pid = self._pid()
-        return frozen([pid, *children(pid)])
+        try:
+            with frozen([pid, *children(pid)]):
+                yield
+        finally:
+            self._resume_launcher()
 
     def _pid(self) -> int:
         """The postmaster's pid: ``runuser`` forks, and does not pass signals on."""
