@@ -8,8 +8,10 @@ acquire+release cycles after the same warm-up, against one loopback redis-server
 it starts itself (not under valgrind), and prints ``(count(HIGH) - count(LOW)) / (HIGH
 - LOW)``: the instructions of one cycle in the client process alone (Python, redis-py,
 fencing, the socket calls' user-space side), start-up and warm-up cancelled out.
-``PYTHONHASHSEED=0`` and the garbage collector off during the cycles make the counts
-repeatable to a few instructions a cycle.
+``PYTHONHASHSEED=0`` and the garbage collector off during the cycles make the blocking
+variants' counts repeat to within about 1k instructions a cycle (800 cycles apart). The
+asyncio variants' counts move more: how many turns the event loop takes per reply
+depends on when the server's reply arrives, which the load decides.
 
 The variants are ``locks.KINDS``'s (the same objects as ``run.py``'s ``acquire`` family),
 plus ``fencing.connect(url).fence``/``aio_fence``.
