@@ -75,7 +75,6 @@ from ._scripts import (
     STATUS,
     LockKeys,
     Script,
-    acquire_args,
     block_seconds,
     fence_keys,
     force_release_args,
@@ -453,6 +452,7 @@ class RedisFlows:
             None if counter_idle is None else check_ttl(counter_idle, "counter_idle")
         )
         self._idle_ms = idle_millis(self.counter_idle)
+        self._idle_arg = b"%d" % self._idle_ms  # as ACQUIRE takes it, formatted once
         self._socket_timeout = socket_timeout
         self.min_replicas = check_min_replicas(min_replicas)
         self.replica_timeout = replica_timeout_for(replica_timeout, socket_timeout)
@@ -461,8 +461,18 @@ class RedisFlows:
     def acquire_call(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
     ) -> ScriptCall:
-        """The script and arguments of ``acquire``."""
-        return ACQUIRE, acquire_args(name, holder, ttl_ms, self._idle_ms, queue_ms, queued)
+        """The script and arguments of ``acquire``: KEYS[1] the lease, ARGV the holder id
+        (``holder_bytes``, inline), the ttl, the counter's idle lifetime (ms, 0: no
+        expiry), how long to queue the holder, and ``1`` when it is queued already. Built
+        here in one step: this is on every acquire's path."""
+        args = (
+            fence_keys(name).lease,
+            holder.encode("latin-1"),
+            b"%d" % ttl_ms,
+            self._idle_arg,
+            b"%d" % queue_ms,
+        )
+        return ACQUIRE, ((*args, b"1") if queued else args)
 
     def acquire(
         self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
@@ -497,8 +507,9 @@ class RedisFlows:
         return Eval(RENEW, renew_args(name, value, ms, add=add), partial(parse_flag, script=what))
 
     def release_call(self, name: str, token: int, holder: str) -> ScriptCall:
-        """The script and arguments of ``release`` (the issuers run it directly)."""
-        return RELEASE, (fence_keys(name).lease, lease_value(token, holder))
+        """The script and arguments of ``release`` (the issuers run it directly); the
+        ``lease_value`` inline: this is on every release's path."""
+        return RELEASE, (fence_keys(name).lease, b"%d:%s" % (token, holder.encode("latin-1")))
 
     def release(self, name: str, token: int, holder: str) -> Eval[bool]:
         """A release as a step (for a flow: giving back an unreplicated lease)."""

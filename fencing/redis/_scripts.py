@@ -803,17 +803,8 @@ def holder_bytes(holder: str) -> bytes:
 
 def lease_value(token: int, holder: str) -> bytes:
     """What the lease key holds while ``holder`` has the lease with ``token``
-    (``holder_bytes``, inline: this is on every release's path)."""
+    (``holder_bytes``, inline; ``RedisFlows.release_call`` has this inline too)."""
     return b"%d:%s" % (token, holder.encode("latin-1"))
-
-
-def acquire_args(
-    name: str, holder: str, ttl_ms: int, idle_ms: int, queue_ms: int, queued: bool
-) -> tuple[Any, ...]:
-    """KEYS and ARGV of ``ACQUIRE``; ``ttl_ms``/``idle_ms`` 0 mean "no expiry"."""
-    lease = fence_keys(name).lease
-    args = (lease, holder.encode("latin-1"), b"%d" % ttl_ms, b"%d" % idle_ms, b"%d" % queue_ms)
-    return (*args, b"1") if queued else args
 
 
 @lru_cache(maxsize=1024)
