@@ -225,8 +225,8 @@ class LimiterContract:
         self, limiter_of: _MakeEither, window: str
     ) -> None:
         """``acquire`` on a full window asks, is refused, sleeps the ``retry_in`` the store
-        named and is admitted at its next ask, ``per`` after the window's first admission
-        by the store's clock. (A stall that outlasts the window lets the first ask in: the
+        named and is admitted at its next ask (or the one after, on a loaded machine: see
+        below), ``per`` after the window's first admission by the store's clock. (A stall that outlasts the window lets the first ask in: the
         round is tried again, for the count only.)"""
         per = self.short_per
         for _ in _tries(self.patience, f"a full {window} window"):
@@ -243,7 +243,12 @@ class LimiterContract:
                 f"admission by the store's clock, within its {per}s"
             )
             if decisions != [True]:
-                assert decisions == [False, True], f"{window}: asks {decisions}, not one wait"
+                # One wait, or two: Redis decides a key's expiry by the time its script
+                # started, the wait by TIME read inside it, and a server descheduled in
+                # between (a loaded machine) names a wait that ends a little early.
+                assert decisions in ([False, True], [False, False, True]), (
+                    f"{window}: asks {decisions}, not one wait"
+                )
                 return
 
     async def test_acquire_gives_up_at_once_when_nothing_frees_in_time(
