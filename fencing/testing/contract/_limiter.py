@@ -226,8 +226,9 @@ class LimiterContract:
     ) -> None:
         """``acquire`` on a full window asks, is refused, sleeps the ``retry_in`` the store
         named and is admitted at its next ask (or the one after, on a loaded machine: see
-        below), ``per`` after the window's first admission by the store's clock. (A stall that outlasts the window lets the first ask in: the
-        round is tried again, for the count only.)"""
+        below), ``per`` after the window's first admission by the store's clock. (A stall
+        that outlasts the window lets the first ask in: the round is tried again, for the
+        count only.)"""
         per = self.short_per
         for _ in _tries(self.patience, f"a full {window} window"):
             made = limiter_of(self.fresh_name(f"resume-{window}"), 2, per, window)
