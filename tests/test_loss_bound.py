@@ -63,33 +63,46 @@ def frozen_redis(redis_factory: Callable[..., RedisServer]) -> RedisServer:
     return redis_factory()
 
 
+@pytest.fixture(params=["frozen", "cut"])
+def redis_outage(
+    request: pytest.FixtureRequest, frozen_redis: RedisServer
+) -> Iterator[tuple[int, Freeze]]:
+    """The port to reach a redis-server of the test's own, and how its outage is made:
+    the server frozen, or the connection to it cut (a proxy that stops forwarding)."""
+    if request.param == "frozen":
+        yield frozen_redis.port, frozen_redis.frozen
+        return
+    with CuttableProxy(frozen_redis.port) as proxy:
+        yield proxy.port, proxy.cut
+
+
 class TestRedisLossBound(LossBoundContract):
-    """The user's own client, without a socket timeout: its calls to a frozen server
-    never end by themselves."""
+    """The user's own client, without a socket timeout: its calls to a frozen server, or
+    through a cut connection, never end by themselves."""
 
     @pytest.fixture
-    def issuer(self, frozen_redis: RedisServer) -> Iterator[fencing.redis.RedisIssuer]:
-        client = redis.Redis(port=frozen_redis.port)
+    def issuer(self, redis_outage: tuple[int, Freeze]) -> Iterator[fencing.redis.RedisIssuer]:
+        client = redis.Redis(port=redis_outage[0])
         yield fencing.redis.RedisIssuer(client)
         client.close()
 
     @pytest.fixture
-    def freeze(self, frozen_redis: RedisServer) -> Freeze:
-        return frozen_redis.frozen
+    def freeze(self, redis_outage: tuple[int, Freeze]) -> Freeze:
+        return redis_outage[1]
 
 
 class TestAsyncRedisLossBound(AsyncLossBoundContract):
     @pytest.fixture
     async def async_issuer(
-        self, frozen_redis: RedisServer
+        self, redis_outage: tuple[int, Freeze]
     ) -> AsyncIterator[fencing.redis.aio.RedisIssuer]:
-        client = redis.asyncio.Redis(port=frozen_redis.port)
+        client = redis.asyncio.Redis(port=redis_outage[0])
         yield fencing.redis.aio.RedisIssuer(client)
         await client.aclose()
 
     @pytest.fixture
-    def freeze(self, frozen_redis: RedisServer) -> Freeze:
-        return frozen_redis.frozen
+    def freeze(self, redis_outage: tuple[int, Freeze]) -> Freeze:
+        return redis_outage[1]
 
 
 # -- the other engines, through fencing.connect(url) ---------------------------------------
@@ -317,40 +330,6 @@ class TestAsyncZooKeeperLossBound(AsyncConnectedLossBound):
 
 
 # -- the connection cut, not the server: a proxy that stops forwarding ---------------------
-
-
-@pytest.fixture
-def redis_proxy(frozen_redis: RedisServer) -> Iterator[CuttableProxy]:
-    with CuttableProxy(frozen_redis.port) as proxy:
-        yield proxy
-
-
-class TestRedisCutLossBound(LossBoundContract):
-    """The user's client without a socket timeout, its connection cut."""
-
-    @pytest.fixture
-    def issuer(self, redis_proxy: CuttableProxy) -> Iterator[fencing.redis.RedisIssuer]:
-        client = redis.Redis(port=redis_proxy.port)
-        yield fencing.redis.RedisIssuer(client)
-        client.close()
-
-    @pytest.fixture
-    def freeze(self, redis_proxy: CuttableProxy) -> Freeze:
-        return redis_proxy.cut
-
-
-class TestAsyncRedisCutLossBound(AsyncLossBoundContract):
-    @pytest.fixture
-    async def async_issuer(
-        self, redis_proxy: CuttableProxy
-    ) -> AsyncIterator[fencing.redis.aio.RedisIssuer]:
-        client = redis.asyncio.Redis(port=redis_proxy.port)
-        yield fencing.redis.aio.RedisIssuer(client)
-        await client.aclose()
-
-    @pytest.fixture
-    def freeze(self, redis_proxy: CuttableProxy) -> Freeze:
-        return redis_proxy.cut
 
 
 @pytest.fixture
