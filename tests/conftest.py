@@ -118,7 +118,7 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture(scope="session")
 def mariadb_server() -> Iterator[MariaDBServer]:
     """One MariaDB server for the session, its database with the SDK's tables as ``fencing
-    migrate`` makes them (about 3 s to start; its tests share one pytest-xdist worker).
+    migrate`` makes them (about 3 s to start, on each worker whose tests need it).
     Tests that stop, kill or freeze it bring it back before they end."""
     server = _start(lambda: MariaDBServer().start())
     engine = create_engine(server.url)
@@ -265,23 +265,14 @@ _GROUPS = {
     "zookeeper_ensemble": "zookeeper",
     "etcd_cluster": "etcd",
     "redis_cluster": "redis-cluster",
-    "mariadb_server": "mariadb",
 }
-
-
-#: Parameters (``sql_url``'s and the like) whose tests ask for ``mariadb_server`` by
-#: ``request.getfixturevalue``, which ``fixturenames`` does not show.
-_PARAM_GROUPS = {"mariadb": "mariadb", "mysql": "mariadb"}
+#: Not MariaDB: its server starts in about 2.5 s (1 s of CPU) on each worker that needs
+#: it, where its 200-odd tests grouped on one worker made that worker the suite's longest.
 
 
 def _group(item: pytest.Item) -> str | None:
     fixtures = getattr(item, "fixturenames", ())
-    group = next((g for name, g in _GROUPS.items() if name in fixtures), None)
-    callspec = getattr(item, "callspec", None)
-    if group is None and callspec is not None:
-        values = [str(value) for value in callspec.params.values()]
-        group = next((g for p, g in _PARAM_GROUPS.items() for v in values if v.startswith(p)), None)
-    return group
+    return next((g for name, g in _GROUPS.items() if name in fixtures), None)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the markers

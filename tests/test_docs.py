@@ -99,7 +99,7 @@ URLS = {
     "zookeeper": "zookeeper_url",
 }
 #: The servers that are costly to start run on their own worker (tests/conftest.py).
-GROUPS = {"etcd": "etcd", "zookeeper": "zookeeper", "mariadb": "mariadb"}
+GROUPS = {"etcd": "etcd", "zookeeper": "zookeeper"}
 
 
 @pytest.fixture

@@ -61,9 +61,13 @@ class MariaDBServer(_Server):
         super().__init__("fencing-mariadb-")
         self.data = self.dir / "data"
         self.data.mkdir()
+        # a temporary directory of its own: servers bootstrapped side by side (a worker
+        # each) in the shared /tmp once had one's temporary table removed under the other
+        self._tmp = self.dir / "tmp"
+        self._tmp.mkdir()
         self._user = ["--user=mysql"] if os.geteuid() == 0 else []
         if self._user:
-            for path in (self.dir, self.data):
+            for path in (self.dir, self.data, self._tmp):
                 shutil.chown(path, "mysql", "mysql")
         self._bootstrap()
 
@@ -94,7 +98,14 @@ class MariaDBServer(_Server):
             f"CREATE USER '{USER}'@'127.0.0.1';",
             f"GRANT ALL ON *.* TO '{USER}'@'127.0.0.1';",
         ]
-        args = [self.binary, *_OPTIONS, "--bootstrap", f"--datadir={self.data}", *self._user]
+        args = [
+            self.binary,
+            *_OPTIONS,
+            "--bootstrap",
+            f"--datadir={self.data}",
+            f"--tmpdir={self._tmp}",
+            *self._user,
+        ]
         result = subprocess.run(
             args, input="\n".join(sql), capture_output=True, text=True, check=False
         )
@@ -106,6 +117,7 @@ class MariaDBServer(_Server):
             self.binary,
             *_OPTIONS,
             f"--datadir={self.data}",
+            f"--tmpdir={self._tmp}",
             f"--port={self.port}",
             "--bind-address=127.0.0.1",
             f"--socket={self.dir / 'mariadb.sock'}",
