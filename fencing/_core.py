@@ -278,9 +278,10 @@ class FenceCore:
         return sent, None
 
     def _abandon_flow(self, token: int) -> Flow[Op, None]:
-        """Release the lease of ``token`` that a blocking hold presumed lost, once the
-        issuer answers again; then forget it (docs/guarantees.md: an asyncio hold leaves
-        no task behind it, so it does not).
+        """Release the lease of ``token`` that a blocking hold presumed lost, or whose
+        release at the hold's end the issuer did not answer, once the issuer answers
+        again; then forget it (docs/guarantees.md: an asyncio hold leaves no task behind
+        it, so it does not).
 
         A presumed loss is not a known one: a lease whose issuer keeps it with no expiry
         of its own (a ZooKeeper session or a PostgreSQL advisory lock's connection that

@@ -101,8 +101,9 @@ class Fence(FenceCore):
         self._released(value, release_sync(self._calls, value, holder))
 
     def _abandon(self, token: int) -> None:
-        """Release a lease presumed lost (``_abandon_flow``) in a thread of its own:
-        leaving a hold never waits for an issuer that does not answer."""
+        """Release a lease presumed lost, or whose release the issuer did not answer
+        (``_abandon_flow``), in a thread of its own: leaving a hold never waits for an
+        issuer that does not answer."""
         threading.Thread(
             target=run_sync,
             args=(self._abandon_flow(token), self._calls),
