@@ -214,6 +214,17 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return server.url
 
 
+@pytest.fixture
+def sql_tables_url(sql_url: str) -> str:
+    """``sql_url`` with the SDK's tables made on PostgreSQL too (a SQLite issuer makes its
+    own; the session's MariaDB has them)."""
+    if sql_url.startswith("postgresql"):
+        engine = create_engine(sql_url)
+        create_tables(engine)
+        engine.dispose()
+    return sql_url
+
+
 @pytest.fixture(
     params=["sqlite+aiosqlite", "postgresql+psycopg", "postgresql+asyncpg", "mysql+aiomysql"]
 )

@@ -19,13 +19,12 @@ import redis
 import redis.asyncio
 from interop import ThroughBackend
 from processes import CONTEXT
-from sqlalchemy import create_engine
 
 import fencing
 import fencing.aio
 from fencing import MemoryIssuer
 from fencing._connect import Backend
-from fencing.sql import SqlFence, SqlIssuer, create_tables
+from fencing.sql import SqlFence, SqlIssuer
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
@@ -37,23 +36,7 @@ from fencing.testing.contract import (
     OperationsContract,
     StaleHolderContract,
 )
-from fencing.testing.servers import PostgresServer, RedisServer
-
-
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
-def sql_issuer_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file, or the session's PostgreSQL or MariaDB with the SDK's tables
-    created (SQLite creates them itself on first use)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fencing.db'}"
-    if request.param == "mariadb":
-        return str(request.getfixturevalue("mariadb_url"))
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url
-    engine = create_engine(url)
-    create_tables(engine)
-    engine.dispose()
-    return url
+from fencing.testing.servers import RedisServer
 
 
 def load_example(name: str) -> ModuleType:
@@ -123,14 +106,14 @@ class TestAsyncRedisFence(AsyncFenceContract):
 
 
 class TestSqlFence(FenceContract):
-    """On a SQLite file, PostgreSQL and MariaDB (``sql_issuer_url`` runs each test on each)."""
+    """On a SQLite file, PostgreSQL and MariaDB (``sql_tables_url`` runs each test on each)."""
 
     @pytest.fixture
-    def make_fence(self, sql_issuer_url: str) -> Iterator[MakeFence]:
-        issuer = SqlIssuer(sql_issuer_url)
+    def make_fence(self, sql_tables_url: str) -> Iterator[MakeFence]:
+        issuer = SqlIssuer(sql_tables_url)
 
         def make(name: str, ttl: float) -> fencing.Fence:
-            return SqlFence(sql_issuer_url, name, ttl, issuer=issuer)
+            return SqlFence(sql_tables_url, name, ttl, issuer=issuer)
 
         yield make
         issuer.engine.dispose()
@@ -226,8 +209,8 @@ class TestSqlInterop(ThroughBackend):
     """Through ``fencing.connect`` on a SQLite file, PostgreSQL and MariaDB."""
 
     @pytest.fixture
-    def backend(self, sql_issuer_url: str) -> Iterator[Backend]:
-        backend = fencing.connect(sql_issuer_url)
+    def backend(self, sql_tables_url: str) -> Iterator[Backend]:
+        backend = fencing.connect(sql_tables_url)
         yield backend
         backend.close()
 
@@ -251,5 +234,5 @@ class TestSqlStaleHolder(StaleHolderContract):
     make_fence = TestSqlFence.make_fence
 
     @pytest.fixture
-    def holder_url(self, sql_issuer_url: str) -> str:
-        return sql_issuer_url
+    def holder_url(self, sql_tables_url: str) -> str:
+        return sql_tables_url

@@ -5,18 +5,15 @@ through what a user calls (``MemoryIssuer.rwlock``, ``fencing.connect(url).rwloc
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from rwlocks import ThroughBackend
-from sqlalchemy import create_engine
 
 import fencing
 from fencing import MemoryIssuer
 from fencing._connect import Backend
-from fencing.sql import create_tables
 from fencing.testing.contract import MakeAsyncRWLock, MakeRWLock, RWLockContract
-from fencing.testing.servers import PostgresServer, RedisServer
+from fencing.testing.servers import RedisServer
 
 
 class TestMemoryRWLock(RWLockContract):
@@ -41,21 +38,6 @@ class TestRedisRWLock(ThroughBackend):
         backend.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
-def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file, or the session's PostgreSQL or MariaDB with the SDK's tables."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fencing.db'}"
-    if request.param == "mariadb":
-        return str(request.getfixturevalue("mariadb_url"))
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url
-    engine = create_engine(url)
-    create_tables(engine)
-    engine.dispose()
-    return url
-
-
 class TestSqlRWLock(ThroughBackend):
     """On a SQLite file, PostgreSQL and MariaDB (fewer racing rounds: SQLite's writers
     queue on its one file lock, and the waiters poll)."""
@@ -63,5 +45,5 @@ class TestSqlRWLock(ThroughBackend):
     rw_rounds = 4
 
     @pytest.fixture
-    def backend(self, sql_url: str) -> Backend:
-        return fencing.connect(sql_url)
+    def backend(self, sql_tables_url: str) -> Backend:
+        return fencing.connect(sql_tables_url)

@@ -5,39 +5,20 @@ semaphores: memory, Redis, SQLite and PostgreSQL, each made through what a user 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 import redis.asyncio
-from sqlalchemy import create_engine
 
 import fencing
 import fencing.aio
 from fencing import MemoryIssuer
-from fencing.sql import create_tables
 from fencing.testing.contract import (
     AsyncSemaphoreContract,
     MakeAsyncSemaphore,
     MakeSemaphore,
     SemaphoreContract,
 )
-from fencing.testing.servers import PostgresServer, RedisServer
-
-
-@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
-def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh SQLite file, or the session's PostgreSQL or MariaDB with the SDK's tables
-    (asyncio on MariaDB: aiomysql, chosen by the issuer)."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'fencing.db'}"
-    if request.param == "mariadb":
-        return str(request.getfixturevalue("mariadb_url"))
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    url = server.url
-    engine = create_engine(url)
-    create_tables(engine)
-    engine.dispose()
-    return url
+from fencing.testing.servers import RedisServer
 
 
 class TestMemorySemaphore(SemaphoreContract):
@@ -78,8 +59,8 @@ class TestSqlSemaphore(SemaphoreContract):
     semaphore_rounds = 4
 
     @pytest.fixture
-    def make_semaphore(self, sql_url: str) -> MakeSemaphore:
-        return fencing.connect(sql_url).semaphore
+    def make_semaphore(self, sql_tables_url: str) -> MakeSemaphore:
+        return fencing.connect(sql_tables_url).semaphore
 
 
 class TestAsyncSqlSemaphore(AsyncSemaphoreContract):
@@ -89,7 +70,7 @@ class TestAsyncSqlSemaphore(AsyncSemaphoreContract):
     semaphore_rounds = 4
 
     @pytest.fixture
-    async def make_semaphore(self, sql_url: str) -> AsyncIterator[MakeAsyncSemaphore]:
-        issuer = fencing.aio.SqlIssuer(sql_url)  # its own pool, disposed on this loop
+    async def make_semaphore(self, sql_tables_url: str) -> AsyncIterator[MakeAsyncSemaphore]:
+        issuer = fencing.aio.SqlIssuer(sql_tables_url)  # its own pool, disposed on this loop
         yield lambda name, permits, ttl: fencing.aio.Semaphore(issuer, name, permits, ttl)
         await issuer.aclose()
