@@ -153,7 +153,7 @@ def sqlite_freeze(tmp_path: Path) -> Freeze:
     return freeze
 
 
-class TestSqliteLossBound(ConnectedLossBound):
+class _Sqlite:
     @pytest.fixture
     def url(self, sqlite_url: str) -> str:
         return sqlite_url
@@ -163,14 +163,14 @@ class TestSqliteLossBound(ConnectedLossBound):
         return sqlite_freeze
 
 
-class TestAsyncSqliteLossBound(AsyncConnectedLossBound):
+class TestSqliteLossBound(_Sqlite, ConnectedLossBound):
+    pass
+
+
+class TestAsyncSqliteLossBound(_Sqlite, AsyncConnectedLossBound):
     @pytest.fixture
     def url(self, sqlite_url: str) -> str:
         return sqlite_url.replace("sqlite:", "sqlite+aiosqlite:")
-
-    @pytest.fixture
-    def freeze(self, sqlite_freeze: Freeze) -> Freeze:
-        return sqlite_freeze
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ def pg_tables_url(pg_url: str) -> str:
     return pg_url
 
 
-class TestPostgresLossBound(ConnectedLossBound):
+class _Postgres:
     @pytest.fixture
     def url(self, pg_tables_url: str) -> str:
         return pg_tables_url
@@ -193,14 +193,12 @@ class TestPostgresLossBound(ConnectedLossBound):
         return postgres_server.frozen
 
 
-class TestAsyncPostgresLossBound(AsyncConnectedLossBound):
-    @pytest.fixture
-    def url(self, pg_tables_url: str) -> str:
-        return pg_tables_url
+class TestPostgresLossBound(_Postgres, ConnectedLossBound):
+    pass
 
-    @pytest.fixture
-    def freeze(self, postgres_server: PostgresServer) -> Freeze:
-        return postgres_server.frozen
+
+class TestAsyncPostgresLossBound(_Postgres, AsyncConnectedLossBound):
+    pass
 
 
 @pytest.fixture
@@ -209,54 +207,43 @@ def redlock_nodes(redis_factory: Callable[..., RedisServer]) -> list[RedisServer
     return [redis_factory() for _ in range(3)]
 
 
-def _redlock_url(nodes: list[RedisServer]) -> str:
-    return "redis+redlock://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes)
-
-
-class TestRedlockLossBound(ConnectedLossBound):
+class _Redlock:
     @pytest.fixture
     def url(self, redlock_nodes: list[RedisServer]) -> str:
-        return _redlock_url(redlock_nodes)
+        return "redis+redlock://" + ",".join(f"127.0.0.1:{node.port}" for node in redlock_nodes)
 
     @pytest.fixture
     def freeze(self, redlock_nodes: list[RedisServer]) -> Freeze:
         return lambda: all_frozen(redlock_nodes[:2])
 
 
-class TestAsyncRedlockLossBound(AsyncConnectedLossBound):
-    @pytest.fixture
-    def url(self, redlock_nodes: list[RedisServer]) -> str:
-        return _redlock_url(redlock_nodes)
-
-    @pytest.fixture
-    def freeze(self, redlock_nodes: list[RedisServer]) -> Freeze:
-        return lambda: all_frozen(redlock_nodes[:2])
+class TestRedlockLossBound(_Redlock, ConnectedLossBound):
+    pass
 
 
-def _sentinel_freeze(group: SentinelGroup) -> Freeze:
-    """The whole group, Sentinels too: a frozen primary alone would be failed over, and
-    a renewal on the promoted replica may rightly keep the lease."""
-    return lambda: all_frozen([group.primary, group.replica, *group.sentinels])
+class TestAsyncRedlockLossBound(_Redlock, AsyncConnectedLossBound):
+    pass
 
 
-class TestSentinelLossBound(ConnectedLossBound):
+class _Sentinel:
     @pytest.fixture
     def url(self, sentinel_group: SentinelGroup) -> str:
         return sentinel_group.url
 
     @pytest.fixture
     def freeze(self, sentinel_group: SentinelGroup) -> Freeze:
-        return _sentinel_freeze(sentinel_group)
+        """The whole group, Sentinels too: a frozen primary alone would be failed over,
+        and a renewal on the promoted replica may rightly keep the lease."""
+        group = sentinel_group
+        return lambda: all_frozen([group.primary, group.replica, *group.sentinels])
 
 
-class TestAsyncSentinelLossBound(AsyncConnectedLossBound):
-    @pytest.fixture
-    def url(self, sentinel_group: SentinelGroup) -> str:
-        return sentinel_group.url
+class TestSentinelLossBound(_Sentinel, ConnectedLossBound):
+    pass
 
-    @pytest.fixture
-    def freeze(self, sentinel_group: SentinelGroup) -> Freeze:
-        return _sentinel_freeze(sentinel_group)
+
+class TestAsyncSentinelLossBound(_Sentinel, AsyncConnectedLossBound):
+    pass
 
 
 # The engines below freeze the session's servers of their group (docs/testing.md): only
@@ -265,7 +252,7 @@ class TestAsyncSentinelLossBound(AsyncConnectedLossBound):
 # elections count ticks, which a frozen member does not).
 
 
-class TestRedisClusterLossBound(ConnectedLossBound):
+class _RedisCluster:
     @pytest.fixture
     def url(self, redis_cluster: RedisCluster) -> str:
         return redis_cluster.url
@@ -275,41 +262,34 @@ class TestRedisClusterLossBound(ConnectedLossBound):
         return lambda: all_frozen(redis_cluster.nodes)
 
 
-class TestAsyncRedisClusterLossBound(AsyncConnectedLossBound):
-    @pytest.fixture
-    def url(self, redis_cluster: RedisCluster) -> str:
-        return redis_cluster.url
-
-    @pytest.fixture
-    def freeze(self, redis_cluster: RedisCluster) -> Freeze:
-        return lambda: all_frozen(redis_cluster.nodes)
+class TestRedisClusterLossBound(_RedisCluster, ConnectedLossBound):
+    pass
 
 
-def _etcd_freeze(cluster: EtcdCluster) -> Freeze:
-    return lambda: frozen([member.process.pid for member in cluster.members if member.process])
+class TestAsyncRedisClusterLossBound(_RedisCluster, AsyncConnectedLossBound):
+    pass
 
 
-class TestEtcdLossBound(ConnectedLossBound):
+class _Etcd:
     @pytest.fixture
     def url(self, etcd_cluster: EtcdCluster) -> str:
         return etcd_cluster.url
 
     @pytest.fixture
     def freeze(self, etcd_cluster: EtcdCluster) -> Freeze:
-        return _etcd_freeze(etcd_cluster)
+        members = etcd_cluster.members
+        return lambda: frozen([member.process.pid for member in members if member.process])
 
 
-class TestAsyncEtcdLossBound(AsyncConnectedLossBound):
-    @pytest.fixture
-    def url(self, etcd_cluster: EtcdCluster) -> str:
-        return etcd_cluster.url
-
-    @pytest.fixture
-    def freeze(self, etcd_cluster: EtcdCluster) -> Freeze:
-        return _etcd_freeze(etcd_cluster)
+class TestEtcdLossBound(_Etcd, ConnectedLossBound):
+    pass
 
 
-class TestZooKeeperLossBound(ConnectedLossBound):
+class TestAsyncEtcdLossBound(_Etcd, AsyncConnectedLossBound):
+    pass
+
+
+class _ZooKeeper:
     @pytest.fixture
     def url(self, zookeeper_server: ZooKeeperServer) -> str:
         return zookeeper_server.url
@@ -319,14 +299,12 @@ class TestZooKeeperLossBound(ConnectedLossBound):
         return zookeeper_server.frozen
 
 
-class TestAsyncZooKeeperLossBound(AsyncConnectedLossBound):
-    @pytest.fixture
-    def url(self, zookeeper_server: ZooKeeperServer) -> str:
-        return zookeeper_server.url
+class TestZooKeeperLossBound(_ZooKeeper, ConnectedLossBound):
+    pass
 
-    @pytest.fixture
-    def freeze(self, zookeeper_server: ZooKeeperServer) -> Freeze:
-        return zookeeper_server.frozen
+
+class TestAsyncZooKeeperLossBound(_ZooKeeper, AsyncConnectedLossBound):
+    pass
 
 
 # -- the connection cut, not the server: a proxy that stops forwarding ---------------------
@@ -338,27 +316,21 @@ def pg_proxy(postgres_server: PostgresServer) -> Iterator[CuttableProxy]:
         yield proxy
 
 
-def _through(url: str, proxy: CuttableProxy) -> str:
-    return str(make_url(url).set(port=proxy.port))
-
-
-class TestPostgresCutLossBound(ConnectedLossBound):
+class _PostgresCut:
     """The connection to the session's PostgreSQL cut (the server itself runs on)."""
 
     @pytest.fixture
     def url(self, pg_tables_url: str, pg_proxy: CuttableProxy) -> str:
-        return _through(pg_tables_url, pg_proxy)
+        return str(make_url(pg_tables_url).set(port=pg_proxy.port))
 
     @pytest.fixture
     def freeze(self, pg_proxy: CuttableProxy) -> Freeze:
         return pg_proxy.cut
 
 
-class TestAsyncPostgresCutLossBound(AsyncConnectedLossBound):
-    @pytest.fixture
-    def url(self, pg_tables_url: str, pg_proxy: CuttableProxy) -> str:
-        return _through(pg_tables_url, pg_proxy)
+class TestPostgresCutLossBound(_PostgresCut, ConnectedLossBound):
+    pass
 
-    @pytest.fixture
-    def freeze(self, pg_proxy: CuttableProxy) -> Freeze:
-        return pg_proxy.cut
+
+class TestAsyncPostgresCutLossBound(_PostgresCut, AsyncConnectedLossBound):
+    pass
