@@ -4,10 +4,12 @@ Public names are re-exported here; implementation lives in private modules.
 Direction of imports (never the other way), written down as import-linter contracts in
 pyproject.toml and explained in docs/design.md, "Architecture":
 
-- the core, flat private modules in layers: ``_errors`` (a leaf) at the bottom, then
-  telemetry, logs, flows, the token and the issuer protocols, up to the fences, marks
-  and guards and, on top, ``aio``, ``_connect`` (finds a backend by its URL scheme) and
-  ``metrics``.
+- the core, in layer packages: ``_base`` (errors, tokens, checks, flows, logs,
+  telemetry) at the bottom, then the issuer protocols (``issuer``), the fences
+  (``_lease``), the primitives built on them (``_primitives``) beside the resource side
+  (``_resource``: marks, guards, ``FileStore``), the in-memory issuer and the shared SQL
+  flows (``_memory``, ``_sql``) and, on top, ``aio``, ``_connect`` (finds a backend by
+  its URL scheme) and ``metrics``.
 - backends, each a package that imports the core and never another backend:
   ``fencing.redis``, ``fencing.sql``, ``fencing.etcd``, ``fencing.zookeeper``; beside
   them ``fencing.http`` (tokens over HTTP) and ``fencing.alembic`` (migration helpers).
@@ -21,8 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._election import Election, Leader, Term
-from ._errors import (
+from ._base.errors import (
     AcquireTimeout,
     FenceSetupError,
     FenceUnavailable,
@@ -33,23 +34,24 @@ from ._errors import (
     StaleTokenError,
     UnfencedWriteError,
 )
-from ._fence import Fence, Hold
-from ._file_store import FileStore
-from ._guard import Guarded, guard
-from ._lazy import lazy_names
-from ._limiter import Admission, Limiter, LimitUse
-from ._marks import FileMark, Mark, MemoryMark
+from ._base.lazy import lazy_names
+from ._base.token import FenceToken
+from ._lease.fence import Fence, Hold
 from ._memory import MemoryFence, MemoryIssuer
-from ._rwlock import ReadToken, RWLock, WriteToken
-from ._semaphore import Permit, Semaphore, SemaphoreHold
-from ._token import FenceToken
+from ._primitives.election import Election, Leader, Term
+from ._primitives.limiter import Admission, Limiter, LimitUse
+from ._primitives.rwlock import ReadToken, RWLock, WriteToken
+from ._primitives.semaphore import Permit, Semaphore, SemaphoreHold
+from ._resource.file_store import FileStore
+from ._resource.guard import Guarded, guard
+from ._resource.marks import FileMark, Mark, MemoryMark
 from .issuer import Busy, Issuer
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers
     # the deprecated names too, so that code using them still type-checks until they go
-    from ._async_fence import AsyncFence, AsyncHold  # noqa: F401
     from ._connect import connect
-    from ._election import AsyncElection, AsyncTerm  # noqa: F401
+    from ._lease.async_fence import AsyncFence, AsyncHold  # noqa: F401
+    from ._primitives.election import AsyncElection, AsyncTerm  # noqa: F401
     from .etcd import EtcdFence, EtcdIssuer
     from .issuer import AsyncIssuer  # noqa: F401
     from .redis import FencedLock, RedisFence, RedisIssuer, RedisMark, RedlockFence, RedlockIssuer

@@ -45,14 +45,14 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-from ._async_fence import AsyncFence
-from ._core import DEFAULT_TTL
-from ._election import AsyncElection, Election
-from ._fence import Fence
-from ._lazy import needs_extra
-from ._limiter import AsyncLimiter, Limiter
-from ._rwlock import AsyncRWLock, RWLock
-from ._semaphore import AsyncSemaphore, Semaphore
+from ._base.lazy import needs_extra
+from ._lease.async_fence import AsyncFence
+from ._lease.core import DEFAULT_TTL
+from ._lease.fence import Fence
+from ._primitives.election import AsyncElection, Election
+from ._primitives.limiter import AsyncLimiter, Limiter
+from ._primitives.rwlock import AsyncRWLock, RWLock
+from ._primitives.semaphore import AsyncSemaphore, Semaphore
 
 ENV_VAR = "FENCING_URL"
 _REDIS_SCHEMES = ("redis", "rediss", "unix")

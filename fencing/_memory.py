@@ -14,12 +14,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from ._async_fence import AsyncFence
-from ._core import DEFAULT_TTL
-from ._fence import Fence
-from ._limiter import Admission, AsyncLimiter, Limiter, LimitUse, MemoryWindows
-from ._rwlock import AsyncRWLock, RWLock
-from ._semaphore import AsyncSemaphore, Semaphore
+from ._lease.async_fence import AsyncFence
+from ._lease.core import DEFAULT_TTL
+from ._lease.fence import Fence
+from ._primitives.limiter import Admission, AsyncLimiter, Limiter, LimitUse, MemoryWindows
+from ._primitives.rwlock import AsyncRWLock, RWLock
+from ._primitives.semaphore import AsyncSemaphore, Semaphore
 from .issuer import READ, Busy, FenceStatus
 
 

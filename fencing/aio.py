@@ -3,7 +3,7 @@
 One naming rule: every asyncio class is here under its blocking twin's name
 (``fencing.aio.Fence`` is the asyncio ``fencing.Fence``), with the same public methods
 (``tests/test_parity.py`` checks both). Every class here runs the very same flows as its
-sync twin (see ``fencing._protocol``); only the driver awaits instead of blocking.
+sync twin (see ``fencing._lease.protocol``); only the driver awaits instead of blocking.
 Imports the core and the optional backends; those that need an optional dependency
 (redis-py, SQLAlchemy, grpcio, kazoo) load on first use, as in ``fencing``:
 ``fencing.aio.RedisFence`` is ``fencing.redis.aio.RedisFence``, and so on for every
@@ -15,17 +15,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._async_fence import AsyncFence as Fence
-from ._async_fence import AsyncHold as Hold
-from ._election import AsyncElection as Election
-from ._election import AsyncTerm as Term
-from ._election import Leader
-from ._lazy import lazy_names
-from ._limiter import AsyncLimiter as Limiter
+from ._base.lazy import lazy_names
+from ._lease.async_fence import AsyncFence as Fence
+from ._lease.async_fence import AsyncHold as Hold
 from ._memory import AsyncMemoryFence as MemoryFence
-from ._rwlock import AsyncRWLock as RWLock
-from ._semaphore import AsyncSemaphore as Semaphore
-from ._semaphore import AsyncSemaphoreHold as SemaphoreHold
+from ._primitives.election import AsyncElection as Election
+from ._primitives.election import AsyncTerm as Term
+from ._primitives.election import Leader
+from ._primitives.limiter import AsyncLimiter as Limiter
+from ._primitives.rwlock import AsyncRWLock as RWLock
+from ._primitives.semaphore import AsyncSemaphore as Semaphore
+from ._primitives.semaphore import AsyncSemaphoreHold as SemaphoreHold
 from .issuer import AsyncIssuer as Issuer
 
 if TYPE_CHECKING:  # the lazily loaded names below, for type checkers

@@ -19,7 +19,7 @@ Imports Alembic and SQLAlchemy.
 
 from __future__ import annotations
 
-from ._lazy import needs_extra
+from ._base.lazy import needs_extra
 
 with needs_extra("fencing.alembic"):  # say which extra brings a missing driver
     import sqlalchemy as sa

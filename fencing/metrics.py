@@ -3,16 +3,16 @@
 fencing records through the ``opentelemetry-api`` package (``pip install
 'fencing[otel]'``) and does nothing until the application sets an OpenTelemetry SDK;
 ``import fencing`` never imports OpenTelemetry. docs/observability.md lists the
-instruments and shows a Prometheus setup; ``fencing._metrics`` records them.
+instruments and shows a Prometheus setup; ``fencing._base.metrics`` records them.
 
-Imports the core's ``_metrics`` only.
+Imports the core's ``_base.metrics`` only.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._metrics import (
+from ._base.metrics import (
     ACQUIRE_DURATION,
     HELD_DURATION,
     LEASES_LOST,
@@ -20,7 +20,7 @@ from ._metrics import (
     WRITES_REJECTED,
     Settings,
 )
-from ._metrics import configure as _configure
+from ._base.metrics import configure as _configure
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

@@ -25,7 +25,7 @@ import redis
 from waiting import PATIENCE
 
 import fencing
-from fencing._limiter import Limiter
+from fencing._primitives.limiter import Limiter
 
 LIMIT, PER = 5, 0.8
 WINDOWS = ("fixed", "sliding")

@@ -24,7 +24,7 @@ from waiting import NEVER, await_until, joined, wait_until, woken_only
 import fencing
 import fencing.aio
 from fencing import Permit
-from fencing._semaphore import slot_name
+from fencing._primitives.semaphore import slot_name
 from fencing.issuer import (
     AsyncIssuer,
     AsyncWakesSlots,

@@ -13,7 +13,7 @@ import redis
 from sqlalchemy import create_engine, delete
 
 import fencing
-from fencing._validate import MAX_TTL
+from fencing._base.validate import MAX_TTL
 from fencing.redis import RedisFence
 from fencing.sql import SqlFence, create_tables
 from fencing.sql._schema import leases

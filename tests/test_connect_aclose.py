@@ -20,8 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import fencing
 import fencing.aio
+from fencing._base.owned import Owner
 from fencing._connect import NoLimiter
-from fencing._owned import Owner
 from fencing.sql import create_tables
 from fencing.testing.servers import PostgresServer, RedisServer
 

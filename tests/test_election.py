@@ -17,7 +17,7 @@ from waiting import PATIENCE
 import fencing
 import fencing.aio
 from fencing import cli
-from fencing._election import MAX_VALUE
+from fencing._primitives.election import MAX_VALUE
 from fencing.sql import SqlIssuer, create_tables
 from fencing.testing.servers import PostgresServer
 

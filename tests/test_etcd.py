@@ -31,7 +31,7 @@ from fencing import (
     FenceUnavailable,
     LeaseLost,
 )
-from fencing._protocol import Waiting
+from fencing._lease.protocol import Waiting
 from fencing.etcd import EtcdFence, EtcdIssuer, EtcdOptions, parse_etcd_url
 from fencing.etcd._leases import Lease, LeasePool
 from fencing.etcd._messages import MAX_LEASE_SECONDS

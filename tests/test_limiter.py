@@ -41,7 +41,7 @@ from waiting import PATIENCE, wait_until
 import fencing
 import fencing.aio
 from fencing import Admission, LimitUse, MemoryIssuer
-from fencing._limiter import MAX_LIMIT, MAX_SLIDING_LIMIT, Admits, Limiter
+from fencing._primitives.limiter import MAX_LIMIT, MAX_SLIDING_LIMIT, Admits, Limiter
 from fencing.redis._limits import parse_admission
 from fencing.sql import create_tables
 from fencing.testing.servers import PostgresServer, RedisServer, faketime_environment

@@ -14,7 +14,7 @@ from waiting import PATIENCE, joined, wait_until
 
 import fencing
 from fencing import Admission, FenceUnavailable
-from fencing._limiter import Admits, Limiter
+from fencing._primitives.limiter import Admits, Limiter
 from fencing.testing.servers import RedisServer
 
 

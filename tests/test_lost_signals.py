@@ -18,7 +18,7 @@ from waiting import PATIENCE, joined, wait_until
 
 import fencing
 import fencing.aio
-from fencing._flow import run_sync
+from fencing._base.flow import run_sync
 from fencing.testing.simulation import VirtualClock
 
 

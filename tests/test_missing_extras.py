@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import fencing
-from fencing._lazy import EXTRAS
+from fencing._base.lazy import EXTRAS
 
 #: Installs the blocker for the comma-separated modules of argv[1], then runs argv[2].
 _PRELUDE = """
@@ -124,7 +124,7 @@ def test_a_missing_driver_names_its_extra(
     )
     assert done.returncode != 0 and expected in done.stderr, done.stderr
     if "fencing.cli" not in code:  # the command prints one line; the rest raise
-        assert "fencing._errors.MissingExtra" in done.stderr, done.stderr
+        assert "fencing._base.errors.MissingExtra" in done.stderr, done.stderr
 
 
 def test_the_control_with_nothing_blocked_succeeds(tmp_path: Path) -> None:

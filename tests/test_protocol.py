@@ -9,9 +9,9 @@ from typing import NamedTuple
 import pytest
 
 import fencing
-from fencing._core import DRIFT
-from fencing._flow import run_sync
-from fencing._protocol import (
+from fencing._base.flow import run_sync
+from fencing._lease.core import DRIFT
+from fencing._lease.protocol import (
     Calls,
     Waiting,
     WaitSchedule,

@@ -9,7 +9,7 @@ import pytest
 
 import fencing
 from fencing import AcquireTimeout, MemoryIssuer, MemoryMark, StaleTokenError
-from fencing._rwlock import Side
+from fencing._primitives.rwlock import Side
 from fencing.redis._rwlock_scripts import rw_keys
 from fencing.redis._scripts import key_slot
 from fencing.testing.simulation import VirtualClock

@@ -8,7 +8,7 @@ import pytest
 
 import fencing
 from fencing import AcquireTimeout, MemoryIssuer, MemoryMark, Permit, StaleTokenError
-from fencing._semaphore import MAX_PERMITS, slot_name
+from fencing._primitives.semaphore import MAX_PERMITS, slot_name
 from fencing.redis._scripts import key_prefix, key_slot
 from fencing.testing.simulation import VirtualClock
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fencing._protocol import Waiting
-from fencing._semaphore import SemaphoreCore
+from fencing._lease.protocol import Waiting
+from fencing._primitives.semaphore import SemaphoreCore
 
 #: How long a test waits for something that should happen at once: only a bug makes
 #: it take this long, a loaded machine does not.

@@ -13,7 +13,7 @@ issuer is found by URL, through ``fencing.connect``).
 
 from __future__ import annotations
 
-from .._lazy import needs_extra
+from .._base.lazy import needs_extra
 
 with needs_extra("fencing.celery"):  # say which extra brings a missing driver
     from ._once import FileOnceStore, OnceStore, default_once_dir

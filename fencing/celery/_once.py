@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 from urllib.parse import quote
 
-from .._file_store import FileStore
-from .._validate import check_ttl
+from .._base.validate import check_ttl
+from .._resource.file_store import FileStore
 
 #: Keys longer than this (once quoted) are stored under their SHA-256 digest.
 _LONGEST_FILE_NAME = 200

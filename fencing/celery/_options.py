@@ -19,7 +19,7 @@ import string
 from collections.abc import Iterator
 from typing import Any
 
-from .._validate import check_timeout, check_ttl
+from .._base.validate import check_timeout, check_ttl
 from ._once import OnceStore
 
 #: What a run does when another run of the same key holds the lease.

@@ -44,11 +44,11 @@ from typing import Any
 
 from celery import Task
 
+from .._base.errors import AcquireTimeout, LeaseLost
+from .._base.token import FenceToken
+from .._base.validate import check_name
 from .._connect import Backend, connect
-from .._errors import AcquireTimeout, LeaseLost
-from .._fence import Fence, Hold
-from .._token import FenceToken
-from .._validate import check_name
+from .._lease.fence import Fence, Hold
 from ..issuer import Issuer
 from ._once import FileOnceStore, OnceStore, default_once_dir
 from ._options import check_options, is_issuer

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 
 from .. import __version__
-from .._errors import MissingExtra
-from .._lazy import needs_extra
+from .._base.errors import MissingExtra
+from .._base.lazy import needs_extra
 
 #: Modules that each register one subcommand, in the order shown by --help.
 SUBCOMMANDS = (

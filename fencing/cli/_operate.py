@@ -36,10 +36,10 @@ from functools import partial
 from typing import NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
+from .._base.errors import FencingError
+from .._base.validate import check_name
 from .._connect import connect
-from .._election import leader_of
-from .._errors import FencingError
-from .._validate import check_name
+from .._primitives.election import leader_of
 from ..issuer import FenceStatus, ForceReleases, Inspects, OperatesLocks
 
 OK, FAILED, USAGE, NOT_HELD, UNSUPPORTED = 0, 1, 2, 3, 4

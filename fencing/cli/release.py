@@ -16,8 +16,8 @@ import json
 import sys
 from typing import Any
 
-from .._log import release_log
-from .._semaphore import MAX_PERMITS, slot_name
+from .._base.log import release_log
+from .._primitives.semaphore import MAX_PERMITS, slot_name
 from ._operate import (
     NOT_HELD,
     OK,

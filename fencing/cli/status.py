@@ -15,8 +15,8 @@ import json
 import re
 from typing import Any
 
-from .._limiter import WINDOWS, InspectsLimits, LimiterCore
-from .._semaphore import MAX_PERMITS, slot_name
+from .._primitives.limiter import WINDOWS, InspectsLimits, LimiterCore
+from .._primitives.semaphore import MAX_PERMITS, slot_name
 from ..issuer import FenceStatus, Inspects
 from ._operate import (
     OK,

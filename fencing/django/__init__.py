@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names, needs_extra
+from .._base.lazy import lazy_names, needs_extra
 
 with needs_extra("fencing.django"):  # say which extra brings a missing Django
     from ._errors import StaleRowError

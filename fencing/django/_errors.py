@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._errors import StaleTokenError
+from .._base.errors import StaleTokenError
 
 
 class StaleRowError(StaleTokenError):

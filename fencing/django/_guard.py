@@ -23,7 +23,7 @@ from asgiref.sync import sync_to_async
 from django.db import connections, models, router, transaction
 from django.db.models import Max, signals
 
-from .._validate import check_mark_token
+from .._base.validate import check_mark_token
 from ._errors import StaleRowError
 from ._statement import guarded_update
 

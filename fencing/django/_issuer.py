@@ -35,12 +35,12 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, Error, connections
 
-from .._core import DEFAULT_TTL
-from .._errors import FenceSetupError, issuer_error
-from .._fence import Fence
-from .._flow import Flow, run_sync
-from .._shared import Shared
-from .._sql_flows import Execute, FlowsIssuer, Reply, SqlFlows, StatementName
+from .._base.errors import FenceSetupError, issuer_error
+from .._base.flow import Flow, run_sync
+from .._base.shared import Shared
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
+from .._sql.flows import Execute, FlowsIssuer, Reply, SqlFlows, StatementName
 from ._sql import STATEMENTS
 
 T = TypeVar("T")

@@ -4,7 +4,7 @@ Written by ``python -m fencing.sql._generate`` from ``fencing.sql``'s SQLAlchemy
 constructs (``fencing/sql/_issuer_statements.py``), the one source of this SQL;
 tests/test_django_sql.py fails when this file is not what they compile to now.
 
-``STATEMENTS[vendor][name]`` (names: ``fencing._sql_flows.STATEMENTS``) is the SQL with
+``STATEMENTS[vendor][name]`` (names: ``fencing._sql.flows.STATEMENTS``) is the SQL with
 ``%s`` placeholders, the name of the value of each placeholder in order, and the
 constants among them (values written in the construct, such as the ``1`` of
 ``token + 1``); the flow gives the others. ``CLOCK[vendor]`` is the database's clock in

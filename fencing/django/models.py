@@ -16,7 +16,7 @@ from asgiref.sync import sync_to_async
 from django.db import models
 from django.db.models.query_utils import DeferredAttribute
 
-from .._errors import UnfencedWriteError
+from .._base.errors import UnfencedWriteError
 from ._guard import fenced_delete, fenced_save, unfenced_allowed
 
 _OPT_OUT = (

@@ -16,7 +16,7 @@ Imports the core, grpcio and aetcd's protobufs; never another backend.
 
 from __future__ import annotations
 
-from .._lazy import needs_extra
+from .._base.lazy import needs_extra
 
 with needs_extra("fencing.etcd"):  # say which extra brings a missing driver
     from ._issuer import EtcdFence, EtcdIssuer

@@ -5,13 +5,13 @@ Imports the etcd issuer.
 
 from __future__ import annotations
 
-from .._async_fence import AsyncFence
+from .._base.owned import owned
 from .._connect import NoLimiter, NoRWLock
-from .._core import DEFAULT_TTL
-from .._election import AsyncElection, Election
-from .._fence import Fence
-from .._owned import owned
-from .._semaphore import AsyncSemaphore, Semaphore
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
+from .._primitives.election import AsyncElection, Election
+from .._primitives.semaphore import AsyncSemaphore, Semaphore
 from ._issuer import AsyncEtcdFence, AsyncEtcdIssuer, EtcdFence, EtcdIssuer
 from ._url import parse_etcd_url
 

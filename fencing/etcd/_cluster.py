@@ -42,8 +42,8 @@ import grpc
 import grpc.aio
 from aetcd import rpc
 
-from .._errors import FenceSetupError, FenceUnavailable, FencingError
-from .._flow import Flow, run_async, run_sync
+from .._base.errors import FenceSetupError, FenceUnavailable, FencingError
+from .._base.flow import Flow, run_async, run_sync
 from ._url import EtcdOptions
 
 R = TypeVar("R")

@@ -39,12 +39,12 @@ from typing import Any, Generic, TypeVar
 
 import grpc
 
-from .._async_fence import AsyncFence
-from .._core import DEFAULT_TTL
-from .._errors import FenceUnavailable
-from .._fence import Fence
-from .._flow import Flow, run_async, run_sync
-from .._owned import OldClose
+from .._base.errors import FenceUnavailable
+from .._base.flow import Flow, run_async, run_sync
+from .._base.owned import OldClose
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
 from ..issuer import Busy, FenceStatus, SlotBusy
 from . import _messages as msg
 from ._cluster import AsyncCluster, Cluster, client_core_failed

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from aetcd import rpc
 
-from .._errors import FenceUnavailable
+from .._base.errors import FenceUnavailable
 
 _EQUAL = rpc.Compare.EQUAL
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_names
+from .._base.lazy import lazy_names
 from ._check import HEADER, PROBLEM_JSON, Gate, Problem
 from .asgi import FenceMiddleware
 from .wsgi import WSGIFenceMiddleware

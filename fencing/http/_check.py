@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import FenceUnavailable, StaleTokenError
-from .._marks import Mark, MemoryMark
-from .._validate import MAX_TOKEN
+from .._base.errors import FenceUnavailable, StaleTokenError
+from .._base.validate import MAX_TOKEN
+from .._resource.marks import Mark, MemoryMark
 
 #: The request header that carries the fence token (``Fencing-Token: 42``).
 HEADER = "Fencing-Token"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from .._validate import check_mark_token
+from .._base.validate import check_mark_token
 
 
 @runtime_checkable

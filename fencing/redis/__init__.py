@@ -19,7 +19,7 @@ Imports the core and redis-py; never another backend.
 
 from __future__ import annotations
 
-from .._lazy import needs_extra
+from .._base.lazy import needs_extra
 
 with needs_extra("fencing.redis"):  # say which extra brings a missing driver
     from ._issuer import RedisFence, RedisIssuer

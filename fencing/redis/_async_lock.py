@@ -23,9 +23,9 @@ from typing import Any, TypeVar
 import redis.asyncio.lock
 from redis.exceptions import LockError, LockNotOwnedError
 
-from .._errors import AcquireTimeout
-from .._flow import run_async
-from .._protocol import AsyncCalls, acquire_async
+from .._base.errors import AcquireTimeout
+from .._base.flow import run_async
+from .._lease.protocol import AsyncCalls, acquire_async
 from ._issuer import ASYNC_CLIENTS
 from ._lock import AsyncLockIssuer, LockBase
 

@@ -25,15 +25,15 @@ import redis.asyncio.cluster
 import redis.cluster
 import redis.connection
 
-from .._async_fence import AsyncFence
+from .._base.owned import owned
 from .._connect import NoElection, NoLimiter, NoRWLock, NoSemaphore
-from .._core import DEFAULT_TTL
-from .._election import AsyncElection, Election
-from .._fence import Fence
-from .._limiter import AsyncLimiter, Limiter
-from .._owned import owned
-from .._rwlock import AsyncRWLock, RWLock
-from .._semaphore import AsyncSemaphore, Semaphore
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
+from .._primitives.election import AsyncElection, Election
+from .._primitives.limiter import AsyncLimiter, Limiter
+from .._primitives.rwlock import AsyncRWLock, RWLock
+from .._primitives.semaphore import AsyncSemaphore, Semaphore
 from ._issuer import (
     AsyncClient,
     AsyncRedisFence,
@@ -120,7 +120,7 @@ class RedisBackend:
 
     def semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> Semaphore:
         """A semaphore of ``permits`` slots, each slot a fence of this server (its keys in
-        the Redis Cluster slot of ``name``: see ``fencing._semaphore.slot_name``)."""
+        the Redis Cluster slot of ``name``: see ``fencing._primitives.semaphore.slot_name``)."""
         return Semaphore(self.issuer, name, permits, ttl)
 
     def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:

@@ -22,7 +22,7 @@ import redis.cluster
 import redis.exceptions
 import redis.sentinel
 
-from .._errors import FenceSetupError, FenceUnavailable, FencingError, issuer_error
+from .._base.errors import FenceSetupError, FenceUnavailable, FencingError, issuer_error
 
 #: The ACL rules that let a Redis user run every fencing operation (scripts, the
 #: hand-off's BLPOP, ``min_replicas``'s WAIT, ``fencing list``'s SCAN) on the fencing

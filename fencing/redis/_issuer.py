@@ -44,13 +44,13 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 
-from .._async_fence import AsyncFence
-from .._core import DEFAULT_TTL, millis
-from .._errors import NotReplicated, issuer_error
-from .._fence import Fence
-from .._flow import Flow, run_async, run_sync
-from .._limiter import Admission, LimitUse
-from .._validate import check_ttl
+from .._base.errors import NotReplicated, issuer_error
+from .._base.flow import Flow, run_async, run_sync
+from .._base.validate import check_ttl
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL, millis
+from .._lease.fence import Fence
+from .._primitives.limiter import Admission, LimitUse
 from ..issuer import Busy, FenceStatus
 from ._errors import drop_unread_replies, redis_failure
 from ._limits import admitted, limit_call, parse_admission, parse_use, use_call

@@ -28,8 +28,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from .._errors import FenceUnavailable
-from .._limiter import Admission, LimitUse
+from .._base.errors import FenceUnavailable
+from .._primitives.limiter import Admission, LimitUse
 from ._scripts import Script, key_prefix
 
 #: KEYS[1]: the list of admission times (µs digits, newest first). ARGV[1]: limit;

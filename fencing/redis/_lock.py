@@ -29,10 +29,12 @@ from typing import Any
 import redis.lock
 from redis.exceptions import LockNotOwnedError
 
-from .._core import millis, new_holder_id
-from .._errors import AcquireTimeout
-from .._flow import Flow, run_sync
-from .._protocol import (
+from .._base.errors import AcquireTimeout
+from .._base.flow import Flow, run_sync
+from .._base.token import FenceToken
+from .._base.validate import check_name, check_timeout, check_ttl
+from .._lease.core import millis, new_holder_id
+from .._lease.protocol import (
     Calls,
     Op,
     Release,
@@ -41,8 +43,6 @@ from .._protocol import (
     first_queue_millis,
     leave_queue,
 )
-from .._token import FenceToken
-from .._validate import check_name, check_timeout, check_ttl
 from ..issuer import Busy, FenceStatus
 from ._issuer import (
     SYNC_CLIENTS,

@@ -27,8 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from .._errors import FenceUnavailable
-from .._marks import Mark, rejected
+from .._base.errors import FenceUnavailable
+from .._resource.marks import Mark, rejected
 from ._errors import redis_errors
 from ._issuer import SYNC_CLIENTS, SYNC_KINDS, SyncClient, check_client
 

@@ -32,12 +32,12 @@ import redis.asyncio.cluster
 import redis.cluster
 from redis.exceptions import RedisError
 
-from .._async_fence import AsyncFence
-from .._core import DEFAULT_TTL
-from .._errors import FenceSetupError, FenceUnavailable
-from .._fence import Fence
-from .._flow import Flow, run_async, run_sync
-from .._validate import check_ttl
+from .._base.errors import FenceSetupError, FenceUnavailable
+from .._base.flow import Flow, run_async, run_sync
+from .._base.validate import check_ttl
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
 from ..issuer import Busy, FenceStatus
 from ._errors import redis_failure
 from ._issuer import arun_script, run_script

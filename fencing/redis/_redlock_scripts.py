@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from .._errors import issuer_error
+from .._base.errors import issuer_error
 from ..issuer import Busy
 from ._scripts import Script
 

@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from .._core import millis
-from .._errors import FenceUnavailable, issuer_error
+from .._base.errors import FenceUnavailable, issuer_error
+from .._lease.core import millis
 from ..issuer import Busy, FenceStatus, SlotBusy
 
 #: Default idle lifetime of a counter key: a week. A lost counter is harmless (tokens
@@ -812,7 +812,7 @@ def group_head(group: str) -> str:
     """What the keys of the semaphore whose slots are the fences ``f"{group}{k}"`` start
     with: slot ``k``'s lease key is ``f"{head}{k}:lease"``; the semaphore's own keys are
     ``head + ":width"`` (``SLOT_ACQUIRE``) and ``head + ":released"`` (the release
-    stream). ``group`` has a hash tag (``fencing._semaphore.slot_name``), so all of them
+    stream). ``group`` has a hash tag (``fencing._primitives.semaphore.slot_name``), so all of them
     sit in one Redis Cluster slot; ``ValueError`` otherwise."""
     if hash_tag(f"{group}0") is None:
         raise ValueError(f"semaphore slots {group!r}<k> have no Redis Cluster hash tag")

@@ -20,7 +20,7 @@ Imports SQLAlchemy (install ``fencing[sql]``) and the core; the core never impor
 
 from __future__ import annotations
 
-from .._lazy import needs_extra
+from .._base.lazy import needs_extra
 
 with needs_extra("fencing.sql"):  # say which extra brings a missing driver
     from ._advisory import AdvisoryFence, AdvisoryIssuer

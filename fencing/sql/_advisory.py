@@ -95,10 +95,10 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import PoolProxiedConnection
 
-from .._core import DEFAULT_TTL
-from .._errors import FenceSetupError
-from .._fence import Fence
-from .._shared import Shared
+from .._base.errors import FenceSetupError
+from .._base.shared import Shared
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
 from ..issuer import Busy, FenceStatus
 from . import _driver
 from ._engines import parse_sql_url, sql_errors

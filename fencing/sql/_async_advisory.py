@@ -23,12 +23,12 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import greenlet_spawn
 
-from .._async_fence import AsyncFence
-from .._core import DEFAULT_TTL
-from .._errors import FenceSetupError
-from .._lazy import needs_extra
-from .._owned import OldClose
-from .._token import FenceToken
+from .._base.errors import FenceSetupError
+from .._base.lazy import needs_extra
+from .._base.owned import OldClose
+from .._base.token import FenceToken
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
 from ..issuer import Busy, FenceStatus
 from . import _driver, _xact
 from ._advisory import (

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement
 
-from .._lazy import needs_extra
+from .._base.lazy import needs_extra
 from . import _claims
 from ._mixin import FencedMixin
 

@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 from sqlalchemy import Connection, Engine
 
-from .._async_fence import AsyncFence
-from .._core import DEFAULT_TTL
-from .._flow import Flow, run_async
-from .._lazy import needs_extra
-from .._limiter import Admission, LimitUse
-from .._sql_flows import RW_POLL, Execute, SqlFlows, T
+from .._base.flow import Flow, run_async
+from .._base.lazy import needs_extra
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
+from .._primitives.limiter import Admission, LimitUse
+from .._sql.flows import RW_POLL, Execute, SqlFlows, T
 from ..issuer import Busy, FenceStatus
 from ._engines import async_issuer_engine, sql_errors
 from ._errors import check_innodb

@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
-from .._async_fence import AsyncFence
-from .._core import DEFAULT_TTL
-from .._election import AsyncElection, Election
-from .._fence import Fence
-from .._limiter import AsyncLimiter, Limiter
-from .._owned import owned
-from .._rwlock import AsyncRWLock, RWLock
-from .._semaphore import AsyncSemaphore, Semaphore
+from .._base.owned import owned
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
+from .._primitives.election import AsyncElection, Election
+from .._primitives.limiter import AsyncLimiter, Limiter
+from .._primitives.rwlock import AsyncRWLock, RWLock
+from .._primitives.semaphore import AsyncSemaphore, Semaphore
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, shared_issuer
 

@@ -37,7 +37,7 @@ from sqlalchemy import ColumnElement, Connection, func, inspect, select
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from .._validate import check_mark_token
+from .._base.validate import check_mark_token
 from ._guard import CoreGuard, _raise_core, current_read
 from ._mixin import FencedMixin, stamp
 from ._statements import fence_column_of, guarded_update

@@ -21,8 +21,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
-from .._errors import issuer_error
-from .._lazy import needs_extra
+from .._base.errors import issuer_error
+from .._base.lazy import needs_extra
 from ._errors import setup_error
 from ._schema import MYSQL
 

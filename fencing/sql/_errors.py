@@ -16,7 +16,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm.exc import StaleDataError
 
-from .._errors import FenceSetupError, FencingError, StaleTokenError
+from .._base.errors import FenceSetupError, FencingError, StaleTokenError
 from ._schema import not_innodb
 
 

@@ -84,9 +84,9 @@ from sqlalchemy.orm.context import FromStatement
 from sqlalchemy.sql import ClauseElement, operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 
-from .._errors import UnfencedWriteError
-from .._log import guard_log
-from .._metrics import write_rejected
+from .._base.errors import UnfencedWriteError
+from .._base.log import guard_log
+from .._base.metrics import write_rejected
 from ._errors import RowcountUnavailable, StaleRowError
 from ._schema import MYSQL
 

@@ -17,7 +17,7 @@ token and holder in the same transaction; the counter stays, so the next token i
 higher than the one it ended.
 
 The operations are written once as flows of named statements (``SqlFlows``, in the
-core's ``fencing._sql_flows``, shared with ``fencing.django``'s issuer, which needs no
+core's ``fencing._sql.flows``, shared with ``fencing.django``'s issuer, which needs no
 SQLAlchemy); the statements themselves are SQLAlchemy constructs, built once per
 dialect (``_issuer_statements``). ``SqlIssuer`` drives the flows on a ``Connection``
 (its calls written once in ``FlowsIssuer``) and ``AsyncSqlIssuer`` (``_async_issuer``)
@@ -41,12 +41,12 @@ import weakref
 
 from sqlalchemy import Engine
 
-from .._core import DEFAULT_TTL
-from .._fence import Fence
-from .._flow import Flow, run_sync
-from .._limiter import Admission, LimitUse
-from .._shared import Shared
-from .._sql_flows import RW_POLL, Execute, FlowsIssuer, SqlFlows, T
+from .._base.flow import Flow, run_sync
+from .._base.shared import Shared
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
+from .._primitives.limiter import Admission, LimitUse
+from .._sql.flows import RW_POLL, Execute, FlowsIssuer, SqlFlows, T
 from ..issuer import Busy
 from ._engines import issuer_engine, sql_errors
 from ._errors import check_innodb

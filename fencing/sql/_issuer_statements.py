@@ -1,11 +1,11 @@
 """The SQL issuers' statements as SQLAlchemy constructs: the one source of their SQL.
 
-``statements(dialect)`` maps every name of ``fencing._sql_flows.STATEMENTS`` to its
+``statements(dialect)`` maps every name of ``fencing._sql.flows.STATEMENTS`` to its
 construct for SQLite, PostgreSQL, MySQL or MariaDB, built once per dialect with a bound
 parameter per value the flow gives (the names listed there); the database's clock is in each
 statement (``db_now``, ``db_micros``), never a parameter. ``SqlPort`` and
 ``AsyncSqlPort`` run them on a SQLAlchemy connection for the flows of
-``fencing._sql_flows``; ``fencing.django`` runs their compiled text, generated from
+``fencing._sql.flows``; ``fencing.django`` runs their compiled text, generated from
 these constructs by ``python -m fencing.sql._generate``.
 
 Imports the core's SQL flows (their names and replies), the schema and SQLAlchemy.
@@ -38,7 +38,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
-from .._sql_flows import LIKE_ESCAPE, STATEMENTS, Reply, StatementName
+from .._sql.flows import LIKE_ESCAPE, STATEMENTS, Reply, StatementName
 from ._keys import KEYS_SQL
 from ._schema import MYSQL, admissions, db_micros, db_now, leases, rw_leases
 
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 #: reply is the last one's.
 Statement = Executable | tuple[Executable, ...]
 
-#: The flows' parameters shared by several statements (``fencing._sql_flows.STATEMENTS``).
+#: The flows' parameters shared by several statements (``fencing._sql.flows.STATEMENTS``).
 _FENCE = bindparam("fence", type_=String)
 _HOLDER = bindparam("holder_id", type_=String)
 _TOKEN = bindparam("lease_token", type_=BigInteger)

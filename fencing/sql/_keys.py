@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from .._validate import check_name
+from .._base.validate import check_name
 
 #: The SQL that derives the keys of the bound parameter ``:name`` on the server (``k1``, ``k2``).
 KEYS_SQL = (

@@ -36,8 +36,8 @@ from sqlalchemy.orm import (
 )
 from sqlalchemy.orm.attributes import flag_modified, set_committed_value
 
-from .._errors import UnfencedWriteError
-from .._validate import check_mark_token
+from .._base.errors import UnfencedWriteError
+from .._base.validate import check_mark_token
 from ._guard import fence_table
 
 COLUMN = "fence_token"

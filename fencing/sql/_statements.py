@@ -28,7 +28,7 @@ from typing import Any
 
 from sqlalchemy import Column, ColumnElement, Delete, Table, Update, inspect
 
-from .._validate import check_mark_token
+from .._base.validate import check_mark_token
 from ._guard import GUARD_OPTION, CoreGuard, FencedDelete, FencedUpdate, fence_column
 from ._mixin import COLUMN
 

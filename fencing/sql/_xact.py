@@ -30,8 +30,8 @@ from typing import Any
 from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
-from .._errors import AcquireTimeout
-from .._token import FenceToken
+from .._base.errors import AcquireTimeout
+from .._base.token import FenceToken
 from ._advisory import _CLOCK
 from ._engines import sql_errors
 from ._keys import advisory_keys

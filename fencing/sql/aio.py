@@ -9,7 +9,7 @@ names ``AsyncSqlFence`` and ``AsyncSqlIssuer`` still work, with a ``DeprecationW
 
 from __future__ import annotations
 
-from .._lazy import lazy_names
+from .._base.lazy import lazy_names
 from ._async_advisory import AsyncAdvisoryFence as AdvisoryFence
 from ._async_advisory import AsyncAdvisoryIssuer as AdvisoryIssuer
 from ._async_advisory import advisory_xact

@@ -37,11 +37,11 @@ from hypothesis import settings as Settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
 
-from .._errors import AcquireTimeout, LeaseLost, StaleTokenError
-from .._guard import guard
-from .._marks import MemoryMark
-from .._rwlock import RWLock
-from .._token import FenceToken
+from .._base.errors import AcquireTimeout, LeaseLost, StaleTokenError
+from .._base.token import FenceToken
+from .._primitives.rwlock import RWLock
+from .._resource.guard import guard
+from .._resource.marks import MemoryMark
 from ..issuer import ReadWrites
 from .simulation import VirtualClock
 

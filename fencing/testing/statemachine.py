@@ -59,8 +59,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from .._errors import AcquireTimeout, LeaseLost
-from .._semaphore import Permit, Semaphore
+from .._base.errors import AcquireTimeout, LeaseLost
+from .._primitives.semaphore import Permit, Semaphore
 from ..issuer import Issuer
 from .simulation import Mode, SimClient, Simulation, VirtualClock, World
 

@@ -16,7 +16,7 @@ Imports the core and kazoo; never another backend.
 
 from __future__ import annotations
 
-from .._lazy import needs_extra
+from .._base.lazy import needs_extra
 
 with needs_extra("fencing.zookeeper"):  # say which extra brings a missing driver
     from ._issuer import ZooKeeperFence, ZooKeeperIssuer

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from kazoo.client import KazooClient
 
-from .._async_fence import AsyncFence
 from .._connect import NoLimiter, NoRWLock
-from .._core import DEFAULT_TTL
-from .._election import AsyncElection, Election
-from .._fence import Fence
-from .._semaphore import AsyncSemaphore, Semaphore
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
+from .._primitives.election import AsyncElection, Election
+from .._primitives.semaphore import AsyncSemaphore, Semaphore
 from ._issuer import AsyncZooKeeperIssuer, Starter, ZooKeeperIssuer
 from ._layout import ZooKeeperUrl
 

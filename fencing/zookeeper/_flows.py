@@ -53,8 +53,8 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
-from .._errors import issuer_error
-from .._flow import Flow
+from .._base.errors import issuer_error
+from .._base.flow import Flow
 from ..issuer import Busy, FenceStatus, SlotBusy
 from ._layout import ROOT, FencePaths, decode_name, width_path
 

@@ -30,12 +30,12 @@ from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
 
-from .._async_fence import AsyncFence
-from .._core import DEFAULT_TTL
-from .._errors import issuer_error
-from .._fence import Fence
-from .._flow import Flow, run_async, run_sync
-from .._validate import check_name
+from .._base.errors import issuer_error
+from .._base.flow import Flow, run_async, run_sync
+from .._base.validate import check_name
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL
+from .._lease.fence import Fence
 from ..issuer import Busy, FenceStatus
 from ._flows import Request, Versions, ZooKeeperFlows
 from ._layout import DEFAULT_TIMEOUT, FencePaths

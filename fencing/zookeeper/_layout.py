@@ -6,7 +6,7 @@ Every fence name has two znodes under ``/fencing`` (below the URL's chroot, if a
                                      its data version counts the acquisitions of the name
     /fencing/<encoded name>/lease    ephemeral; data: the holder id; exists while held
 
-A semaphore whose slots are the fences ``<group><k>`` (``fencing._semaphore``) also has
+A semaphore whose slots are the fences ``<group><k>`` (``fencing._primitives.semaphore``) also has
 one znode of its own, outside ``/fencing`` so that it is never listed as a fence::
 
     /fencing-slots/<encoded group>   persistent; data: one past the highest slot ever
@@ -30,7 +30,7 @@ import string
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from .._validate import check_name
+from .._base.validate import check_name
 
 ROOT = "/fencing"
 #: Where the semaphores' width znodes live (see the module docstring).

@@ -59,7 +59,7 @@ module and provide one fixture; pytest collects the inherited tests::
   while its unfenced write (the control) lands; ``end_frozen_lease`` for engines whose
   frozen holder keeps its lease (Linux: it reads ``/proc``).
 - ``MarkContract``: ``make_mark()`` returns a fresh, empty high-water mark (a
-  ``fencing._marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
+  ``fencing._resource.marks.Mark``: ``MemoryMark``, ``FileMark``, ``RedisMark`` or yours); its
   tests guard calls with ``fencing.guard(fn, mark=...)``.
 
 What the fence contracts check: tokens strictly increase across release, expiry and a

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ... import AcquireTimeout, FenceToken, LeaseLost
-from ..._async_fence import AsyncFence
+from ..._lease.async_fence import AsyncFence
 from ._helpers import (
     BAD_NAMES,
     BAD_TIMEOUTS,

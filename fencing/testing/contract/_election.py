@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ... import AcquireTimeout, Election, Leader, LeaseLost, Term
-from ..._election import AsyncElection, AsyncTerm
+from ..._primitives.election import AsyncElection, AsyncTerm
 from ...issuer import AsyncWatchesLease, WatchesLease
 from ._helpers import (
     BAD_NAMES,
@@ -38,7 +38,7 @@ BAD_VALUES: list[tuple[Any, type[Exception]]] = [
     (True, TypeError),
     (None, TypeError),
     (b"a", TypeError),
-    ("x" * 33, ValueError),  # fencing._election.MAX_VALUE
+    ("x" * 33, ValueError),  # fencing._primitives.election.MAX_VALUE
     ("nul\x00", ValueError),
     ("lone \ud800", ValueError),
 ]

@@ -18,11 +18,11 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from ... import Election, Fence, FenceToken, LeaseLost
-from ..._async_fence import AsyncFence
-from ..._election import AsyncElection
-from ..._log import acquire_log
-from ..._marks import Mark
-from ..._validate import MAX_TTL
+from ..._base.log import acquire_log
+from ..._base.validate import MAX_TTL
+from ..._lease.async_fence import AsyncFence
+from ..._primitives.election import AsyncElection
+from ..._resource.marks import Mark
 
 T = TypeVar("T")
 
@@ -58,7 +58,7 @@ BAD_TTLS: list[tuple[Any, type[Exception]]] = [
     (-1, ValueError),
     (math.nan, ValueError),
     (math.inf, ValueError),
-    (MAX_TTL + 1, ValueError),  # beyond what Redis can renew (see fencing._validate)
+    (MAX_TTL + 1, ValueError),  # beyond what Redis can renew (see fencing._base.validate)
     (True, TypeError),
     ("1", TypeError),
 ]

@@ -12,7 +12,7 @@ from typing import ClassVar
 import pytest
 
 from ... import AcquireTimeout
-from ..._async_fence import AsyncFence
+from ..._lease.async_fence import AsyncFence
 from ._helpers import MakeAsyncFence, MakeFence, _assert_after, _tries, _waits_seen
 from ._terms import LeaseTerms
 

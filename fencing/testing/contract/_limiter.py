@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 import pytest
 
 from ... import AcquireTimeout
-from ..._limiter import (
+from ..._primitives.limiter import (
     MAX_LIMIT,
     MAX_SLIDING_LIMIT,
     WINDOWS,

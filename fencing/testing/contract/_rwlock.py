@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from ... import AcquireTimeout, LeaseLost
-from ..._rwlock import AsyncRWLock, ReadToken, RWLock
+from ..._primitives.rwlock import AsyncRWLock, ReadToken, RWLock
 from ._helpers import BAD_NAMES, BAD_TIMEOUTS, BAD_TOKENS, BAD_TTLS, _Background, _ids, _run_threads
 from ._terms import LeaseTerms
 

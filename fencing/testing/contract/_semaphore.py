@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from ... import AcquireTimeout, LeaseLost
-from ..._semaphore import AsyncSemaphore, Permit, Semaphore, slot_name
+from ..._primitives.semaphore import AsyncSemaphore, Permit, Semaphore, slot_name
 from ._helpers import (
     _Background,
     _ids,

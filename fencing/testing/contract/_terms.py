@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 from ... import Fence
-from ..._async_fence import AsyncFence
+from ..._lease.async_fence import AsyncFence
 from ._helpers import _in_time, _InTime, _tries
 
 

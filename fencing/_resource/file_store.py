@@ -1,6 +1,6 @@
 """``FileStore``: a file whose writes are guarded by fence tokens.
 
-The data and its token live in one file record (``_records``), replaced by one atomic
+The data and its token live in one file record (``records``), replaced by one atomic
 rename and made durable by one ``fsync``. ``FileStore.write``, ``FileStore.update`` (a
 guarded read-modify-write) and ``FileStore.claim`` (raise the mark, keep the data) share
 one compare-and-replace under the record's ``flock``; ``update`` only adds the read and
@@ -26,8 +26,9 @@ import weakref
 from collections.abc import Callable
 from types import TracebackType
 
-from ._marks import rejected
-from ._records import (
+from .._base.validate import check_mark_token
+from .marks import rejected
+from .records import (
     PathArg,
     check_record_path,
     read_data,
@@ -36,7 +37,6 @@ from ._records import (
     replace_record,
     sidecar,
 )
-from ._validate import check_mark_token
 
 
 def _check_data(data: object, what: str = "data") -> memoryview:

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Union
 
-from ._validate import MAX_TOKEN
+from .._base.validate import MAX_TOKEN
 
 _MAGIC = b"FENCING\x01"
 _HEAD = struct.Struct(">8sQQ")

@@ -22,15 +22,15 @@ from __future__ import annotations
 from logging import DEBUG
 from typing import Any, cast
 
-from ._async_fence import AsyncFence
-from ._core import DEFAULT_TTL, Clock, FenceCore
-from ._errors import LeaseLost
-from ._fence import Fence
-from ._log import acquire_log
-from ._owned import Owner
-from ._token import FenceToken
-from ._validate import check_name, check_token_for
-from .issuer import READ, WRITE, AsyncIssuer, AsyncReadWrites, Issuer, ReadWrites
+from .._base.errors import LeaseLost
+from .._base.log import acquire_log
+from .._base.owned import Owner
+from .._base.token import FenceToken
+from .._base.validate import check_name, check_token_for
+from .._lease.async_fence import AsyncFence
+from .._lease.core import DEFAULT_TTL, Clock, FenceCore
+from .._lease.fence import Fence
+from ..issuer import READ, WRITE, AsyncIssuer, AsyncReadWrites, Issuer, ReadWrites
 
 
 class ReadToken(FenceToken):

@@ -10,7 +10,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from ._core import (
+from .._base.errors import FenceUnavailable
+from .._base.flow import run_sync
+from .._base.token import FenceToken
+from .._base.validate import check_timeout
+from ..issuer import Issuer
+from .core import (
     DEFAULT_TTL,
     Clock,
     FenceCore,
@@ -19,12 +24,7 @@ from ._core import (
     OnLost,
     pause_with,
 )
-from ._errors import FenceUnavailable
-from ._flow import run_sync
-from ._protocol import Calls, acquire_sync, capabilities, release_sync
-from ._token import FenceToken
-from ._validate import check_timeout
-from .issuer import Issuer
+from .protocol import Calls, acquire_sync, capabilities, release_sync
 
 
 class Fence(FenceCore):

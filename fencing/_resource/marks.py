@@ -26,7 +26,7 @@ admission path per mark, so a claim refuses exactly what a guarded call would.
 raise.
 
 Imports the errors, log, telemetry and validation modules and the file record
-(``_records``).
+(``records``).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol, runtime_checkable
 
-from ._errors import StaleTokenError
-from ._log import guard_log
-from ._metrics import write_rejected
-from ._records import PathArg, check_record_path, locked, read_token, replace_record
-from ._validate import check_mark_token
+from .._base.errors import StaleTokenError
+from .._base.log import guard_log
+from .._base.metrics import write_rejected
+from .._base.validate import check_mark_token
+from .records import PathArg, check_record_path, locked, read_token, replace_record
 
 
 def rejected(

@@ -35,14 +35,14 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
-from ._async_fence import AsyncFence, AsyncHold
-from ._core import DEFAULT_TTL, Clock, OnLost
-from ._errors import AcquireTimeout, FenceUnavailable, LeaseLost
-from ._fence import Fence, Hold
-from ._owned import Owner
-from ._token import FenceToken
-from ._validate import check_name, check_timeout, check_ttl
-from .issuer import AsyncIssuer, AsyncWatchesLease, FenceStatus, Issuer, WatchesLease
+from .._base.errors import AcquireTimeout, FenceUnavailable, LeaseLost
+from .._base.owned import Owner
+from .._base.token import FenceToken
+from .._base.validate import check_name, check_timeout, check_ttl
+from .._lease.async_fence import AsyncFence, AsyncHold
+from .._lease.core import DEFAULT_TTL, Clock, OnLost
+from .._lease.fence import Fence, Hold
+from ..issuer import AsyncIssuer, AsyncWatchesLease, FenceStatus, Issuer, WatchesLease
 
 T = TypeVar("T")
 

@@ -54,7 +54,7 @@ from time import perf_counter
 from types import SimpleNamespace, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from ._errors import AcquireTimeout
+from .errors import AcquireTimeout
 
 if TYPE_CHECKING:  # types only: making Protocol classes costs import time
     from typing import Protocol
@@ -208,7 +208,7 @@ def _api_module(name: str, variable: str) -> Any:
 
 def adapted(issuer: object) -> object:
     """The issuer an adapter stands for (its ``adapted``: a read-write lock's side, see
-    ``fencing._rwlock.Side``), else ``issuer`` itself: what telemetry names."""
+    ``fencing._primitives.rwlock.Side``), else ``issuer`` itself: what telemetry names."""
     return getattr(issuer, "adapted", issuer)
 
 

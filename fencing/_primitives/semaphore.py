@@ -48,17 +48,17 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Generic, TypeVar, cast
 
-from ._async_fence import AsyncFence, AsyncHolding
-from ._core import DEFAULT_TTL, Clock, new_holder_id
-from ._errors import LeaseLost
-from ._fence import Fence, Holding
-from ._flow import Flow, run_async, run_sync
-from ._metrics import permits_changed, waiting
-from ._owned import Owner
-from ._protocol import AsyncCalls, AwaitRelease, Calls, Sleep, WaitSchedule, queue_millis
-from ._token import FenceToken
-from ._validate import check_count, check_name, check_timeout, check_ttl
-from .issuer import (
+from .._base.errors import LeaseLost
+from .._base.flow import Flow, run_async, run_sync
+from .._base.metrics import permits_changed, waiting
+from .._base.owned import Owner
+from .._base.token import FenceToken
+from .._base.validate import check_count, check_name, check_timeout, check_ttl
+from .._lease.async_fence import AsyncFence, AsyncHolding
+from .._lease.core import DEFAULT_TTL, Clock, new_holder_id
+from .._lease.fence import Fence, Holding
+from .._lease.protocol import AsyncCalls, AwaitRelease, Calls, Sleep, WaitSchedule, queue_millis
+from ..issuer import (
     AsyncIssuer,
     AsyncTakesSlots,
     AsyncWakesSlots,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ._token import FenceToken
+from .token import FenceToken
 
 MAX_NAME_LENGTH = 256
 

@@ -32,11 +32,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from ._errors import AcquireTimeout, FenceUnavailable
-from ._flow import Flow, run_async, run_sync
-from ._metrics import admission_refused, waiting
-from ._owned import Owner
-from ._validate import check_count, check_name, check_period, check_timeout
+from .._base.errors import AcquireTimeout, FenceUnavailable
+from .._base.flow import Flow, run_async, run_sync
+from .._base.metrics import admission_refused, waiting
+from .._base.owned import Owner
+from .._base.validate import check_count, check_name, check_period, check_timeout
 
 #: The windows a limiter may have.
 WINDOWS = ("sliding", "fixed")

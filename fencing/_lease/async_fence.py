@@ -11,14 +11,14 @@ import contextlib
 from types import TracebackType
 from typing import Generic, TypeVar
 
-from ._core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost
-from ._errors import LeaseLost
-from ._flow import run_async
-from ._owned import Owner
-from ._protocol import AsyncCalls, acquire_async, capabilities, release_async
-from ._token import FenceToken
-from ._validate import check_timeout
-from .issuer import AsyncIssuer
+from .._base.errors import LeaseLost
+from .._base.flow import run_async
+from .._base.owned import Owner
+from .._base.token import FenceToken
+from .._base.validate import check_timeout
+from ..issuer import AsyncIssuer
+from .core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost
+from .protocol import AsyncCalls, acquire_async, capabilities, release_async
 
 
 async def _pause(seconds: float) -> bool:

@@ -11,8 +11,8 @@ import inspect
 from collections.abc import Callable
 from typing import Generic, ParamSpec, TypeVar, overload
 
-from ._marks import Mark, MemoryMark
-from ._validate import check_mark_token
+from .._base.validate import check_mark_token
+from .marks import Mark, MemoryMark
 
 P = ParamSpec("P")
 R = TypeVar("R")

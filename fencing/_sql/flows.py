@@ -35,9 +35,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar, get_args
 
-from ._flow import Flow
-from ._limiter import Admission, LimitUse
-from .issuer import READ, WRITE, Busy, FenceStatus
+from .._base.flow import Flow
+from .._primitives.limiter import Admission, LimitUse
+from ..issuer import READ, WRITE, Busy, FenceStatus
 
 T = TypeVar("T")
 

@@ -31,11 +31,11 @@ from collections.abc import Awaitable, Callable
 from logging import DEBUG
 from typing import TypeVar, cast
 
-from ._errors import AcquireTimeout, FencingError
-from ._flow import Flow, run_async, run_sync
-from ._log import acquire_log
-from ._metrics import GRANTED, AcquireWatch, live, releasing, renewing
-from .issuer import (
+from .._base.errors import AcquireTimeout, FencingError
+from .._base.flow import Flow, run_async, run_sync
+from .._base.log import acquire_log
+from .._base.metrics import GRANTED, AcquireWatch, live, releasing, renewing
+from ..issuer import (
     AsyncHandOff,
     AsyncIssuer,
     AsyncWakesOnRelease,

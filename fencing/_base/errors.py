@@ -18,7 +18,7 @@ Backend errors are never raised bare: they are wrapped in ``FenceUnavailable`` w
 
 A leaf: imports nothing from the package (the standard library only), so every other
 module can import it. Logging and counting a stale rejection is the guards' part
-(``rejected`` in ``_marks``), not the exception's.
+(``rejected`` in ``_resource.marks``), not the exception's.
 """
 
 from __future__ import annotations

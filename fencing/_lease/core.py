@@ -20,11 +20,13 @@ from collections.abc import Callable, Iterator
 from logging import DEBUG
 from typing import Protocol
 
-from ._errors import FenceUnavailable, LeaseLost
-from ._flow import Flow
-from ._log import acquire_log, lost_log, release_log, renew_log
-from ._metrics import lease_lost
-from ._protocol import (
+from .._base.errors import FenceUnavailable, LeaseLost
+from .._base.flow import Flow
+from .._base.log import acquire_log, lost_log, release_log, renew_log
+from .._base.metrics import lease_lost
+from .._base.token import FenceToken
+from .._base.validate import check_name, check_token_for, check_ttl
+from .protocol import (
     AsyncCalls,
     Calls,
     Op,
@@ -33,8 +35,6 @@ from ._protocol import (
     Sleep,
     Waiting,
 )
-from ._token import FenceToken
-from ._validate import check_name, check_token_for, check_ttl
 
 DEFAULT_TTL = 10.0
 

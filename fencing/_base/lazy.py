@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ._errors import MissingExtra
+from .errors import MissingExtra
 
 #: When the deprecated spellings go (they work, warning, until then): CHANGELOG's rule
 #: for a renamed public name while the version is 0.x.

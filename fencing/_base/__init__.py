@@ -1,0 +1,1 @@
+"""The base layer: errors, tokens, checks, flows, logging, telemetry; the standard library only."""

@@ -1,0 +1,1 @@
+"""The primitives built on fences: semaphores, rate limiters, read-write locks, elections."""
