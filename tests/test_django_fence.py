@@ -19,7 +19,7 @@ import fencing
 from fencing.testing.contract import FenceContract, MakeFence, OperationsContract
 
 
-@pytest.fixture(params=django_project.ALIASES, ids=["sqlite", "postgresql"])
+@pytest.fixture(params=django_project.ALIASES, ids=django_project.VENDORS)
 def db(request: pytest.FixtureRequest, django_dbs: Any) -> str:
     return str(request.param)
 
