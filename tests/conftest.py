@@ -150,12 +150,16 @@ def empty_mariadb_url(mariadb_server: MariaDBServer) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def django_dbs(
-    postgres_server: PostgresServer, tmp_path_factory: pytest.TempPathFactory
+    postgres_server: PostgresServer,
+    mariadb_server: MariaDBServer,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[object]:
-    """Django set up once per process (tests/django_project.py); the ``Account`` model."""
+    """Django set up once per process (tests/django_project.py) on SQLite, PostgreSQL and
+    MariaDB; the ``Account`` model."""
     import django_project
 
-    yield django_project.configure(postgres_server, tmp_path_factory.mktemp("django"))
+    folder = tmp_path_factory.mktemp("django")
+    yield django_project.configure(postgres_server, mariadb_server, folder)
     django_project.drop(postgres_server)
 
 

@@ -2,10 +2,13 @@
 (tests/test_django.py, tests/test_django_fence.py, tests/test_django_admin.py may share
 one xdist worker, and Django's settings can be configured only once per process).
 
-``default`` is a SQLite file, ``pg`` a new database on the session's PostgreSQL. The
-app's migrations make ``fencing_leases`` on both (``migrate``, as a project would run
-it) and the admin's tables on ``default``; the test app's ``Account`` table is made by
-the schema editor (the test app has no migrations). (The Celery workers of
+``default`` is a SQLite file, ``pg`` a new database on the session's PostgreSQL,
+``maria`` one on its MariaDB, through Django's MySQL backend on PyMySQL installed as
+``MySQLdb`` (``pymysql.install_as_MySQLdb()``, as a project without mysqlclient's C
+build does in its settings). The app's migrations make ``fencing_leases`` on each
+(``migrate``, as a project would run it) and the admin's tables on ``default``; the
+test app's ``Account`` table is made by the schema editor (the test app has no
+migrations). (The Celery workers of
 tests/test_celery_workers.py set Django up from tests/django_app/settings.py instead.)
 """
 
@@ -17,15 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pymysql
+from sqlalchemy.engine import make_url
 
-from fencing.testing.servers import PostgresServer
+from fencing.testing.servers import MariaDBServer, PostgresServer
 
-ALIASES = ["default", "pg"]
+ALIASES = ["default", "pg", "maria"]
+#: The test ids of ``ALIASES``: the database each one is.
+VENDORS = ["sqlite", "postgresql", "mariadb"]
 
 _configured: dict[str, Any] = {}
 
 
-def configure(postgres: PostgresServer, folder: Path) -> Any:
+def configure(postgres: PostgresServer, maria: MariaDBServer, folder: Path) -> Any:
     """Set Django up (the first call in this process only); the ``Account`` model."""
     if "Account" in _configured:
         return _configured["Account"]
@@ -34,10 +41,14 @@ def configure(postgres: PostgresServer, folder: Path) -> Any:
     from django.core.management import call_command
     from django.db import connections
 
+    pymysql.install_as_MySQLdb()  # Django's MySQL backend on PyMySQL
     name = f"django_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin_dsn(postgres), autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
+    with _maria_admin(maria) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
     _configured["pg_name"] = name
+    _configured["maria"] = maria
     settings.configure(
         INSTALLED_APPS=[
             "django.contrib.auth",
@@ -59,6 +70,13 @@ def configure(postgres: PostgresServer, folder: Path) -> Any:
                 "USER": "postgres",
                 "HOST": "127.0.0.1",
                 "PORT": str(postgres.port),
+            },
+            "maria": {
+                "ENGINE": "django.db.backends.mysql",
+                "NAME": name,
+                "USER": make_url(maria.url).username,
+                "HOST": "127.0.0.1",
+                "PORT": str(maria.port),
             },
         },
         ROOT_URLCONF="django_app.urls",
@@ -89,7 +107,8 @@ def configure(postgres: PostgresServer, folder: Path) -> Any:
     from django_app.models import Account
 
     call_command("migrate", database="default", verbosity=0)
-    call_command("migrate", "fencing", database="pg", verbosity=0)
+    for alias in ALIASES[1:]:
+        call_command("migrate", "fencing", database=alias, verbosity=0)
     for alias in ALIASES:
         with connections[alias].schema_editor() as editor:
             editor.create_model(Account)
@@ -101,9 +120,13 @@ def admin_dsn(postgres: PostgresServer) -> str:
     return f"host=127.0.0.1 port={postgres.port} user=postgres dbname=postgres"
 
 
+def _maria_admin(maria: MariaDBServer) -> Any:
+    return pymysql.connect(host="127.0.0.1", port=maria.port, user=make_url(maria.url).username)
+
+
 def drop(postgres: PostgresServer) -> None:
-    """Close Django's connections and the issuers' and drop the ``pg`` database (once,
-    at the session's end)."""
+    """Close Django's connections and the issuers' and drop the ``pg`` and ``maria``
+    databases (once, at the session's end)."""
     name = _configured.pop("pg_name", None)
     if name is None:
         return
@@ -122,3 +145,5 @@ def drop(postgres: PostgresServer) -> None:
     asyncio.run(sync_to_async(connections.close_all)())
     with psycopg.connect(admin_dsn(postgres), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with _maria_admin(_configured.pop("maria")) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE {name}")

@@ -27,7 +27,7 @@ import fencing.django as fd  # noqa: E402
 ALIASES = django_project.ALIASES
 
 
-@pytest.fixture(params=ALIASES, ids=["sqlite", "postgresql"])
+@pytest.fixture(params=ALIASES, ids=django_project.VENDORS)
 def db(request: pytest.FixtureRequest, django_dbs: Any) -> str:
     return str(request.param)
 
@@ -282,6 +282,40 @@ def test_fenced_update_is_all_or_nothing(Account: Any, db: str) -> None:
     assert stored(Account, db, b.pk) == (60, 6)
     assert fd.fenced_update(both, 7, balance=70) == 2
     assert [stored(Account, db, pk) for pk in (a.pk, b.pk)] == [(70, 7), (70, 7)]
+
+
+def test_a_guarded_write_that_changes_nothing_is_not_taken_for_a_stale_one(
+    Account: Any, db: str
+) -> None:
+    """The same values with the same token again change no column. MySQL and MariaDB
+    count such a row as matched but not changed; Django's MySQL backend asks for rows
+    matched (``CLIENT.FOUND_ROWS``), so the save, the update and the claim are accepted.
+    The control, on MariaDB: the very UPDATE on a session counting rows changed (the
+    server's default) reports none, which a guard would take for a refusal."""
+    row = new_row(Account, db, balance=5)
+    row.save(fence_token=7)
+    row.save(fence_token=7)  # nothing changes: not stale
+    rows = Account.objects.using(db).filter(pk=row.pk)
+    assert fd.fenced_update(rows, 7, balance=5) == 1
+    assert fd.claim(row, 7) == 1
+    assert fd.fenced_get(rows, 7, pk=row.pk).fence_token == 7
+    assert stored(Account, db, row.pk) == (5, 7)
+    if connections[db].vendor != "mysql":
+        return
+    import pymysql
+
+    settings = connections[db].settings_dict
+    changed_only = pymysql.connect(
+        host=settings["HOST"], port=int(settings["PORT"]), user=settings["USER"]
+    )
+    try:
+        with changed_only.cursor() as cursor:
+            cursor.execute(f"USE {settings['NAME']}")
+            table = Account._meta.db_table
+            same = f"UPDATE {table} SET balance = 5, fence_token = 7 WHERE id = %s"
+            assert cursor.execute(same + " AND fence_token <= 7", [row.pk]) == 0
+    finally:
+        changed_only.close()
 
 
 def test_claims_raise_the_token_without_changing_data(Account: Any, db: str) -> None:

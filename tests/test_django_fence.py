@@ -19,7 +19,7 @@ import fencing
 from fencing.testing.contract import FenceContract, MakeFence, OperationsContract
 
 
-@pytest.fixture(params=django_project.ALIASES, ids=["sqlite", "postgresql"])
+@pytest.fixture(params=django_project.ALIASES, ids=django_project.VENDORS)
 def db(request: pytest.FixtureRequest, django_dbs: Any) -> str:
     return str(request.param)
 
@@ -34,14 +34,16 @@ def fences_on(using: str) -> MakeFence:
 
 
 class TestDjangoFence(FenceContract):
-    """The contract on the SQLite database. (Its statements are fencing.sql's, whose
-    contract runs on PostgreSQL too, tests/test_contract_issuers.py; here PostgreSQL runs
-    the operations' contract and the tests below, which take every statement through
-    Django's PostgreSQL cursor, at a fraction of the full contract's time.)"""
+    """The contract on the SQLite database and on MariaDB, whose statements are of
+    several steps (an upsert, then the read of its token) run one by one on Django's
+    cursor. (The statements are fencing.sql's, whose contract runs on PostgreSQL too,
+    tests/test_contract_issuers.py; here PostgreSQL runs the operations' contract and
+    the tests below, which take every statement through Django's PostgreSQL cursor, at
+    a fraction of the full contract's time.)"""
 
-    @pytest.fixture
-    def make_fence(self, django_dbs: Any) -> MakeFence:
-        return fences_on("default")
+    @pytest.fixture(params=["default", "maria"], ids=["sqlite", "mariadb"])
+    def make_fence(self, request: pytest.FixtureRequest, django_dbs: Any) -> MakeFence:
+        return fences_on(str(request.param))
 
 
 class TestDjangoOperations(OperationsContract):

@@ -24,6 +24,8 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from .._base.errors import issuer_error
 from .._base.lazy import needs_extra
 from ._errors import setup_error
+from ._pool import OPTIONS as LEAN_OPTIONS
+from ._pool import lean
 from ._schema import MYSQL
 
 if TYPE_CHECKING:
@@ -123,7 +125,8 @@ def _options(url: URL) -> dict[str, Any]:
 
 def issuer_engine(source: object) -> Engine:
     """The engine the sync issuer runs on: the user's (PostgreSQL, MySQL or MariaDB: see
-    ``_isolated``) or a private SQLite one."""
+    ``_isolated``), a private SQLite one, or for a MySQL or MariaDB URL one whose pool
+    neither pings nor rolls back a connection that does not need it (``_pool``)."""
     if isinstance(source, Engine):
         if source.dialect.name != "sqlite":
             parse_sql_url(source.url)  # refuses other databases
@@ -133,6 +136,8 @@ def issuer_engine(source: object) -> Engine:
         url = parse_sql_url(source)
     url = _with_driver(url, _SYNC_DRIVERS, _SYNC_KEPT)
     with needs_extra("the SQL issuer"):  # the driver is imported here
+        if url.get_backend_name() in MYSQL:  # no round trip per checkout and return
+            return lean(create_engine(url, **{**_options(url), **LEAN_OPTIONS}))
         if url.get_backend_name() != "sqlite":
             return create_engine(url, **_options(url))
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})

@@ -1,7 +1,7 @@
 # Generated from docs/django.md by tests/docs_blocks.py: edit the page, then run
 # `python tests/docs_blocks.py`. tests/test_docs.py runs it and checks it is current.
 
-# docs/django.md:16
+# docs/django.md:17
 
 import tempfile
 from pathlib import Path
@@ -61,7 +61,7 @@ except fencing.StaleTokenError as exc:  # fencing.django.StaleRowError
     print(f"refused: {exc}")  # nothing written
 print(Account.objects.get(pk=1).balance)  # 110
 
-# docs/django.md:84
+# docs/django.md:85
 
 # settings.py
 INSTALLED_APPS = [
