@@ -95,9 +95,8 @@ Needs pytest (a test dependency). Imports the public package and the ``Mark`` pr
 
 from __future__ import annotations
 
-from ._async_fence import AsyncFenceContract
 from ._election import BAD_VALUES, AsyncElectionContract, ElectionContract
-from ._fence import FenceContract
+from ._fence import AsyncFenceContract, FenceContract
 from ._helpers import (
     BAD_MARK_TOKENS,
     BAD_NAMES,
