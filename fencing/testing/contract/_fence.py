@@ -138,14 +138,13 @@ class _FenceScenarios(Driven, LeaseTerms):
         yield self.drive.sleep(2 * self.short_ttl)
         yield from _refused(make_fence(name, self.long_ttl))
 
-    def _past_short_ttl(self, make_fence: _MakeFence, ttl: float) -> Scenario[None]:
-        """Wait until a lease of ``ttl`` granted now has expired at the issuer (another
-        fence took it over): by the issuer's own clock, ``ttl`` has passed since."""
+    def _past_short_ttl(self, make_fence: _MakeFence) -> Scenario[None]:
+        """Wait until a lease of ``short_ttl`` granted now has expired at the issuer
+        (the next holder got in): by the issuer's own clock, that long has passed since."""
         control = self.fresh_name("control")
-        yield make_fence(control, ttl).acquire(timeout=0)
+        yield make_fence(control, self.short_ttl).acquire(timeout=self.patience)
         next_one = make_fence(control, self.long_ttl)
-        token = yield next_one.acquire(timeout=self.patience)
-        yield next_one.release(token)
+        yield next_one.release((yield next_one.acquire(timeout=self.patience)))
 
     # -- exclusion and timeouts --------------------------------------------------------
 
@@ -220,7 +219,7 @@ class _FenceScenarios(Driven, LeaseTerms):
                 token = yield fence.acquire(timeout=0)
                 yield fence.renew(token, ttl=self.long_ttl)
         if self.expires_while_held:
-            yield from self._past_short_ttl(make_fence, self.short_ttl)
+            yield from self._past_short_ttl(make_fence)
         yield from _refused(other)
         yield fence.renew(token, ttl=self.long_ttl)
         yield fence.release(token)
@@ -257,7 +256,7 @@ class _FenceScenarios(Driven, LeaseTerms):
     def test_issuer_compares_holder_and_token(self, make_fence: _MakeFence) -> Scenario[None]:
         """At the issuer itself, renew and release need both the holder id and the token
         of the lease: either one alone changes nothing (a wrongly applied 1 ms renew
-        would have ended the lease once a 1 ms lease granted after it has expired)."""
+        would have ended the lease once a lease granted after it has expired)."""
         name = self.fresh_name("issuer")
         fence = make_fence(name, self.long_ttl)
         issuer = fence.issuer
@@ -267,7 +266,7 @@ class _FenceScenarios(Driven, LeaseTerms):
             assert (yield issuer.renew(name, wrong_token, wrong_holder, 1)) is False
             assert (yield issuer.release(name, wrong_token, wrong_holder)) is False
         if self.expires_while_held:
-            yield from self._past_short_ttl(make_fence, 0.001)
+            yield from self._past_short_ttl(make_fence)
         yield from _refused(fence)
         assert (yield issuer.renew(name, token, "holder-a", _millis(self.long_ttl))) is True
         assert (yield issuer.release(name, token, "holder-a")) is True
