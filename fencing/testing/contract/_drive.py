@@ -38,7 +38,15 @@ import inspect
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+    Sequence,
+)
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -76,15 +84,29 @@ class Started(Protocol[T_co]):
 
 class Driver(ABC):
     """What differs between running a scenario blocking and asyncio: the steps a
-    scenario yields (``sleep``, ``enter``, ``leave``, ``race``, ``result`` of what it
-    ``start``-ed) and how a scenario becomes a test function."""
+    scenario yields (``sleep``, ``enter``, ``leave``, ``next``, ``close``, ``race``,
+    ``result`` of what it ``start``-ed) and how a scenario becomes a test function or
+    a callback."""
 
     #: What the driver is called in messages.
     kind: ClassVar[str]
 
     @abstractmethod
+    def callback(self, scenario: Callable[..., Scenario[T]]) -> Callable[..., Any]:
+        """``scenario`` as a function of this kind (a coroutine function for asyncio),
+        for an API that calls back, such as ``Election.run``."""
+
     def test(self, scenario: Callable[..., Scenario[Any]]) -> Callable[..., Any]:
         """A test function of this kind running ``scenario`` (same signature, marks)."""
+        return functools.wraps(scenario)(self.callback(scenario))
+
+    @abstractmethod
+    def next(self, iterator: Any) -> Any:
+        """To yield: the next item of ``iterator`` (an async one for asyncio)."""
+
+    @abstractmethod
+    def close(self, iterator: Any) -> Any:
+        """To yield: close the generator ``iterator`` (``aclose`` for asyncio)."""
 
     @abstractmethod
     def sleep(self, seconds: float) -> Any:
@@ -152,8 +174,14 @@ class _Blocking(Driver):
             if inspect.isawaitable(value):
                 raise _wrong_step(scenario, value, self.kind)
 
-    def test(self, scenario: Callable[..., Scenario[Any]]) -> Callable[..., Any]:
-        return functools.wraps(scenario)(lambda *args, **kw: self.run(scenario(*args, **kw)))
+    def callback(self, scenario: Callable[..., Scenario[T]]) -> Callable[..., T]:
+        return lambda *args, **kwargs: self.run(scenario(*args, **kwargs))
+
+    def next(self, iterator: Iterator[T]) -> T:
+        return next(iterator)
+
+    def close(self, iterator: Generator[Any, Any, Any]) -> None:
+        iterator.close()
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
@@ -210,11 +238,17 @@ class _Asyncio(Driver):
             except Exception as exc:  # thrown in at the yield (a cancellation goes on)
                 error = exc
 
-    def test(self, scenario: Callable[..., Scenario[Any]]) -> Callable[..., Any]:
-        async def test(*args: Any, **kwargs: Any) -> Any:
+    def callback(self, scenario: Callable[..., Scenario[T]]) -> Callable[..., Awaitable[T]]:
+        async def call(*args: Any, **kwargs: Any) -> T:
             return await self.run(scenario(*args, **kwargs))
 
-        return functools.wraps(scenario)(test)
+        return call
+
+    def next(self, iterator: AsyncIterator[T]) -> Awaitable[T]:
+        return anext(iterator)
+
+    def close(self, iterator: AsyncGenerator[Any, Any]) -> Awaitable[None]:
+        return iterator.aclose()
 
     def sleep(self, seconds: float) -> Any:
         return asyncio.sleep(seconds)
