@@ -8,9 +8,12 @@ Each run writes a small contract module, as a user would, and runs it in process
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 
 import pytest
+
+from fencing.testing.contract._drive import ASYNCIO, BLOCKING, Scenario
 
 pytest_plugins = ["pytester"]
 
@@ -325,3 +328,25 @@ def test_limiter_contract_fails_a_limiter_that_admits_one_more_and_passes_the_co
     )
     assert not failed, f"the correct limiter failed {sorted(failed)}"
     assert passed == LIMITER_FAILURES
+
+
+def test_each_driver_refuses_a_step_only_the_other_could_run() -> None:
+    """A contract scenario that yields the wrong kind of call fails loudly: a coroutine
+    would pass for a value un-awaited (blocking), and a ``TypeError`` thrown in could
+    pass a bad-input check (asyncio). The control: each runs the other's step."""
+
+    async def awaited() -> int:
+        return 1
+
+    def awaits() -> Scenario[int]:
+        return (yield awaited())  # type: ignore[no-any-return]
+
+    def blocks() -> Scenario[int]:
+        return (yield 1)  # type: ignore[no-any-return]
+
+    with pytest.raises(TypeError, match="to the blocking driver"):
+        BLOCKING.run(awaits())
+    with pytest.raises(TypeError, match="to the asyncio driver"):
+        asyncio.run(ASYNCIO.run(blocks()))
+    assert BLOCKING.run(blocks()) == 1
+    assert asyncio.run(ASYNCIO.run(awaits())) == 1

@@ -76,6 +76,11 @@ ends the lease at the last release, while others wait; bad
 input is refused with ``TypeError``/``ValueError`` and nothing taken; racing threads (or
 tasks) are never two holders at once.
 
+The blocking and asyncio contracts of a pair (fence, semaphore, election) check the same
+promises by construction: each check is written once, as a scenario that yields each
+call, and a blocking and an asyncio driver run it (``_drive``); threads in the one are
+tasks in the other.
+
 Where an engine's lease model genuinely differs, a subclass declares it with a capability
 attribute (see ``LeaseTerms``; leases that live as long as a session come with an
 ``end_session`` hook) and the contract checks the behaviour the engine does promise
@@ -95,9 +100,8 @@ Needs pytest (a test dependency). Imports the public package and the ``Mark`` pr
 
 from __future__ import annotations
 
-from ._async_fence import AsyncFenceContract
 from ._election import BAD_VALUES, AsyncElectionContract, ElectionContract
-from ._fence import FenceContract
+from ._fence import AsyncFenceContract, FenceContract
 from ._helpers import (
     BAD_MARK_TOKENS,
     BAD_NAMES,

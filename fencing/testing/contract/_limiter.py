@@ -31,8 +31,6 @@ from ..._primitives.limiter import (
     MAX_SLIDING_LIMIT,
     WINDOWS,
     Admission,
-    Admits,
-    AsyncAdmits,
     AsyncLimiter,
     Limiter,
 )
@@ -105,27 +103,23 @@ async def _race(
 class _Counting:
     """A blocking store that keeps whether each request it decided was admitted."""
 
-    def __init__(self, store: Admits) -> None:
+    def __init__(self, store: Any) -> None:
         self.store = store
         self.admitted: list[bool] = []
+
+    def _noted(self, reply: Admission) -> Admission:
+        self.admitted.append(reply.admitted)
+        return reply
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
-        reply = self.store.admit(name, limit, per_ms, window)
-        self.admitted.append(reply.admitted)
-        return reply
+        return self._noted(self.store.admit(name, limit, per_ms, window))
 
 
-class _AsyncCounting:
-    """The asyncio ``_Counting``."""
+class _AsyncCounting(_Counting):
+    """The asyncio ``_Counting``: only the call to its store differs."""
 
-    def __init__(self, store: AsyncAdmits) -> None:
-        self.store = store
-        self.admitted: list[bool] = []
-
-    async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
-        reply = await self.store.admit(name, limit, per_ms, window)
-        self.admitted.append(reply.admitted)
-        return reply
+    async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:  # type: ignore[override]
+        return self._noted(await self.store.admit(name, limit, per_ms, window))
 
 
 def _counted(limiter: Limiter | AsyncLimiter) -> tuple[Limiter | AsyncLimiter, list[bool]]:

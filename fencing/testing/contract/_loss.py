@@ -16,7 +16,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar
 
@@ -81,10 +81,13 @@ class LossBoundContract(_LossBound):
         hold = Fence(issuer, name, self.ttl).hold(self.patience, on_lost=errors.append)
         permit = Semaphore(issuer, f"{name}:permits", 2, self.ttl).hold(self.patience)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_left_lost(hold))
-            stack.enter_context(_left_lost(permit))
+            stack.push(_lost_expected)
+            stack.enter_context(hold)
+            stack.push(_lost_expected)
+            stack.enter_context(permit)
             term = Election(issuer, f"{name}:term", self.ttl).campaign("old", self.patience)
-            stack.enter_context(_left_lost(term))
+            stack.push(_lost_expected)
+            stack.enter_context(term)
             signals: dict[str, Callable[[float], bool]] = {
                 "a fence's hold": hold.wait_lost,
                 "a semaphore's permit": permit.wait_lost,
@@ -141,10 +144,12 @@ class AsyncLossBoundContract(_LossBound):
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(_finished, held)
             await asyncio.wait_for(entered.wait(), self.patience)
-            await stack.enter_async_context(_async_left_lost(permit))
+            stack.push(_lost_expected)
+            await stack.enter_async_context(permit)
             election = aio.Election(async_issuer, f"{name}:term", self.ttl)
             term = await election.campaign("old", self.patience)
-            await stack.enter_async_context(_async_left_lost(term))
+            stack.push(_lost_expected)
+            await stack.enter_async_context(term)
             signals: dict[str, Callable[[float], Awaitable[bool]]] = {
                 "a semaphore's permit": permit.wait_lost,
                 "an election's term": term.wait_lost,
@@ -168,27 +173,12 @@ class AsyncLossBoundContract(_LossBound):
             assert not left, f"tasks left behind by the holds: {left}"
 
 
-@contextlib.contextmanager
-def _left_lost(hold: Any) -> Iterator[None]:
-    """Enter ``hold`` (or a term) and leave it on exit, where its ``LeaseLost`` is
-    expected (the test checks the loss itself); any other error of the test goes on."""
-    hold.__enter__()
-    try:
-        yield
-    finally:
-        with contextlib.suppress(LeaseLost):
-            hold.__exit__(None, None, None)
-
-
-@contextlib.asynccontextmanager
-async def _async_left_lost(hold: Any) -> Any:
-    """The asyncio ``_left_lost``."""
-    await hold.__aenter__()
-    try:
-        yield
-    finally:
-        with contextlib.suppress(LeaseLost):
-            await hold.__aexit__(None, None, None)
+def _lost_expected(kind: object, error: BaseException | None, tb: object) -> bool:
+    """An exit callback pushed before a hold (or a term) is entered on the same stack:
+    the ``LeaseLost`` of leaving it is expected (the test checks the loss itself), so it
+    is suppressed; any other error, and one raised while the test's own error went on
+    (its ``__context__``), goes on."""
+    return isinstance(error, LeaseLost) and error.__context__ is None
 
 
 async def _finished(task: asyncio.Task[None]) -> None:

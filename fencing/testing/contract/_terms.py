@@ -4,14 +4,14 @@ contracts and ``OperationsContract`` read and a subclass overrides."""
 from __future__ import annotations
 
 import math
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 from ... import Fence
 from ..._lease.async_fence import AsyncFence
-from ._helpers import _in_time, _InTime, _tries
+from ._drive import BLOCKING
+from ._helpers import _in_time, _InTime
 
 
 class LeaseTerms:
@@ -66,10 +66,7 @@ class LeaseTerms:
 
     def wait_until(self, condition: Callable[[], bool], what: str) -> None:
         """Poll ``condition`` until it holds; fail after ``patience`` (a limit, not a timing)."""
-        for _ in _tries(self.patience, what):
-            if condition():
-                return
-            time.sleep(0.01)
+        BLOCKING.run(BLOCKING.until(condition, what, self.patience))
 
     def in_time(self, what: str) -> Iterator[_InTime]:
         """Tries of steps on a lease of ``short_ttl`` that must be live at their end, each
