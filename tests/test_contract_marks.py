@@ -8,6 +8,7 @@ test_guard_redis.py.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Iterator
@@ -43,7 +44,8 @@ class TestRedisMark(MarkContract):
 
 
 class OwnMark(Mark):
-    """A mark of one's own: only ``current`` and ``admit``; ``claim`` comes from ``Mark``."""
+    """A mark of one's own: only ``current`` and ``admit``; ``claim`` comes from ``Mark``.
+    It serializes calls, so it says when one waits (the record the contract waits for)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -55,11 +57,16 @@ class OwnMark(Mark):
 
     @contextmanager
     def admit(self, token: int, resource: str) -> Iterator[None]:
-        with self.lock:
+        if not self.lock.acquire(blocking=False):
+            logging.getLogger("fencing.guard").debug("%s: waits for the mark", resource)
+            self.lock.acquire()
+        try:
             if self.value is not None and token < self.value:
                 raise StaleTokenError(token, self.value, resource)
             self.value = token
             yield
+        finally:
+            self.lock.release()
 
 
 class TestOwnMark(MarkContract):

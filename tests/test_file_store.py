@@ -14,7 +14,8 @@ from processes import CONTEXT, frozen
 from waiting import joined
 
 import fencing
-from fencing import FileStore, StaleTokenError, _records
+from fencing import FileStore, StaleTokenError
+from fencing._resource import records as _records
 
 
 def _payload(token: int, size: int = 64) -> bytes:

@@ -14,7 +14,8 @@ import pytest
 from processes import CONTEXT
 
 import fencing
-from fencing import FileStore, StaleTokenError, _records
+from fencing import FileStore, StaleTokenError
+from fencing._resource import records as _records
 
 
 def test_claim_raises_the_mark_and_keeps_the_data(tmp_path: Path) -> None:

@@ -47,9 +47,9 @@ from fencing import (
     MemoryIssuer,
     RedisMark,
     StaleTokenError,
-    _metrics,
     guard,
 )
+from fencing._base import metrics as _metrics
 from fencing.issuer import Issuer
 from fencing.redis import FencedLock, RedisIssuer
 from fencing.sql import SqlIssuer, guarded_update
@@ -515,7 +515,7 @@ def test_import_fencing_imports_no_opentelemetry() -> None:
         fence = fencing.MemoryFence("x")
         fence.release(fence.acquire())
         fencing.guard(lambda: None)(1)
-        from fencing import _metrics
+        from fencing._base import metrics as _metrics
         print(sorted(m for m in sys.modules if m.startswith("opentelemetry")), _metrics._live)
         """
     )
@@ -527,7 +527,7 @@ def test_an_sdk_set_after_first_use_is_found() -> None:
     out = run_python(
         """
         import fencing
-        from fencing import _metrics
+        from fencing._base import metrics as _metrics
         from opentelemetry import metrics
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -577,7 +577,7 @@ def test_a_provider_named_by_environment_is_found() -> None:
         import os
         os.environ["OTEL_PYTHON_METER_PROVIDER"] = "sdk_meter_provider"
         import fencing
-        from fencing import _metrics
+        from fencing._base import metrics as _metrics
         import opentelemetry.metrics
 
         fence = fencing.MemoryFence("x")

@@ -87,6 +87,13 @@ class Mark(Protocol):
             pass
 
 
+def waits_for_the_mark(resource: str) -> None:
+    """Say (debug, on ``fencing.guard``) that an admission or claim of ``resource`` found
+    the mark held by a running guarded call and waits for it: a mark that serializes
+    calls says so, and ``MarkContract`` waits for this record to prove a call waited."""
+    guard_log.debug("%s: waits for the mark", resource)
+
+
 class MemoryMark(Mark):
     """The high-water mark in this process's memory; a lock serializes check and call.
 
@@ -108,11 +115,16 @@ class MemoryMark(Mark):
 
     @contextmanager
     def admit(self, token: int, resource: str) -> Iterator[None]:
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            waits_for_the_mark(resource)
+            self._lock.acquire()
+        try:
             if self._mark is not None and token < self._mark:
                 raise rejected(token, self._mark, resource, "callable", "memory")
             self._mark = token
             yield
+        finally:
+            self._lock.release()
 
 
 class FileMark(Mark):
@@ -137,7 +149,7 @@ class FileMark(Mark):
 
     @contextmanager
     def admit(self, token: int, resource: str) -> Iterator[None]:
-        with locked(self.path):
+        with locked(self.path, lambda: waits_for_the_mark(resource)):
             current = read_token(self.path)
             if current is not None and token < current:
                 raise rejected(token, current, resource, "callable", "file")

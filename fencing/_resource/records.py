@@ -124,15 +124,21 @@ def read_record(path: Path) -> tuple[int, bytes]:
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold the exclusive ``flock`` of the record's sidecar lock file.
+def locked(path: Path, waits: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold the exclusive ``flock`` of the record's sidecar lock file; ``waits()`` is
+    called first when another holder has it, before waiting for it.
 
     A fresh descriptor per call: ``flock`` belongs to the open file description, so
     this excludes other threads of this process too, and survives ``fork``.
     """
     fd = os.open(sidecar(path, ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waits is not None:
+                waits()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         os.close(fd)  # closing the last descriptor releases the lock

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from ... import Election, Fence, FenceToken, LeaseLost
-from ..._base.log import acquire_log
+from ..._base.log import acquire_log, guard_log
 from ..._base.validate import MAX_TTL
 from ..._lease.async_fence import AsyncFence
 from ..._primitives.election import AsyncElection
@@ -236,32 +236,43 @@ class _Occupancy:
         assert_increasing(self.order, "tokens in acquisition order")
 
 
-class _WaitsSeen(logging.Handler):
-    """Sets ``seen`` at the ``fencing.acquire`` record of a waiter of ``name``."""
+class _Seen(logging.Handler):
+    """Sets ``seen`` at the first record whose message ``matches``."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, matches: Callable[[str], bool]) -> None:
         super().__init__(logging.DEBUG)
-        self.name, self.seen = name, threading.Event()
+        self.matches, self.seen = matches, threading.Event()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith(f"fence {self.name!r}: busy"):
+        if self.matches(record.getMessage()):
             self.seen.set()
 
 
 @contextlib.contextmanager
-def _waits_seen(name: str) -> Iterator[threading.Event]:
-    """An event set once an acquire of ``name`` found the lease busy and started to wait
-    (the fence's own debug record): proof that a waiter tried while the lease was held,
-    where sleeping a while would only hope for it."""
-    handler = _WaitsSeen(name)
-    level = acquire_log.level
-    acquire_log.addHandler(handler)
-    acquire_log.setLevel(logging.DEBUG)
+def _seen(log: logging.Logger, matches: Callable[[str], bool]) -> Iterator[threading.Event]:
+    """An event set once ``log`` has a debug record whose message ``matches``."""
+    handler = _Seen(matches)
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.DEBUG)
     try:
         yield handler.seen
     finally:
-        acquire_log.setLevel(level)
-        acquire_log.removeHandler(handler)
+        log.setLevel(level)
+        log.removeHandler(handler)
+
+
+def _waits_seen(name: str) -> contextlib.AbstractContextManager[threading.Event]:
+    """An event set once an acquire of ``name`` found the lease busy and started to wait
+    (the fence's own debug record): proof that a waiter tried while the lease was held,
+    where sleeping a while would only hope for it."""
+    return _seen(acquire_log, lambda message: message.startswith(f"fence {name!r}: busy"))
+
+
+def _mark_waits_seen() -> contextlib.AbstractContextManager[threading.Event]:
+    """An event set once a guarded call or claim found the mark held by a running call and
+    waits for it (the mark's own debug record, ``waits_for_the_mark``)."""
+    return _seen(guard_log, lambda message: message.endswith(": waits for the mark"))
 
 
 class _Background(Generic[T]):

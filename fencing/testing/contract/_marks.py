@@ -15,6 +15,7 @@ from ._helpers import (
     MakeMark,
     _Background,
     _ids,
+    _mark_waits_seen,
     _run_threads,
     racing_tokens,
 )
@@ -35,7 +36,10 @@ class MarkContract:
 
     #: Capability. True (the default): the mark holds its lock across check, raise and
     #: the guarded call, so guarded calls never overlap and run in token order
-    #: (``MemoryMark``, ``FileMark``). False: only check-and-raise is atomic and the call
+    #: (``MemoryMark``, ``FileMark``); such a mark logs ``"<resource>: waits for the
+    #: mark"`` (debug, logger ``fencing.guard``) when an admission or claim finds a call
+    #: running and waits for it, which the contract waits for as the proof that it did.
+    #: False: only check-and-raise is atomic and the call
     #: runs outside it (``RedisMark``); the contract then asserts that model: a newer
     #: token is admitted and its call runs while an older admitted call still runs, and
     #: the older token is refused from then on.
@@ -203,9 +207,11 @@ class MarkContract:
             guarded.claim(6)
             order.append("claimed")
 
-        claiming = _Background(claim)
+        with _mark_waits_seen() as waits:
+            claiming = _Background(claim)
+            if self.serializes_calls:
+                assert waits.wait(self.patience), "the claim never waited for the mark"
         if self.serializes_calls:
-            time.sleep(0.2)
             assert claiming.running() and order == ["call starts"], "a claim overtook a call"
             proceed.set()
             claiming.result(self.patience)
@@ -277,8 +283,9 @@ class MarkContract:
         old = _Background(lambda: guarded(5, "old"))
         assert started.wait(self.patience)
         if self.serializes_calls:
-            new = _Background(lambda: guarded(6, "new"))
-            time.sleep(0.2)
+            with _mark_waits_seen() as waits:
+                new = _Background(lambda: guarded(6, "new"))
+                assert waits.wait(self.patience), "the second call never waited for the mark"
             assert new.running() and order == ["start old"], "a call overlapped another one"
             proceed.set()
             old.result(self.patience)
