@@ -7,7 +7,8 @@ and the bump is undone, as if the call never happened. Nothing is kept on a conn
 between transactions, so it is safe behind a transaction pooler (pgbouncer's
 ``pool_mode = transaction``), where a session lock is not.
 
-The statement is ``_advisory.ACQUIRE`` with the transaction-level lock functions::
+The statement is PostgreSQL's advisory ``acquire`` (``_advisory_statements``) with the
+transaction-level lock functions::
 
     WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(k1, k2))
     INSERT INTO fencing_leases AS l (name, token) SELECT :name, <clock µs> FROM lock
@@ -20,7 +21,7 @@ lock. The keys are ``advisory_keys(name)``: the same lock as ``lease=advisory``'
 psql's ``pg_advisory_lock(k1, k2)`` (session- and transaction-level advisory locks of one
 key exclude each other).
 
-Imports the core token and errors, ``_advisory``'s clock and keys, SQLAlchemy.
+Imports the core token and errors, ``_advisory_statements``' clock and keys, SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sqlalchemy.orm import Session
 
 from .._errors import AcquireTimeout
 from .._token import FenceToken
-from ._advisory import _CLOCK
+from ._advisory_statements import CLOCK
 from ._engines import sql_errors
 from ._keys import advisory_keys
 
@@ -40,9 +41,9 @@ _XACT = (
     "WITH lock AS MATERIALIZED "
     "(SELECT {function}(CAST(:k1 AS int4), CAST(:k2 AS int4)){test} AS got) "
     "INSERT INTO fencing_leases AS l (name, token) "
-    f"SELECT :name, {_CLOCK} FROM lock {{where}}"
+    f"SELECT :name, {CLOCK} FROM lock {{where}}"
     "ON CONFLICT (name) DO UPDATE "
-    f"SET token = greatest(l.token + 1, {_CLOCK}) "
+    f"SET token = greatest(l.token + 1, {CLOCK}) "
     "RETURNING l.token"
 )
 #: Waits for the lock (``pg_advisory_xact_lock`` returns void: ``IS NULL`` is true).
