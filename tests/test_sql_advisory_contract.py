@@ -10,11 +10,11 @@ lock, found in ``pg_locks``; MariaDB's ``KILL`` of the connection ``IS_USED_LOCK
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import pymysql
+import pymysql  # type: ignore[import-untyped]
 import pytest
 from pg_advisory import advisory_url, terminate_holder
 from processes import CONTEXT
@@ -22,6 +22,7 @@ from processes import CONTEXT
 import fencing
 import fencing.aio
 from fencing.sql import AdvisoryFence, AdvisoryIssuer
+from fencing.sql._keys import lock_name
 from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
 from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
 from fencing.testing.contract import (
@@ -33,7 +34,6 @@ from fencing.testing.contract import (
     OperationsContract,
     StaleHolderContract,
 )
-from fencing.sql._keys import lock_name
 from fencing.testing.servers import MariaDBServer, PostgresServer
 
 __all__ = ["advisory_url"]  # a fixture, used by the classes below
