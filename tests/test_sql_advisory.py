@@ -117,10 +117,12 @@ def test_lease_option_picks_the_issuer_and_leaves_the_url() -> None:
 def test_statements_compile_for_named_and_positional_drivers() -> None:
     """The lease statements go to the driver's cursor (``_driver``): psycopg takes them
     by name, pg8000 by position, in the order the compiled SQL uses them."""
-    sql, names = compiled(POSTGRESQL.acquire, pg8000.dialect())  # type: ignore[no-untyped-call]
-    assert names == ("k1", "k2", "name") and sql.count("%s") == 3 and ":name" not in sql
-    sql, names = compiled(POSTGRESQL.acquire, psycopg_dialect.dialect())  # type: ignore[no-untyped-call]
-    assert names is None and "%(name)s" in sql and "%(k1)s" in sql
+    sql, names, positional = compiled(POSTGRESQL.acquire, pg8000.dialect())  # type: ignore[no-untyped-call]
+    assert positional and names == ("k1", "k2", "name")
+    assert sql.count("%s") == 3 and ":name" not in sql
+    sql, names, positional = compiled(POSTGRESQL.acquire, psycopg_dialect.dialect())  # type: ignore[no-untyped-call]
+    assert not positional and set(names) == {"k1", "k2", "name"}
+    assert "%(name)s" in sql and "%(k1)s" in sql
 
 
 # -- lease=advisory on a real PostgreSQL ----------------------------------------------

@@ -102,7 +102,14 @@ from .._shared import Shared
 from ..issuer import Busy, FenceStatus
 from ._advisory_flows import AdvisoryFlows, Step, T
 from ._advisory_statements import ADVISORY_BACKENDS
-from ._engines import _SYNC_DRIVERS, _SYNC_KEPT, _with_driver, parse_sql_url, sql_errors
+from ._engines import (
+    _SYNC_DRIVERS,
+    _SYNC_KEPT,
+    DRIVER_ERRORS,
+    _with_driver,
+    fencing_error,
+    parse_sql_url,
+)
 
 
 def advisory_url(source: str | URL) -> URL:
@@ -163,8 +170,10 @@ class AdvisoryIssuer:
         return f"AdvisoryIssuer({self.engine.url.render_as_string()!r})"
 
     def _run(self, flow: Flow[Step, T]) -> T:
-        with sql_errors("advisory lease", self.engine.url):
+        try:
             return run_sync(flow, self.engine)
+        except DRIVER_ERRORS as exc:  # sql_errors, without a context manager's cost
+            raise fencing_error(exc, "advisory lease", self.engine.url) from exc
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self._run(self.flows.try_acquire(name, holder, ttl_ms))

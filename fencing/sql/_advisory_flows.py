@@ -28,6 +28,7 @@ import ipaddress
 import os
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -193,8 +194,20 @@ class AdvisoryFlows:
         #: and a return cost more than an unlock); never from a user's pool.
         self.kept: list[PoolProxiedConnection] = []
         self.keep = KEPT if owned else 0
-        self.pid = os.getpid()
         self.lock = threading.Lock()
+        #: Set in a forked child (``_forked``): its pool is still to be forgotten.
+        self.forked = False
+        _FLOWS.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: forget the parent's leases and kept connections, all
+        sockets of the parent's server sessions (the child never unlocks, checks or
+        reuses them, and opens its own), and take a new thread lock (another thread may
+        have held this one at the fork). Forgotten, not closed (psycopg closes a
+        connection only in the process that opened it); the engine's own pool is
+        forgotten by the child's next flow (``_after_fork``)."""
+        self.leases, self.kept, self.lock = {}, [], threading.Lock()
+        self.forked = self.owned
 
     # -- the issuer's calls --------------------------------------------------------
 
@@ -202,14 +215,16 @@ class AdvisoryFlows:
         params = lock_params(name)
         for attempt in (1, 2):
             conn = yield from self._take()
+            take = Call(_driver.run, conn, self.sql.acquire, params)
             try:
-                row = yield from self._run(conn, self.sql.acquire, params)
+                yield take
             except BaseException as exc:
                 yield from self._drop(conn)  # a failed statement may still have locked
                 if not once_more(exc, attempt):
                     raise
                 yield from self._drop_kept()  # they died with it, as the pool's did
                 continue
+            row = take.result
             if row is None:
                 yield from self._give(conn)  # the lock was not taken: it holds nothing
                 return Busy(None)
@@ -231,7 +246,9 @@ class AdvisoryFlows:
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[Step, bool]:
         """A check, not an extension: the lock is still this connection's session's."""
-        lease = yield from self._lease(name, token, holder)
+        if self.forked:
+            yield from self._after_fork()
+        lease = self.leases.get((name, token, holder))
         if lease is None:
             return False
         yield Enter(lease.guard)
@@ -255,7 +272,9 @@ class AdvisoryFlows:
             lease.guard.release()
 
     def release(self, name: str, token: int, holder: str) -> Flow[Step, bool]:
-        lease = yield from self._lease(name, token, holder)
+        if self.forked:
+            yield from self._after_fork()
+        lease = self.leases.get((name, token, holder))
         if lease is None:
             return False
         yield Enter(lease.guard)
@@ -263,18 +282,19 @@ class AdvisoryFlows:
             self._forget(name, token, holder)
             if _driver.is_closed(lease.connection):
                 return False
+            unlock = Call(_driver.run, lease.connection, self.sql.release, lock_params(name))
             try:
-                row = yield from self._run(lease.connection, self.sql.release, lock_params(name))
+                yield unlock
             except BaseException as exc:
                 yield from self._drop(lease.connection)
                 if isinstance(exc, Exception):
                     return False  # the connection, and its lock, were gone already
                 raise
-            if row[0]:
+            if unlock.result[0]:
                 yield from self._give(lease.connection)  # it holds nothing now
             else:
                 yield from self._drop(lease.connection)
-            return bool(row[0])
+            return bool(unlock.result[0])
         finally:
             lease.guard.release()
 
@@ -383,7 +403,8 @@ class AdvisoryFlows:
 
     def _take(self) -> Flow[Step, PoolProxiedConnection]:
         """A kept connection, or one of the pool's, in autocommit."""
-        yield from self._after_fork()
+        if self.forked:
+            yield from self._after_fork()
         with self.lock:
             if self.kept:
                 return self.kept.pop()
@@ -410,10 +431,6 @@ class AdvisoryFlows:
         for conn in kept:
             yield from self._drop(conn)
 
-    def _lease(self, name: str, token: int, holder: str) -> Flow[Step, Lease | None]:
-        yield from self._after_fork()
-        return self.leases.get((name, token, holder))
-
     def _forget(self, name: str, token: int, holder: str) -> None:
         with self.lock:
             self.leases.pop((name, token, holder), None)
@@ -423,13 +440,20 @@ class AdvisoryFlows:
         yield from self._drop(lease.connection)
 
     def _after_fork(self) -> Flow[Step, None]:
-        """In a forked child: forget the parent's leases and kept connections, and its own
-        engine's pool, all sockets of the parent's server sessions: the child never
-        unlocks, checks or reuses them, and opens its own. Forgotten, not closed (psycopg
-        closes a connection only in the process that opened it)."""
-        if self.pid == os.getpid():
-            return
-        with self.lock:
-            self.leases, self.kept, self.pid = {}, [], os.getpid()
-        if self.owned:
-            yield Call(_driver.forget_pool)
+        """The engine's own pool forgotten in a forked child (SQLAlchemy's
+        ``dispose(close=False)`` recipe), once; see ``_forked``."""
+        self.forked = False
+        yield Call(_driver.forget_pool)
+
+
+#: Every ``AdvisoryFlows`` of the process, told when it forks (``os.register_at_fork``).
+_FLOWS: weakref.WeakSet[AdvisoryFlows] = weakref.WeakSet()
+
+
+def _in_child() -> None:
+    for flows in list(_FLOWS):
+        flows._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_in_child)

@@ -42,12 +42,14 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 
 @functools.lru_cache(maxsize=64)
-def compiled(statement: TextClause, dialect: Dialect) -> tuple[str, tuple[str, ...] | None]:
-    """``statement`` in ``dialect``'s SQL: (text, names of its positional parameters in
-    order, or ``None`` when the driver takes them by name)."""
+def compiled(statement: TextClause, dialect: Dialect) -> tuple[str, tuple[str, ...], bool]:
+    """``statement`` in ``dialect``'s SQL: (text, names of its parameters, whether the
+    driver takes them by position, in that order, rather than by name). Only those are
+    sent: a driver that quotes parameters itself (PyMySQL) quotes every one it is given."""
     sql = statement.compile(dialect=dialect)
-    names = tuple(sql.positiontup or ()) if sql.positional else None
-    return sql.string, names
+    if sql.positional:
+        return sql.string, tuple(sql.positiontup or ()), True
+    return sql.string, tuple(sql.binds), False
 
 
 def driver_error(
@@ -111,8 +113,10 @@ def run(
     """Execute ``statement`` with ``params`` on ``conn``: its first row, or ``None``
     (``every``: all its rows). A statement that returns no rows replies ``(last insert
     id,)`` when it changed a row (MySQL's ``LAST_INSERT_ID(expr)``), else ``None``."""
-    sql, names = compiled(statement, engine.dialect)
-    args: Any = dict(params) if names is None else tuple(params[name] for name in names)
+    sql, names, positional = compiled(statement, engine.dialect)
+    args: Any = [params[name] for name in names]
+    if not positional:
+        args = dict(zip(names, args, strict=True))
     cursor = None
     try:
         cursor = conn.cursor()
