@@ -88,6 +88,19 @@ def backend(mariadb_url: str) -> Iterator[SqlBackend]:
     yield found
 
 
+#: The lock name in SQL, as docs/mysql.md gives it for anyone's own ``GET_LOCK``.
+LOCK_NAME_SQL = (
+    "SELECT IF(CHAR_LENGTH(%(n)s) <= 64, %(n)s, CONCAT('fencing:', LEFT(SHA2(%(n)s, 256), 56)))"
+)
+
+
+def test_the_documented_sql_derives_the_same_lock_names(mariadb_server: MariaDBServer) -> None:
+    with raw(mariadb_server) as conn, conn.cursor() as cursor:
+        for name in ("invoice:42", "é" * 64, "é" * 65, LONG, "x" * 256):
+            cursor.execute(LOCK_NAME_SQL, {"n": name})
+            assert cursor.fetchone()[0] == lock_name(name), name
+
+
 @pytest.mark.parametrize("size", ["short", "long"])
 def test_interop_with_a_raw_get_lock_both_ways(
     backend: SqlBackend, mariadb_server: MariaDBServer, size: str

@@ -100,14 +100,12 @@ from .._fence import Fence
 from .._flow import Flow, run_sync
 from .._shared import Shared
 from ..issuer import Busy, FenceStatus
-from ._advisory_flows import AdvisoryFlows, Step, T
+from ._advisory_flows import AdvisoryFlows, Step, T, translated
 from ._advisory_statements import ADVISORY_BACKENDS
 from ._engines import (
     _SYNC_DRIVERS,
     _SYNC_KEPT,
-    DRIVER_ERRORS,
     _with_driver,
-    fencing_error,
     parse_sql_url,
 )
 
@@ -170,10 +168,7 @@ class AdvisoryIssuer:
         return f"AdvisoryIssuer({self.engine.url.render_as_string()!r})"
 
     def _run(self, flow: Flow[Step, T]) -> T:
-        try:
-            return run_sync(flow, self.engine)
-        except DRIVER_ERRORS as exc:  # sql_errors, without a context manager's cost
-            raise fencing_error(exc, "advisory lease", self.engine.url) from exc
+        return run_sync(translated(flow, self.engine.url), self.engine)
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self._run(self.flows.try_acquire(name, holder, ttl_ms))

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, TextClause
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import PoolProxiedConnection
 
@@ -48,6 +49,7 @@ from ._advisory_statements import (
     statements_of,
     wait_params,
 )
+from ._engines import DRIVER_ERRORS, fencing_error
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -176,6 +178,15 @@ def holder_status(name: str, row: Any, word: str) -> FenceStatus:
     holder = f"{word} {session}" + (f", application_name {app!r}" if app else "")
     holder += f", client {addr}" if addr else ", client local socket"
     return FenceStatus(name, True, holder, token, None, token)
+
+
+def translated(flow: Flow[Step, T], url: URL) -> Flow[Step, T]:
+    """``flow``, its driver errors raised as fencing errors (``_engines.sql_errors``):
+    what both issuers run, so that each driver is one call."""
+    try:
+        return (yield from flow)
+    except DRIVER_ERRORS as exc:
+        raise fencing_error(exc, "advisory lease", url) from exc
 
 
 class AdvisoryFlows:

@@ -25,8 +25,8 @@ from .._token import FenceToken
 from ..issuer import Busy, FenceStatus
 from . import _xact
 from ._advisory import advisory_url, owns
-from ._advisory_flows import AdvisoryFlows, Step, T
-from ._engines import _ASYNC_DRIVERS, _ASYNC_KEPT, DRIVER_ERRORS, _with_driver, fencing_error
+from ._advisory_flows import AdvisoryFlows, Step, T, translated
+from ._engines import _ASYNC_DRIVERS, _ASYNC_KEPT, _with_driver
 
 with needs_extra("fencing.sql.aio"):  # SQLAlchemy's asyncio layer needs greenlet
     from sqlalchemy.ext.asyncio import (
@@ -59,10 +59,7 @@ class AsyncAdvisoryIssuer(OldClose):
         return f"AsyncAdvisoryIssuer({self.engine.url.render_as_string()!r})"
 
     async def _run(self, flow: Flow[Step, T]) -> T:
-        try:
-            return await run_async(flow, self.engine)
-        except DRIVER_ERRORS as exc:
-            raise fencing_error(exc, "advisory lease", self.engine.url) from exc
+        return await run_async(translated(flow, self.engine.url), self.engine)
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await self._run(self.flows.try_acquire(name, holder, ttl_ms))
