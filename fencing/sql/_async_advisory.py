@@ -1,8 +1,7 @@
 """The asyncio advisory-lock issuer: the flows of ``_advisory_flows`` driven by
 ``run_async`` on an ``AsyncEngine`` (PostgreSQL through psycopg or asyncpg, MySQL and
 MariaDB through aiomysql or asyncmy); see ``_advisory`` for the model. And
-``advisory_xact`` on an ``AsyncConnection``/``AsyncSession`` (``_xact``'s, by SQLAlchemy's
-``run_sync``).
+``advisory_xact`` on an ``AsyncConnection``/``AsyncSession`` (``_xact``'s flow, awaited).
 
 Separate from ``_advisory`` because SQLAlchemy's asyncio layer needs greenlet.
 Imports the core async fence and flows, the advisory flows, ``_xact``, SQLAlchemy's
@@ -109,10 +108,12 @@ async def advisory_xact(
     connection_or_session: AsyncConnection | AsyncSession, name: str, *, wait: bool = True
 ) -> FenceToken:
     """``fencing.sql.advisory_xact`` in the open transaction of an ``AsyncConnection`` or
-    ``AsyncSession`` (run by SQLAlchemy's ``run_sync`` on the same blocking code)."""
-    if isinstance(connection_or_session, AsyncConnection | AsyncSession):
-        return await connection_or_session.run_sync(_xact.advisory_xact, name, wait=wait)
-    raise TypeError(
+    ``AsyncSession``: the same flow (``_xact.xact_flow``), awaited."""
+    given = connection_or_session
+    session = given if isinstance(given, AsyncSession) else None
+    conn = given if isinstance(given, AsyncConnection) else None
+    what = (
         "advisory_xact needs a sqlalchemy AsyncConnection or AsyncSession, "
-        f"not {type(connection_or_session).__name__}"
+        f"not {type(given).__name__}"
     )
+    return await run_async(_xact.xact_flow(session, conn, name, wait, what), None)
