@@ -36,7 +36,7 @@ from fencing.sql._driver import compiled
 from fencing.sql._keys import KEYS_SQL
 from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
 from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
-from fencing.testing.servers import PostgresServer
+from fencing.testing.servers import MariaDBServer, PostgresServer
 
 __all__ = ["advisory_url"]  # a fixture, imported to be used here
 
@@ -573,8 +573,12 @@ def test_cli_status_and_force_release(
     fence.release(newer)
 
 
-async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
-    """A private PostgreSQL (the session's is shared) is stopped and started again.
+@pytest.mark.parametrize("kind", [PostgresServer, MariaDBServer])
+async def test_server_restart_loses_held_leases_then_acquires_go_on(
+    kind: type[PostgresServer | MariaDBServer],
+) -> None:
+    """A private PostgreSQL or MariaDB (the session's are shared) is stopped and started
+    again.
 
     - A lease held across the restart: its lock lived in the server session that the
       shutdown ended, and a session lock never comes back on a new connection, so the
@@ -588,7 +592,7 @@ async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
       acquire and a status read go on, on new connections (the issuer's ``once_more``).
 
     Blocking and asyncio side by side, on one restart."""
-    with PostgresServer() as server:
+    with kind() as server:
         engine = create_engine(server.url)
         create_tables(engine)
         engine.dispose()
