@@ -41,7 +41,7 @@ from sqlalchemy_dlock.factory import create_sadlock
 
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
 from fencing.sql import aio as sql_aio
-from fencing.sql._advisory import ACQUIRE, RELEASE
+from fencing.sql._advisory_statements import POSTGRESQL
 from harness import Context, Table, Variant, atimed, run_rounds, timed
 
 FLOOR = "floor: pg_try_advisory_lock + pg_advisory_unlock"
@@ -126,7 +126,7 @@ def _bare(conn: psycopg.Connection[Any], name: str) -> Callable[[], None]:
 def _statements(conn: psycopg.Connection[Any], name: str) -> Callable[[], None]:
     k1, k2 = advisory_keys(name)
     params = {"name": name, "k1": k1, "k2": k2}
-    acquire, release = (_psycopg_sql(str(s)) for s in (ACQUIRE, RELEASE))
+    acquire, release = (_psycopg_sql(str(s)) for s in (POSTGRESQL.acquire, POSTGRESQL.release))
 
     def cycle() -> None:
         got = conn.execute(acquire, params).fetchone()

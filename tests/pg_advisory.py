@@ -7,10 +7,10 @@ import pytest
 from sqlalchemy import create_engine
 
 from fencing.sql import create_tables
-from fencing.sql._advisory import _LOCK_ROWS, lock_params
+from fencing.sql._advisory_statements import LOCK_ROWS, lock_params
 from fencing.testing.servers import PostgresServer
 
-TERMINATE = f"SELECT pg_terminate_backend(p.pid, 30000) FROM pg_locks p WHERE {_LOCK_ROWS}".replace(
+TERMINATE = f"SELECT pg_terminate_backend(p.pid, 30000) FROM pg_locks p WHERE {LOCK_ROWS}".replace(
     ":c1", "%(c1)s"
 ).replace(":c2", "%(c2)s")
 

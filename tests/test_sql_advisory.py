@@ -30,13 +30,13 @@ from waiting import PATIENCE, wait_until
 import fencing
 from fencing import cli
 from fencing.sql import AdvisoryFence, AdvisoryIssuer, SqlFence, advisory_keys, create_tables
-from fencing.sql._advisory import _LOCK_ROWS, ACQUIRE, lock_params
+from fencing.sql._advisory_statements import LOCK_ROWS, POSTGRESQL, lock_params
 from fencing.sql._backend import SqlBackend
 from fencing.sql._driver import compiled
 from fencing.sql._keys import KEYS_SQL
 from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
 from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
-from fencing.testing.servers import PostgresServer
+from fencing.testing.servers import MariaDBServer, PostgresServer
 
 __all__ = ["advisory_url"]  # a fixture, imported to be used here
 
@@ -117,10 +117,12 @@ def test_lease_option_picks_the_issuer_and_leaves_the_url() -> None:
 def test_statements_compile_for_named_and_positional_drivers() -> None:
     """The lease statements go to the driver's cursor (``_driver``): psycopg takes them
     by name, pg8000 by position, in the order the compiled SQL uses them."""
-    sql, names = compiled(ACQUIRE, pg8000.dialect())  # type: ignore[no-untyped-call]
-    assert names == ("k1", "k2", "name") and sql.count("%s") == 3 and ":name" not in sql
-    sql, names = compiled(ACQUIRE, psycopg_dialect.dialect())  # type: ignore[no-untyped-call]
-    assert names is None and "%(name)s" in sql and "%(k1)s" in sql
+    sql, names, positional = compiled(POSTGRESQL.acquire, pg8000.dialect())  # type: ignore[no-untyped-call]
+    assert positional and names == ("k1", "k2", "name")
+    assert sql.count("%s") == 3 and ":name" not in sql
+    sql, names, positional = compiled(POSTGRESQL.acquire, psycopg_dialect.dialect())  # type: ignore[no-untyped-call]
+    assert not positional and set(names) == {"k1", "k2", "name"}
+    assert "%(name)s" in sql and "%(k1)s" in sql
 
 
 # -- lease=advisory on a real PostgreSQL ----------------------------------------------
@@ -142,7 +144,7 @@ def try_lock(conn: psycopg.Connection[Any], name: str, unlock: bool = False) -> 
 
 def locked_anywhere(conn: psycopg.Connection[Any], name: str) -> int:
     """How many backends of this database hold the advisory lock of ``name``."""
-    query = f"SELECT count(*) FROM pg_locks p WHERE {_LOCK_ROWS}"
+    query = f"SELECT count(*) FROM pg_locks p WHERE {LOCK_ROWS}"
     row = conn.execute(query.replace(":c1", "%(c1)s").replace(":c2", "%(c2)s"), lock_params(name))
     return int(row.fetchone()[0])  # type: ignore[index]
 
@@ -304,9 +306,9 @@ def test_close_disposes_of_the_issuers_own_engine_only(
     finally:
         engine.dispose()
     own = AdvisoryIssuer(url)
+    AdvisoryFence(url, unique("close-held"), ttl=30, issuer=own).acquire(timeout=0)  # one held
     fence = AdvisoryFence(url, unique("close-own"), ttl=30, issuer=own)
-    fence.release(fence.acquire(timeout=0))  # a kept connection
-    own.await_release(fence.name, 1)  # and one idle in its pool (the waiter's)
+    fence.release(fence.acquire(timeout=0))  # and one kept
     assert sessions(postgres_server, app) >= 2
     own.close()
     wait_until(lambda: sessions(postgres_server, app) == 0, "the own engine's sessions end")
@@ -336,9 +338,9 @@ async def test_close_disposes_of_the_async_issuers_own_engine_only(
     with blocking.connect() as conn:
         before = conn.exec_driver_sql(pid).scalar()
     own = AsyncAdvisoryIssuer(blocking)
+    await AsyncAdvisoryFence(blocking, unique("close-held"), issuer=own).acquire(timeout=0)
     fence = AsyncAdvisoryFence(blocking, unique("close-own"), ttl=30, issuer=own)
-    await fence.release(await fence.acquire(timeout=0))  # a kept connection
-    await own.await_release(fence.name, 1)  # and one idle in its pool (the waiter's)
+    await fence.release(await fence.acquire(timeout=0))  # one held, one kept, the user's
     assert sessions(postgres_server, app) >= 3
     await own.aclose()
     try:
@@ -571,8 +573,12 @@ def test_cli_status_and_force_release(
     fence.release(newer)
 
 
-async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
-    """A private PostgreSQL (the session's is shared) is stopped and started again.
+@pytest.mark.parametrize("kind", [PostgresServer, MariaDBServer])
+async def test_server_restart_loses_held_leases_then_acquires_go_on(
+    kind: type[PostgresServer | MariaDBServer],
+) -> None:
+    """A private PostgreSQL or MariaDB (the session's are shared) is stopped and started
+    again.
 
     - A lease held across the restart: its lock lived in the server session that the
       shutdown ended, and a session lock never comes back on a new connection, so the
@@ -586,7 +592,7 @@ async def test_server_restart_loses_held_leases_then_acquires_go_on() -> None:
       acquire and a status read go on, on new connections (the issuer's ``once_more``).
 
     Blocking and asyncio side by side, on one restart."""
-    with PostgresServer() as server:
+    with kind() as server:
         engine = create_engine(server.url)
         create_tables(engine)
         engine.dispose()

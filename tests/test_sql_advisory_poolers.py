@@ -24,7 +24,8 @@ from test_sql_advisory_contract import AdvisoryTerms
 import fencing
 import fencing.aio
 from fencing.sql import AdvisoryFence, AdvisoryIssuer
-from fencing.sql._advisory import PEER, is_direct, socket_address
+from fencing.sql._advisory_flows import is_direct, socket_address
+from fencing.sql._advisory_statements import POSTGRESQL
 from fencing.sql.aio import AdvisoryFence as AsyncAdvisoryFence
 from fencing.sql.aio import AdvisoryIssuer as AsyncAdvisoryIssuer
 from fencing.testing.contract import AsyncFenceContract, FenceContract, MakeAsyncFence, MakeFence
@@ -249,7 +250,7 @@ async def test_a_direct_connection_is_recognised(
         engine = create_async_engine(url)
         try:
             async with engine.connect() as conn:
-                _, *peer = (await conn.execute(PEER)).one()
+                _, *peer = (await conn.execute(POSTGRESQL.peer)).one()
                 raw_conn = await conn.get_raw_connection()
                 local = socket_address(raw_conn.driver_connection)
                 assert local is not None
@@ -258,6 +259,6 @@ async def test_a_direct_connection_is_recognised(
             await engine.dispose()
     engine_sync = create_engine(postgres_server.url)
     with engine_sync.connect() as conn:
-        _, *peer = conn.execute(text(PEER.text)).one()
+        _, *peer = conn.execute(text(POSTGRESQL.peer.text)).one()
         assert is_direct((peer[0], peer[1]), socket_address(conn.connection.driver_connection))
     engine_sync.dispose()

@@ -188,6 +188,12 @@ async def test_asyncio_rollback_and_commit(
         assert again >= token  # the rolled-back bump was undone: never below it
         with pytest.raises(TypeError):
             await sql_aio.advisory_xact(object(), name)  # type: ignore[arg-type]
+        async with engine.connect() as conn:  # the same checks, awaited
+            autocommit = await conn.execution_options(isolation_level="AUTOCOMMIT")
+            with pytest.raises(ValueError, match="autocommit"):
+                await sql_aio.advisory_xact(autocommit, name)
+            with pytest.raises(TypeError):
+                await sql_aio.advisory_xact(conn, name, wait=1)  # type: ignore[arg-type]
     finally:
         await engine.dispose()
 

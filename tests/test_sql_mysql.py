@@ -140,11 +140,3 @@ def test_a_guarded_write_that_changes_nothing_is_not_stale(mariadb_url: str) -> 
     finally:
         rows.drop_all(engine)
         engine.dispose()
-
-
-def test_advisory_leases_are_refused_on_mysql_urls(mariadb_url: str) -> None:
-    """``lease=advisory`` is PostgreSQL's only (docs/mysql.md): a ``ValueError`` at
-    ``connect``, before any I/O, naming what to use instead."""
-    for url in (f"{mariadb_url}?lease=advisory", "mariadb+pymysql://u@h/db?lease=advisory"):
-        with pytest.raises(ValueError, match="PostgreSQL"):
-            fencing.connect(url)

@@ -2,9 +2,10 @@
 MariaDB).
 
 - ``SqlFence`` / ``SqlIssuer``: the issuer on a ``fencing_leases`` table.
-- ``AdvisoryFence`` / ``AdvisoryIssuer``: leases as PostgreSQL session-level advisory
-  locks, tokens from ``fencing_leases`` (``fencing.connect("postgresql://...?lease=advisory")``);
-  ``advisory_keys``: the two int4 keys of a fence name's lock (docs/sql.md).
+- ``AdvisoryFence`` / ``AdvisoryIssuer``: leases as session-level advisory locks
+  (PostgreSQL's, MySQL's and MariaDB's ``GET_LOCK``), tokens from ``fencing_leases``
+  (``fencing.connect("postgresql://...?lease=advisory")``); ``advisory_keys``: the two
+  int4 keys of a fence name's PostgreSQL lock (docs/sql.md, docs/mysql.md).
 - ``advisory_xact``: a token under ``pg_advisory_xact_lock`` in the caller's own
   transaction; both end with it (a rollback undoes the token's bump).
 - ``FencedMixin``: guarded ORM rows (``UPDATE ... WHERE fence_token <= :token``).

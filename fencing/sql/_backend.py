@@ -1,8 +1,8 @@
 """``fencing.connect("sqlite:///...", "postgresql://...", "mysql://...")``: fences in SQL.
 
 The URL's ``lease`` option picks what a lease is: ``row`` (the default: a row of
-``fencing_leases`` with an expiry) or, on PostgreSQL, ``advisory`` (a session-level
-advisory lock held on a connection kept for the lease; ``_advisory``). The option is
+``fencing_leases`` with an expiry) or, on PostgreSQL, MySQL and MariaDB, ``advisory`` (a
+session-level advisory lock held on a connection kept for the lease; ``_advisory``). The option is
 the SDK's and is taken off the URL before SQLAlchemy sees it.
 
 Imports the SQL issuers (the asyncio ones on first use: they need greenlet).
@@ -21,6 +21,7 @@ from .._primitives.election import AsyncElection, Election
 from .._primitives.limiter import AsyncLimiter, Limiter
 from .._primitives.rwlock import AsyncRWLock, RWLock
 from .._primitives.semaphore import AsyncSemaphore, Semaphore
+from ._advisory_statements import ADVISORY_BACKENDS
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, shared_issuer
 
@@ -44,9 +45,10 @@ class SqlBackend:
         lease = given[0] if len(given) == 1 else "row" if not given else repr(given)
         if lease not in LEASES:
             raise ValueError(f"unknown lease={lease!r} in the URL: use lease=row or lease=advisory")
-        if lease == "advisory" and parsed.get_backend_name() != "postgresql":
+        if lease == "advisory" and parsed.get_backend_name() not in ADVISORY_BACKENDS:
             raise ValueError(
-                f"lease=advisory needs a PostgreSQL URL, not {parsed.get_backend_name()!r}"
+                "lease=advisory needs a PostgreSQL, MySQL or MariaDB URL, not "
+                f"{parsed.get_backend_name()!r}"
             )
         self.url = url
         self.lease = lease

@@ -1,6 +1,6 @@
 """Statements on a pooled DBAPI connection, without SQLAlchemy's ``Connection``.
 
-The advisory issuer runs one or two small statements per acquire and release on a
+The advisory issuer runs one small statement per acquire and release on a
 connection it keeps checked out for the lease's life. Through ``Engine.connect()`` and
 ``Connection.execute`` each of them pays for a ``Connection`` object, an execution
 context and a result object: measured (``benchmarks/advisory_family.py``) that was most
@@ -21,8 +21,9 @@ Autocommit: a statement here is one transaction. The issuer's own engine opens i
 connections in autocommit; a user's engine is switched at checkout and back at return
 (``checkout(engine, switch=True)``/``checkin``), as ``Connection`` would.
 
-The asyncio issuer calls these same functions in SQLAlchemy's greenlet
-(``greenlet_spawn``), on the adapted DBAPI connection of its async engine's pool.
+Each function takes the engine first: the advisory flows' one step (``_advisory_flows.
+Call``) runs it on the blocking engine, or in SQLAlchemy's greenlet (``greenlet_spawn``)
+on an async engine's ``sync_engine`` and the adapted DBAPI connections of its pool.
 
 Imports SQLAlchemy only.
 """
@@ -41,12 +42,14 @@ from sqlalchemy.pool import PoolProxiedConnection
 
 
 @functools.lru_cache(maxsize=64)
-def compiled(statement: TextClause, dialect: Dialect) -> tuple[str, tuple[str, ...] | None]:
-    """``statement`` in ``dialect``'s SQL: (text, names of its positional parameters in
-    order, or ``None`` when the driver takes them by name)."""
+def compiled(statement: TextClause, dialect: Dialect) -> tuple[str, tuple[str, ...], bool]:
+    """``statement`` in ``dialect``'s SQL: (text, names of its parameters, whether the
+    driver takes them by position, in that order, rather than by name). Only those are
+    sent: a driver that quotes parameters itself (PyMySQL) quotes every one it is given."""
     sql = statement.compile(dialect=dialect)
-    names = tuple(sql.positiontup or ()) if sql.positional else None
-    return sql.string, names
+    if sql.positional:
+        return sql.string, tuple(sql.positiontup or ()), True
+    return sql.string, tuple(sql.binds), False
 
 
 def driver_error(
@@ -101,16 +104,26 @@ def checkin(engine: Engine, conn: PoolProxiedConnection, switch: bool = False) -
 
 
 def run(
-    engine: Engine, conn: PoolProxiedConnection, statement: TextClause, params: Mapping[str, Any]
+    engine: Engine,
+    conn: PoolProxiedConnection,
+    statement: TextClause,
+    params: Mapping[str, Any],
+    every: bool = False,
 ) -> Any:
-    """Execute ``statement`` with ``params`` on ``conn``: its first row, or ``None``."""
-    sql, names = compiled(statement, engine.dialect)
-    args: Any = params if names is None else tuple(params[name] for name in names)
+    """Execute ``statement`` with ``params`` on ``conn``: its first row, or ``None``
+    (``every``: all its rows). A statement that returns no rows replies ``(last insert
+    id,)`` when it changed a row (MySQL's ``LAST_INSERT_ID(expr)``), else ``None``."""
+    sql, names, positional = compiled(statement, engine.dialect)
+    args: Any = [params[name] for name in names]
+    if not positional:
+        args = dict(zip(names, args, strict=True))
     cursor = None
     try:
         cursor = conn.cursor()
         cursor.execute(sql, args)
-        return cursor.fetchone()
+        if cursor.description is None:
+            return (cursor.lastrowid,) if cursor.rowcount > 0 else None
+        return cursor.fetchall() if every else cursor.fetchone()
     except engine.dialect.loaded_dbapi.Error as exc:
         raise driver_error(engine, exc, conn, sql, args) from exc
     finally:
@@ -128,3 +141,19 @@ def discard(conn: PoolProxiedConnection) -> None:
     if conn.dbapi_connection is not None:
         with suppress(Exception):
             conn.invalidate()
+
+
+def drop(engine: Engine, conn: PoolProxiedConnection) -> None:
+    """``discard`` with the engine first, as every other function here."""
+    discard(conn)
+
+
+def forget_pool(engine: Engine) -> None:
+    """Forget the pool's connections without closing them (in a forked child: they are
+    the parent's; SQLAlchemy's ``dispose(close=False)`` recipe)."""
+    engine.dispose(close=False)
+
+
+def dispose(engine: Engine) -> None:
+    """Close the pool's idle connections (``Engine.dispose``)."""
+    engine.dispose()

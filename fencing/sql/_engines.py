@@ -175,8 +175,15 @@ def sql_errors(what: str = "SQL issuer", url: URL | None = None) -> Iterator[Non
     """
     try:
         yield
-    except SQLAlchemyError as exc:
-        setup = None if url is None else setup_error(exc, url)
-        raise (setup or issuer_error(what, exc)) from exc
-    except OSError as exc:
-        raise issuer_error(what, exc) from exc
+    except (SQLAlchemyError, OSError) as exc:
+        raise fencing_error(exc, what, url) from exc
+
+
+#: What ``sql_errors`` translates (for a caller that catches them itself, on a hot path).
+DRIVER_ERRORS = (SQLAlchemyError, OSError)
+
+
+def fencing_error(exc: Exception, what: str = "SQL issuer", url: URL | None = None) -> Exception:
+    """The fencing error ``sql_errors`` raises (``from exc``) for one of ``DRIVER_ERRORS``."""
+    setup = setup_error(exc, url) if url is not None and isinstance(exc, SQLAlchemyError) else None
+    return setup or issuer_error(what, exc)

@@ -289,43 +289,47 @@ def statements(dialect: str) -> Mapping[str, Statement]:
     return {name: built[name] for name in STATEMENTS}
 
 
-def _steps(statement: Statement) -> tuple[Executable, ...]:
-    return statement if isinstance(statement, tuple) else (statement,)
-
-
 def read(result: CursorResult[Any]) -> Reply:
     rows = [tuple(row) for row in result] if result.returns_rows else []
     return Reply(result.rowcount, rows)
 
 
-class SqlPort:
+class _Port:
+    """What both ports share: the statements, and the constructs one of them runs in
+    order in the flow's transaction (the reply is the last one's)."""
+
+    __slots__ = ("statements",)
+
+    def __init__(self, statements: Mapping[str, Statement]) -> None:
+        self.statements = statements
+
+    def steps(self, statement: StatementName) -> tuple[Executable, ...]:
+        one = self.statements[statement]
+        return one if isinstance(one, tuple) else (one,)
+
+
+class SqlPort(_Port):
     """Runs the flows' statements (those of ``statements(dialect)``) on ``conn``, in its
     transaction (``Executes``)."""
 
-    __slots__ = ("conn", "statements")
+    __slots__ = ("conn",)
 
     def __init__(self, conn: Connection, statements: Mapping[str, Statement]) -> None:
+        super().__init__(statements)
         self.conn = conn
-        self.statements = statements
 
     def execute(self, statement: StatementName, params: Mapping[str, Any], /) -> Reply:
-        *before, last = _steps(self.statements[statement])
-        for step in before:
-            self.conn.execute(step, params)
-        return read(self.conn.execute(last, params))
+        return read([self.conn.execute(one, params) for one in self.steps(statement)][-1])
 
 
-class AsyncSqlPort:
+class AsyncSqlPort(_Port):
     """The asyncio ``SqlPort`` on an ``AsyncConnection`` (``AsyncExecutes``)."""
 
-    __slots__ = ("conn", "statements")
+    __slots__ = ("conn",)
 
     def __init__(self, conn: AsyncConnection, statements: Mapping[str, Statement]) -> None:
+        super().__init__(statements)
         self.conn = conn
-        self.statements = statements
 
     async def execute(self, statement: StatementName, params: Mapping[str, Any], /) -> Reply:
-        *before, last = _steps(self.statements[statement])
-        for step in before:
-            await self.conn.execute(step, params)
-        return read(await self.conn.execute(last, params))
+        return read([await self.conn.execute(one, params) for one in self.steps(statement)][-1])

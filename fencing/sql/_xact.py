@@ -7,7 +7,8 @@ and the bump is undone, as if the call never happened. Nothing is kept on a conn
 between transactions, so it is safe behind a transaction pooler (pgbouncer's
 ``pool_mode = transaction``), where a session lock is not.
 
-The statement is ``_advisory.ACQUIRE`` with the transaction-level lock functions::
+The statement is PostgreSQL's advisory ``acquire`` (``_advisory_statements``) with the
+transaction-level lock functions::
 
     WITH lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(k1, k2))
     INSERT INTO fencing_leases AS l (name, token) SELECT :name, <clock µs> FROM lock
@@ -20,19 +21,24 @@ lock. The keys are ``advisory_keys(name)``: the same lock as ``lease=advisory``'
 psql's ``pg_advisory_lock(k1, k2)`` (session- and transaction-level advisory locks of one
 key exclude each other).
 
-Imports the core token and errors, ``_advisory``'s clock and keys, SQLAlchemy.
+Written once as a flow (``xact_flow``) that ``advisory_xact`` drives blocking and
+``fencing.sql.aio.advisory_xact`` asyncio, on the caller's own objects.
+
+Imports the core token, errors and flows, ``_advisory_statements``' clock and keys, SQLAlchemy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
 from .._base.errors import AcquireTimeout
+from .._base.flow import Flow, run_sync
 from .._base.token import FenceToken
-from ._advisory import _CLOCK
+from ._advisory_statements import CLOCK
 from ._engines import sql_errors
 from ._keys import advisory_keys
 
@@ -40,9 +46,9 @@ _XACT = (
     "WITH lock AS MATERIALIZED "
     "(SELECT {function}(CAST(:k1 AS int4), CAST(:k2 AS int4)){test} AS got) "
     "INSERT INTO fencing_leases AS l (name, token) "
-    f"SELECT :name, {_CLOCK} FROM lock {{where}}"
+    f"SELECT :name, {CLOCK} FROM lock {{where}}"
     "ON CONFLICT (name) DO UPDATE "
-    f"SET token = greatest(l.token + 1, {_CLOCK}) "
+    f"SET token = greatest(l.token + 1, {CLOCK}) "
     "RETURNING l.token"
 )
 #: Waits for the lock (``pg_advisory_xact_lock`` returns void: ``IS NULL`` is true).
@@ -51,15 +57,77 @@ XACT_WAIT = text(_XACT.format(function="pg_advisory_xact_lock", test=" IS NULL",
 XACT_TRY = text(_XACT.format(function="pg_try_advisory_xact_lock", test="", where="WHERE got "))
 
 
-def _connection(connection_or_session: Any) -> Connection:
-    if isinstance(connection_or_session, Session):
-        return connection_or_session.connection()  # begins the session's transaction
-    if isinstance(connection_or_session, Connection):
-        return connection_or_session
-    raise TypeError(
-        "advisory_xact needs a sqlalchemy Connection or Session, "
-        f"not {type(connection_or_session).__name__}"
-    )
+class Call:
+    """The flow's step: ``function(*args)``, awaited when driven asyncio (where the
+    SQLAlchemy asyncio method returns an awaitable)."""
+
+    __slots__ = ("args", "function", "result")
+    result: Any
+
+    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
+        self.function = function
+        self.args = args
+
+    def perform(self, port: object) -> None:
+        self.result = self.function(*self.args)
+
+    async def aperform(self, port: object) -> None:
+        self.result = await self.function(*self.args)
+
+
+class RawConnection:
+    """The step that gives a connection's pooled DBAPI connection and its execution
+    options (``Connection.connection``; ``await AsyncConnection.get_raw_connection()``
+    and its blocking facade's options)."""
+
+    __slots__ = ("conn", "result")
+    result: Any
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def perform(self, port: object) -> None:
+        self.result = self.conn.connection, self.conn.get_execution_options()
+
+    async def aperform(self, port: object) -> None:
+        raw = await self.conn.get_raw_connection()
+        self.result = raw, self.conn.sync_connection.get_execution_options()
+
+
+def xact_flow(
+    session: Any, conn: Any, name: str, wait: bool, what: str
+) -> Flow[Call | RawConnection, FenceToken]:
+    """``advisory_xact`` on a ``session`` (a ``Session`` or ``AsyncSession``) or ``conn``
+    (a ``Connection`` or ``AsyncConnection``), written once for both (``what``: the types
+    the caller takes, for the ``TypeError``)."""
+    if not isinstance(wait, bool):
+        raise TypeError(f"wait must be a bool, not {type(wait).__name__}")
+    keys = advisory_keys(name)  # TypeError/ValueError for a bad name, before any SQL
+    if session is None and conn is None:
+        raise TypeError(what)
+    if session is not None:
+        begun = Call(session.connection)  # begins the session's transaction
+        yield begun
+        conn = begun.result
+    if conn.dialect.name != "postgresql":
+        raise ValueError(f"advisory_xact needs PostgreSQL, not {conn.dialect.name!r}")
+    raw = RawConnection(conn)
+    yield raw
+    dbapi, options = raw.result
+    autocommit = options.get("isolation_level") == "AUTOCOMMIT"
+    if autocommit or getattr(dbapi.dbapi_connection, "autocommit", False):
+        raise ValueError(
+            "advisory_xact needs a connection in a transaction, not in autocommit: "
+            "its lock would end with the statement"
+        )
+    params = {"name": name, "k1": keys[0], "k2": keys[1]}
+    take = Call(conn.execute, XACT_WAIT if wait else XACT_TRY, params)
+    with sql_errors("advisory_xact", conn.engine.url):
+        yield take
+    token = take.result.scalar()
+    if token is None:
+        raise AcquireTimeout(name, 0)
+    return FenceToken(int(token), name)
 
 
 def advisory_xact(
@@ -80,21 +148,8 @@ def advisory_xact(
     ``fencing_leases`` table is missing), and the caller's transaction must be rolled
     back as after any failed statement.
     """
-    if not isinstance(wait, bool):
-        raise TypeError(f"wait must be a bool, not {type(wait).__name__}")
-    keys = advisory_keys(name)  # TypeError/ValueError for a bad name, before any SQL
-    conn = _connection(connection_or_session)
-    if conn.dialect.name != "postgresql":
-        raise ValueError(f"advisory_xact needs PostgreSQL, not {conn.dialect.name!r}")
-    autocommit = conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT"
-    if autocommit or getattr(conn.connection.dbapi_connection, "autocommit", False):
-        raise ValueError(
-            "advisory_xact needs a connection in a transaction, not in autocommit: "
-            "its lock would end with the statement"
-        )
-    params = {"name": name, "k1": keys[0], "k2": keys[1]}
-    with sql_errors("advisory_xact", conn.engine.url):
-        token = conn.execute(XACT_WAIT if wait else XACT_TRY, params).scalar()
-    if token is None:
-        raise AcquireTimeout(name, 0)
-    return FenceToken(int(token), name)
+    given = connection_or_session
+    session = given if isinstance(given, Session) else None
+    conn = given if isinstance(given, Connection) else None
+    what = f"advisory_xact needs a sqlalchemy Connection or Session, not {type(given).__name__}"
+    return run_sync(xact_flow(session, conn, name, wait, what), None)

@@ -110,7 +110,7 @@ fencing.connect("postgresql+psycopg://app@db/app").fence("job")       # SqlFence
 fencing.connect().fence("job")     # $FENCING_URL, else the embedded SQLite file
 fencing.connect(url).aio_fence("job")  # the asyncio twin: await its acquire()
 
-# docs/sql.md:341
+# docs/sql.md:342
 
 import asyncio
 
@@ -131,7 +131,7 @@ async def main() -> None:
 
 asyncio.run(main())
 
-# docs/sql.md:500
+# docs/sql.md:503
 
 from sqlalchemy import create_engine, insert
 
@@ -144,7 +144,7 @@ with engine.begin() as conn:                       # or a Session
     store.write(b'{"total": 0}', token)            # a file, an HTTP service, another database
 # committed: the lock went with the transaction, and the token stays issued
 
-# docs/sql.md:666
+# docs/sql.md:669
 
 from fencing.alembic import add_fence_column, drop_fence_column
 
