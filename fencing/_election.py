@@ -20,7 +20,9 @@ keyspace notifications), else sleeps its polling period (``poll``, 0.5 s by defa
 SQL and in-memory issuers); a term shorter than a wait may be missed, never reported out
 of order.
 
-Imports the fences and the issuer protocols; knows no backend.
+``observe`` is a flow on the ``Watching`` port, driven blocking or asyncio (``_flow``).
+Imports the fences, the flow drivers, the protocol's ``Call`` step and the issuer
+protocols; knows no backend.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ Windows (docs/limits.md has the accuracy table):
 
 A store implements ``admit`` (``Admits`` / ``AsyncAdmits``), and may prepare the decision
 alone (``PreparesAdmits``) where building the ``Admission`` and the call is a measurable
-part of a request: on Redis it is (docs/performance.md). Imports the flow drivers, the
-errors and the checks.
+part of a request: on Redis it is (docs/performance.md). Imports the flow drivers and
+the protocol's ``Call`` step, the errors and the checks.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def slot_release(
     release_slot: Callable[[str, int, int, str], R], group: str, slot: int
 ) -> Callable[[str, int, str], R]:
     """``release_slot`` of slot ``slot`` in the shape of ``issuer.release``: what the slot
-    fence's port calls to end a lease (``Calls.release``), blocking or asyncio."""
+    fence's port calls to end a lease (``Port.releaser``), blocking or asyncio."""
     return lambda _name, token, holder: release_slot(group, slot, token, holder)
 
 
