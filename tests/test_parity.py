@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any
+from typing import Any, get_type_hints
 
 import pytest
 
@@ -193,3 +193,76 @@ def test_each_backend_makes_every_primitive_both_ways(backend: str) -> None:
         assert hasattr(cls, maker) and hasattr(cls, f"aio_{maker}"), f"{name}: {maker} alone"
         blocking, asyncio_ = getattr(cls, maker), getattr(cls, f"aio_{maker}")
         assert parameters(blocking) == parameters(asyncio_), f"{name}.{maker}"
+
+
+def given(cls: type, package: str) -> dict[str, type]:
+    """The classes of ``package`` that ``cls``'s public methods return, by method."""
+    found = {}
+    for method in public(cls):
+        member = getattr(cls, method)
+        if not inspect.isroutine(member):
+            continue
+        try:
+            returned = get_type_hints(member).get("return")
+        except NameError:  # an annotation of a name only imported for type checking
+            continue
+        if inspect.isclass(returned) and returned.__module__.startswith(package):
+            found[method] = returned
+    return found
+
+
+def returned_differences(blocking: type, asyncio_: type, package: str = "fencing") -> list[str]:
+    """Where what ``blocking``'s methods return and what ``asyncio_``'s return (both
+    classes of the package, not one class for both sides) differ in public methods."""
+    theirs = given(asyncio_, package)
+    found = []
+    for method, one in given(blocking, package).items():
+        other = theirs.get(method)
+        if other is None or other is one:
+            continue  # the same class on both sides (data); a missing method: see above
+        differ = (public(one) ^ public(other)) - BLOCKING_ONLY - CLOSING
+        if differ:
+            found.append(f"{method}: {one.__name__} ^ {other.__name__} = {sorted(differ)}")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "blocking", "asyncio_"),
+    pairs(),
+    ids=[f"{module}.{name}" for module, name, _, _ in pairs()],
+)
+def test_what_twins_return_are_twins_too(
+    module: str, name: str, blocking: Any, asyncio_: Any
+) -> None:
+    """What a public method gives (a hold from ``hold()``, a term from ``campaign``) has the
+    same public methods on both sides, exported or not: parity reaches past ``__all__``."""
+    if blocking is asyncio_ or not inspect.isclass(blocking):
+        return
+    assert not returned_differences(blocking, asyncio_), f"{module}.{name}"
+
+
+class _Given:
+    def wait_lost(self) -> bool:
+        return False
+
+
+class _AsyncGiven:  # the control's asyncio twin, lacking ``wait_lost``
+    pass
+
+
+class _Giver:
+    def hold(self) -> _Given:
+        return _Given()
+
+
+class _AsyncGiver:
+    def hold(self) -> _AsyncGiven:
+        return _AsyncGiven()
+
+
+def test_a_returned_class_lacking_a_method_is_caught() -> None:
+    """The control: an asyncio ``hold()`` whose hold lacks ``wait_lost`` is found."""
+    assert returned_differences(_Giver, _AsyncGiver, __name__) == [
+        "hold: _Given ^ _AsyncGiven = ['wait_lost']"
+    ]
+    assert returned_differences(_Giver, _Giver, __name__) == []

@@ -14,8 +14,10 @@ attribute, which the flow reads after the ``yield``, typed::
 (the model is httpx's auth flows and h11's protocol without I/O). An error raised while
 performing a step, an interrupt or a cancellation included, is thrown back into the
 flow at its ``yield``, so the flow may yield clean-up steps before it lets the error
-out. The fences' protocol (``_protocol``) and the backends' issuers (``fencing.redis``,
-``fencing.sql``, ``fencing.etcd``, ``fencing.zookeeper``) are all written this way.
+out. The fences' protocol (``_protocol``), the semaphores, elections and limiters, and
+the backends' issuers (``fencing.redis``, ``fencing.sql``, ``fencing.etcd``,
+``fencing.zookeeper``) are all written this way; the core's one step class is
+``_protocol.Call`` (docs/design.md, "Where blocking and asyncio differ").
 
 Imports nothing from the package.
 """

@@ -17,7 +17,7 @@ from .._base.owned import Owner
 from .._base.token import FenceToken
 from .._base.validate import check_timeout
 from ..issuer import AsyncIssuer
-from .core import DEFAULT_TTL, Clock, FenceCore, HoldBase, HoldState, OnLost
+from .core import DEFAULT_TTL, Clock, FenceCore, HoldBase, OnLost
 from .protocol import AsyncCalls, acquire_async, capabilities, release_async
 
 
@@ -56,14 +56,8 @@ class AsyncFence(FenceCore, Owner):
     async def acquire(self, timeout: float | None = None) -> FenceToken:
         """Take the lease and return its token (see ``Fence.acquire``)."""
         if self.reentrant:
-            wait = check_timeout(timeout)
-            owner = asyncio.current_task()
-            again = self._reentered(owner)
-            if again is not None:
-                return again
-            holder = self._new_holder_id()
-            token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
-            return self._owns(owner, self._granted(token, holder))
+            flow = self._reentrant_flow(asyncio.current_task(), timeout)
+            return await run_async(flow, self._calls)
         holder = self._new_holder_id()
         wait = None if timeout is None else check_timeout(timeout)  # None, the default: no check
         token = await acquire_async(holder, self._ttl_ms, wait, self._waiting, self._calls)
@@ -78,9 +72,8 @@ class AsyncFence(FenceCore, Owner):
 
         On a reentrant fence, a release before the last only counts down (no I/O)."""
         value, holder = self._lease_of(token)
-        if self.reentrant and self._counted_down(value):
-            return
-        self._released(value, await release_async(self._calls, value, holder))
+        if not (self.reentrant and self._counted_down(value)):
+            self._released(value, await release_async(self._calls, value, holder))
 
     def hold(
         self,
@@ -149,20 +142,16 @@ class AsyncHolding(HoldBase, Generic[E]):
         raise NotImplementedError
 
     async def __aenter__(self) -> E:
-        self._entering()
-        started = self._clock.monotonic()
+        started = self._entering()
         fence, token, given = await self._take()
         self._fence = fence
-        sent, lost = await run_async(fence._anchor_flow(token, started), fence._calls)
-        state = self._state = fence._hold_started(token, self._signal, sent)
-        if lost is not None:
-            state.lose(lost)  # found gone at once: the hold starts lost
+        state = await run_async(self._start_flow(fence, token, started), fence._calls)
         if self._cancel_on_loss:
             self._body = asyncio.current_task()
         if self._auto_renew:
             port = fence._calls.with_sleep(self._wait_stop)
             self._tasks = (
-                asyncio.create_task(self._renew(state, port)),
+                asyncio.create_task(run_async(fence._renewal_flow(state), port)),
                 asyncio.create_task(run_async(fence._watch_flow(state), port)),
             )
         return given
@@ -196,12 +185,6 @@ class AsyncHolding(HoldBase, Generic[E]):
         except asyncio.TimeoutError:
             return False
         return True
-
-    async def _renew(self, state: HoldState, port: AsyncCalls) -> None:
-        try:
-            await run_async(self._fence._renewal_flow(state), port)
-        except Exception:
-            state.renewal_crashed()
 
     async def __aexit__(
         self,
@@ -237,6 +220,7 @@ class AsyncHolding(HoldBase, Generic[E]):
         finally:
             state.signal.end()
             self._settled.set()
+            self._over()
 
     def _took_back_cancel(self) -> bool:
         """Undo this hold's cancellation of its body; whether no other one is pending

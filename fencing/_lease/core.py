@@ -25,16 +25,8 @@ from .._base.flow import Flow
 from .._base.log import acquire_log, lost_log, release_log, renew_log
 from .._base.metrics import lease_lost
 from .._base.token import FenceToken
-from .._base.validate import check_name, check_token_for, check_ttl
-from .protocol import (
-    AsyncCalls,
-    Calls,
-    Op,
-    Release,
-    Renew,
-    Sleep,
-    Waiting,
-)
+from .._base.validate import check_name, check_timeout, check_token_for, check_ttl
+from .protocol import Op, Port, Release, Renew, Sleep, Waiting, acquire_rest
 
 DEFAULT_TTL = 10.0
 
@@ -92,7 +84,7 @@ class FenceCore:
     reentrant acquire or a release that counts down asks the issuer nothing.
     """
 
-    _calls: Calls | AsyncCalls  # the port of the subclass's issuer (blocking or asyncio)
+    _calls: Port  # the port of the subclass's issuer (blocking or asyncio)
 
     def __init__(
         self,
@@ -149,6 +141,18 @@ class FenceCore:
             acquire_log.debug("fence %r: acquired token %d (ttl %ss)", self.name, token, self.ttl)
         return FenceToken(token, self.name)
 
+    def _reentrant_flow(self, owner: object, timeout: float | None) -> Flow[Op, FenceToken]:
+        """The acquire of a reentrant fence by ``owner`` (a thread, or a task): the token it
+        holds, counted once more, or a lease acquired at the issuer."""
+        wait = check_timeout(timeout)
+        again = self._reentered(owner)
+        if again is not None:
+            return again
+        holder = self._new_holder_id()
+        rest = acquire_rest(None, holder, self._ttl_ms, 0, wait, self._waiting, self._calls)
+        granted = yield from rest
+        return self._owns(owner, self._granted(granted, holder))
+
     def _reentered(self, owner: object) -> FenceToken | None:
         """The token ``owner`` holds on this reentrant fence, counted once more; or
         ``None`` when it holds none (then it acquires at the issuer)."""
@@ -185,6 +189,15 @@ class FenceCore:
             raise LeaseLost(self.name, value, "lease expired or was taken over before renew")
         renew_log.debug("fence %r: renewed token %d for %ss", self.name, value, seconds)
 
+    def _release_flow(self, token: object) -> Flow[Op, None]:
+        """``release`` as a flow, for a release that is part of a larger one (a
+        semaphore's permit); the fences' own ``release`` calls the issuer directly."""
+        value, holder = self._lease_of(token)
+        if not (self.reentrant and self._counted_down(value)):
+            release = Release(value, holder)
+            yield release
+            self._released(value, release.result)
+
     def _released(self, token: int, held: bool) -> None:
         """Forget the lease of ``token``; ``LeaseLost`` if the release found it gone."""
         if self.reentrant:
@@ -211,7 +224,14 @@ class FenceCore:
         clock, and would call the issuer ever faster on a real one.) The hold's watch
         (``_watch_flow``) presumes the loss at the deadline too, while a renewal is
         still blocked in its call; a renewal that returns after that changes nothing.
+        Any other error ends the renewal, and the lease is lost (``renewal_crashed``).
         """
+        try:
+            yield from self._renewing(hold)
+        except Exception:
+            hold.renewal_crashed()
+
+    def _renewing(self, hold: HoldState) -> Flow[Op, None]:
         token = hold.token
         interval = self.ttl / 3
         monotonic = self.clock.monotonic
@@ -447,10 +467,28 @@ class HoldBase:
         if on_lost is not None:
             self._signal.add(check_callback(on_lost))
 
-    def _entering(self) -> None:
-        """A hold is entered once: its state (token, lost flag) belongs to one lease."""
+    def _entering(self) -> float:
+        """A hold is entered once: its state (token, lost flag) belongs to one lease.
+        Returns when the entry began, on the fence's clock."""
         if self._state is not None:
             raise RuntimeError("a hold is entered once; call fence.hold() again")
+        return self._clock.monotonic()
+
+    def _start_flow(
+        self, fence: FenceCore, token: FenceToken, started: float
+    ) -> Flow[Op, HoldState]:
+        """Once ``fence`` granted ``token`` (its acquire began at ``started``): the hold's
+        state, its deadline anchored (``_anchor_flow``); a lease found gone already
+        starts it lost."""
+        sent, lost = yield from fence._anchor_flow(token, started)
+        state = self._state = fence._hold_started(token, self._signal, sent)
+        if lost is not None:
+            state.lose(lost)
+        return state
+
+    def _over(self) -> None:
+        """The hold ended (its lease released, or found lost): a hook for what a kind of
+        hold counts (a semaphore's permits)."""
 
     @property
     def token(self) -> FenceToken | None:

@@ -6,25 +6,16 @@ Imports the core, protocol and flow modules; knows no backend.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from types import TracebackType
 from typing import Generic, TypeVar
 
 from .._base.errors import FenceUnavailable
-from .._base.flow import run_sync
+from .._base.flow import Flow, run_sync
 from .._base.token import FenceToken
 from .._base.validate import check_timeout
 from ..issuer import Issuer
-from .core import (
-    DEFAULT_TTL,
-    Clock,
-    FenceCore,
-    HoldBase,
-    HoldState,
-    OnLost,
-    pause_with,
-)
-from .protocol import Calls, acquire_sync, capabilities, release_sync
+from .core import DEFAULT_TTL, Clock, FenceCore, HoldBase, OnLost, pause_with
+from .protocol import Calls, Op, acquire_sync, capabilities, release_sync
 
 
 class Fence(FenceCore):
@@ -67,22 +58,12 @@ class Fence(FenceCore):
         the lease) where the issuer supports it, and otherwise back off with jitter.
         """
         if self.reentrant:
-            return self._acquire_reentrant(timeout)
+            return run_sync(self._reentrant_flow(threading.current_thread(), timeout), self._calls)
         holder = self._new_holder_id()
         wait = None if timeout is None else check_timeout(timeout)  # None, the default: no check
         return self._granted(
             acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls), holder
         )
-
-    def _acquire_reentrant(self, timeout: float | None) -> FenceToken:
-        wait = check_timeout(timeout)
-        owner = threading.current_thread()
-        again = self._reentered(owner)
-        if again is not None:
-            return again
-        holder = self._new_holder_id()
-        granted = acquire_sync(holder, self._ttl_ms, wait, self._waiting, self._calls)
-        return self._owns(owner, self._granted(granted, holder))
 
     def renew(self, token: int, ttl: float | None = None) -> None:
         """Extend the lease of ``token`` to ``ttl`` (default: the fence's) from now.
@@ -96,9 +77,8 @@ class Fence(FenceCore):
 
         On a reentrant fence, a release before the last only counts down (no I/O)."""
         value, holder = self._lease_of(token)
-        if self.reentrant and self._counted_down(value):
-            return
-        self._released(value, release_sync(self._calls, value, holder))
+        if not (self.reentrant and self._counted_down(value)):
+            self._released(value, release_sync(self._calls, value, holder))
 
     def _abandon(self, token: int) -> None:
         """Release a lease presumed lost, or whose release the issuer did not answer
@@ -158,44 +138,23 @@ class Holding(HoldBase, Generic[E]):
         raise NotImplementedError
 
     def __enter__(self) -> E:
-        self._entering()
-        started = self._clock.monotonic()
+        started = self._entering()
         fence, token, given = self._take()
         self._fence = fence
-        sent, lost = run_sync(fence._anchor_flow(token, started), fence._calls)
-        state = self._state = fence._hold_started(token, self._signal, sent)
-        if lost is not None:
-            state.lose(lost)  # found gone at once: the hold starts lost
+        state = run_sync(self._start_flow(fence, token, started), fence._calls)
         if self._auto_renew:
             port = fence._calls.with_sleep(self._stop.wait)
             self._threads = (
-                self._thread(self._renew, state, port, f"fencing-renew:{fence.name}"),
-                self._thread(self._watch, state, port, f"fencing-watch:{fence.name}"),
+                _thread(fence._renewal_flow(state), port, f"fencing-renew:{fence.name}"),
+                _thread(fence._watch_flow(state), port, f"fencing-watch:{fence.name}"),
             )
         return given
-
-    @staticmethod
-    def _thread(
-        target: Callable[[HoldState, Calls], None], state: HoldState, port: Calls, name: str
-    ) -> threading.Thread:
-        thread = threading.Thread(target=target, args=(state, port), name=name, daemon=True)
-        thread.start()
-        return thread
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until this hold's lease is found lost, and return True; or return False
         once ``timeout`` seconds passed (``None``: no limit) or the hold ended with its
         lease released. Any thread may wait, also before the hold is entered."""
         return self._signal.wait(check_timeout(timeout))
-
-    def _renew(self, state: HoldState, port: Calls) -> None:
-        try:
-            run_sync(self._fence._renewal_flow(state), port)
-        except Exception:
-            state.renewal_crashed()
-
-    def _watch(self, state: HoldState, port: Calls) -> None:
-        run_sync(self._fence._watch_flow(state), port)
 
     def __exit__(
         self,
@@ -224,6 +183,14 @@ class Holding(HoldBase, Generic[E]):
                     raise
         finally:
             state.signal.end()
+            self._over()
+
+
+def _thread(flow: Flow[Op, None], port: Calls, name: str) -> threading.Thread:
+    """A daemon thread, started, that drives ``flow`` on ``port``."""
+    thread = threading.Thread(target=run_sync, args=(flow, port), name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 class Hold(Holding[FenceToken]):

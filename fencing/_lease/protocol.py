@@ -1,12 +1,14 @@
 """The fence protocol without I/O and without a clock of its own: what to ask the issuer,
 how long to wait, what a reply means.
 
-Fence operations are flows (see ``_flow``) whose steps are the issuer calls below
-(``TryAcquire``, ``TryAcquireQueued``, ``AwaitRelease``, ``AwaitHandOff``, ``Renew``,
-``Release``) and ``Sleep``. Each step carries itself out on a ``Calls`` port (blocking)
-or an ``AsyncCalls`` port (asyncio) and keeps its typed reply in ``result``. Time comes
-in from the caller: every flow that waits takes a ``clock`` (seconds, monotonic), and
-sleeping is a step, so tests drive the flows on virtual time.
+Fence operations are flows (see ``_flow``) whose steps are ``Call`` s: each names a
+method of the fence's port (``try_acquire``, ``try_acquire_queued``, ``await_handoff``,
+``await_release``, ``renew``, ``release``, ``sleep``) and keeps its typed reply in
+``result``. One port class, ``Port``, serves both drivers: its methods return the
+issuer's reply, which an asyncio issuer's are awaitables that ``Call.aperform`` awaits;
+``Calls`` and ``AsyncCalls`` only say which issuer it wraps. Time comes in from the
+caller: every flow that waits takes a ``clock`` (seconds, monotonic), and sleeping is a
+step, so tests drive the flows on virtual time.
 
 Rules that keep the protocol honest:
 
@@ -28,8 +30,9 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from logging import DEBUG
-from typing import TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from .._base.errors import AcquireTimeout, FencingError
 from .._base.flow import Flow, run_async, run_sync
@@ -50,77 +53,104 @@ T = TypeVar("T")
 # -- ports: what the steps are carried out on ----------------------------------------------
 
 
-class Calls:
-    """The blocking port of one fence's flows: its issuer, capabilities and ``sleep``.
+class Port:
+    """What one fence's flows are carried out on: its issuer, the issuer's capabilities,
+    its ``sleep`` and the call that ends a lease; blocking or asyncio alike.
 
-    ``sleep(seconds)`` returns True when the flow is asked to stop (a renewer's stop
-    event), else False after the time has passed. ``release(name, token, holder)`` is
-    the call that ends a lease: ``issuer.release``, or, for a semaphore's slot, the
-    issuer's ``release_slot`` that also wakes the semaphore's waiters (``_semaphore``).
+    Its methods are the calls a ``Call`` step names, the fence's name filled in. Each
+    returns what the issuer returns: the reply of a blocking issuer, the awaitable of an
+    asyncio one (``Call.aperform`` and ``acquire_async`` await it), so one class serves
+    both drivers and nothing here is written twice.
+
+    ``sleep(seconds)`` returns (or, asyncio, resolves to) True when the flow is asked to
+    stop (a renewer's stop event), else False after the time has passed.
+    ``releaser(name, token, holder)`` is the call that ends a lease: ``issuer.release``,
+    or, for a semaphore's slot, the issuer's ``release_slot`` that also wakes the
+    semaphore's waiters (``_semaphore``).
     """
 
-    __slots__ = ("handoff", "issuer", "name", "release", "sleep", "wakes")
+    __slots__ = ("handoff", "issuer", "name", "releaser", "sleep", "wakes")
+
+    def __init__(
+        self,
+        issuer: Any,
+        name: str,
+        sleep: Callable[[float], Any],
+        releaser: Callable[[str, int, str], Any] | None = None,
+    ) -> None:
+        self.issuer = issuer
+        self.name = name
+        self.sleep = sleep
+        self.releaser = issuer.release if releaser is None else releaser
+        kind: type = type(issuer)
+        hands_off, wakes = capabilities(kind)
+        self.handoff: Any = issuer if hands_off else None
+        self.wakes: Any = issuer if wakes else None
+
+    def with_sleep(self, sleep: Callable[[float], Any]) -> Any:
+        """The same port with another ``sleep`` (a renewer's interruptible wait)."""
+        return type(self)(self.issuer, self.name, sleep, self.releaser)
+
+    def attempt(self, holder: str, ttl_ms: int, queue_ms: int) -> Any:
+        """One acquire attempt, made directly (rule 1); it also queues ``holder`` for
+        ``queue_ms`` when that is not 0 (then the issuer must hand leases over)."""
+        if not queue_ms:
+            return self.issuer.try_acquire(self.name, holder, ttl_ms)
+        return self.try_acquire_queued(holder, ttl_ms, queue_ms, False)
+
+    def try_acquire(self, holder: str, ttl_ms: int) -> Any:
+        return self.issuer.try_acquire(self.name, holder, ttl_ms)
+
+    def try_acquire_queued(self, holder: str, ttl_ms: int, queue_ms: int, queued: bool) -> Any:
+        if self.handoff is None:
+            raise _missing("hand-off")
+        return self.handoff.try_acquire_queued(self.name, holder, ttl_ms, queue_ms, queued)
+
+    def await_handoff(self, holder: str, seconds: float) -> Any:
+        if self.handoff is None:
+            raise _missing("hand-off")
+        return self.handoff.await_handoff(self.name, holder, seconds)
+
+    def await_release(self, seconds: float) -> Any:
+        if self.wakes is None:
+            raise _missing("wake-on-release")
+        return self.wakes.await_release(self.name, seconds)
+
+    def renew(self, token: int, holder: str, ttl_ms: int) -> Any:
+        return self.issuer.renew(self.name, token, holder, ttl_ms)
+
+    def release(self, token: int, holder: str) -> Any:
+        return self.releaser(self.name, token, holder)
+
+
+class Calls(Port):
+    """The blocking port: a ``Port`` on an ``Issuer``, whose ``sleep`` blocks."""
+
+    __slots__ = ()
 
     def __init__(
         self,
         issuer: Issuer,
         name: str,
         sleep: Callable[[float], bool],
-        release: Callable[[str, int, str], bool] | None = None,
+        releaser: Callable[[str, int, str], bool] | None = None,
     ) -> None:
-        self.issuer = issuer
-        self.name = name
-        self.sleep = sleep
-        self.release = issuer.release if release is None else release
-        hands_off, wakes = capabilities(type(issuer))
-        self.handoff = cast(HandOff, issuer) if hands_off else None
-        self.wakes = cast(WakesOnRelease, issuer) if wakes else None
-
-    def with_sleep(self, sleep: Callable[[float], bool]) -> Calls:
-        """The same port with another ``sleep`` (a renewer's interruptible wait)."""
-        return Calls(self.issuer, self.name, sleep, self.release)
-
-    def attempt(self, holder: str, ttl_ms: int, queue_ms: int) -> int | Busy:
-        """One acquire attempt, made directly (rule 1); it also queues ``holder`` for
-        ``queue_ms`` when that is not 0 (then the issuer must hand leases over)."""
-        if not queue_ms:
-            return self.issuer.try_acquire(self.name, holder, ttl_ms)
-        if self.handoff is None:
-            raise _missing("hand-off")
-        return self.handoff.try_acquire_queued(self.name, holder, ttl_ms, queue_ms, False)
+        super().__init__(issuer, name, sleep, releaser)
 
 
-class AsyncCalls:
-    """The asyncio port of one fence's flows (see ``Calls``)."""
+class AsyncCalls(Port):
+    """The asyncio port: a ``Port`` on an ``AsyncIssuer``, whose ``sleep`` is awaited."""
 
-    __slots__ = ("handoff", "issuer", "name", "release", "sleep", "wakes")
+    __slots__ = ()
 
     def __init__(
         self,
         issuer: AsyncIssuer,
         name: str,
         sleep: Callable[[float], Awaitable[bool]],
-        release: Callable[[str, int, str], Awaitable[bool]] | None = None,
+        releaser: Callable[[str, int, str], Awaitable[bool]] | None = None,
     ) -> None:
-        self.issuer = issuer
-        self.name = name
-        self.sleep = sleep
-        self.release = issuer.release if release is None else release
-        hands_off, wakes = capabilities(type(issuer))
-        self.handoff = cast(AsyncHandOff, issuer) if hands_off else None
-        self.wakes = cast(AsyncWakesOnRelease, issuer) if wakes else None
-
-    def with_sleep(self, sleep: Callable[[float], Awaitable[bool]]) -> AsyncCalls:
-        """The same port with another ``sleep`` (a renewal task's interruptible wait)."""
-        return AsyncCalls(self.issuer, self.name, sleep, self.release)
-
-    async def attempt(self, holder: str, ttl_ms: int, queue_ms: int) -> int | Busy:
-        """The asyncio twin of ``Calls.attempt``."""
-        if not queue_ms:
-            return await self.issuer.try_acquire(self.name, holder, ttl_ms)
-        if self.handoff is None:
-            raise _missing("hand-off")
-        return await self.handoff.try_acquire_queued(self.name, holder, ttl_ms, queue_ms, False)
+        super().__init__(issuer, name, sleep, releaser)
 
 
 @functools.lru_cache(maxsize=256)
@@ -142,151 +172,116 @@ def _missing(capability: str) -> TypeError:
 
 # -- steps ---------------------------------------------------------------------------------
 
+#: The context of a step that no telemetry observes (reusable: it holds nothing).
+_UNOBSERVED: AbstractContextManager[None] = nullcontext()
 
-class TryAcquire:
+
+class Call(Generic[T]):
+    """The one step of the core's flows: call the port's method ``method`` with ``args``
+    and keep its reply, typed, in ``result``.
+
+    ``perform`` calls it, ``aperform`` awaits what it returns; those two lines are all
+    that differs between blocking and asyncio for every step of a fence, a semaphore, an
+    election or a limiter. A subclass names its method and the type of its reply
+    (``Renew`` is a ``Call[bool]`` of ``renew``), and may observe the call
+    (``observed``: its telemetry, around the I/O).
+    """
+
+    __slots__ = ("args", "method", "result")
+    result: T
+
+    def __init__(self, method: str, *args: object) -> None:
+        self.method = method
+        self.args = args
+
+    def observed(self, port: Any) -> AbstractContextManager[object]:
+        """What the call runs inside: nothing, unless telemetry observes this kind."""
+        return _UNOBSERVED
+
+    def perform(self, port: object) -> None:
+        with self.observed(port):
+            self.result = getattr(port, self.method)(*self.args)
+
+    async def aperform(self, port: object) -> None:
+        with self.observed(port):
+            self.result = await getattr(port, self.method)(*self.args)
+
+
+class TryAcquire(Call[int | Busy]):
     """``issuer.try_acquire``: the lease's token, or ``Busy``."""
 
-    __slots__ = ("holder", "result", "ttl_ms")
-    result: int | Busy
+    __slots__ = ()
 
     def __init__(self, holder: str, ttl_ms: int) -> None:
-        self.holder = holder
-        self.ttl_ms = ttl_ms
-
-    def perform(self, calls: Calls) -> None:
-        self.result = calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
-
-    async def aperform(self, calls: AsyncCalls) -> None:
-        self.result = await calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
+        super().__init__("try_acquire", holder, ttl_ms)
 
 
-class TryAcquireQueued:
+class TryAcquireQueued(Call[int | Busy]):
     """``HandOff.try_acquire_queued``: an attempt that also queues (or unqueues) its waiter."""
 
-    __slots__ = ("holder", "queue_ms", "queued", "result", "ttl_ms")
-    result: int | Busy
+    __slots__ = ()
 
     def __init__(self, holder: str, ttl_ms: int, queue_ms: int, queued: bool) -> None:
-        self.holder = holder
-        self.ttl_ms = ttl_ms
-        self.queue_ms = queue_ms
-        self.queued = queued
-
-    def perform(self, calls: Calls) -> None:
-        if calls.handoff is None:
-            raise _missing("hand-off")
-        self.result = calls.handoff.try_acquire_queued(
-            calls.name, self.holder, self.ttl_ms, self.queue_ms, self.queued
-        )
-
-    async def aperform(self, calls: AsyncCalls) -> None:
-        if calls.handoff is None:
-            raise _missing("hand-off")
-        self.result = await calls.handoff.try_acquire_queued(
-            calls.name, self.holder, self.ttl_ms, self.queue_ms, self.queued
-        )
+        super().__init__("try_acquire_queued", holder, ttl_ms, queue_ms, queued)
 
 
-class AwaitHandOff:
+class AwaitHandOff(Call[int | None]):
     """``HandOff.await_handoff``: the token a release handed over, or ``None``."""
 
-    __slots__ = ("holder", "result", "seconds")
-    result: int | None
+    __slots__ = ()
 
     def __init__(self, holder: str, seconds: float) -> None:
-        self.holder = holder
-        self.seconds = seconds
-
-    def perform(self, calls: Calls) -> None:
-        if calls.handoff is None:
-            raise _missing("hand-off")
-        self.result = calls.handoff.await_handoff(calls.name, self.holder, self.seconds)
-
-    async def aperform(self, calls: AsyncCalls) -> None:
-        if calls.handoff is None:
-            raise _missing("hand-off")
-        self.result = await calls.handoff.await_handoff(calls.name, self.holder, self.seconds)
+        super().__init__("await_handoff", holder, seconds)
 
 
-class AwaitRelease:
+class AwaitRelease(Call[None]):
     """``WakesOnRelease.await_release``: block until a release may have happened."""
 
-    __slots__ = ("seconds",)
+    __slots__ = ()
 
     def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def perform(self, calls: Calls) -> None:
-        if calls.wakes is None:
-            raise _missing("wake-on-release")
-        calls.wakes.await_release(calls.name, self.seconds)
-
-    async def aperform(self, calls: AsyncCalls) -> None:
-        if calls.wakes is None:
-            raise _missing("wake-on-release")
-        await calls.wakes.await_release(calls.name, self.seconds)
+        super().__init__("await_release", seconds)
 
 
-class Renew:
-    """``issuer.renew``: True if ``token``/``holder`` still held the lease."""
+class Renew(Call[bool]):
+    """``issuer.renew``: True if ``token``/``holder`` still held the lease; counted and
+    traced once telemetry is on (``renewing``)."""
 
-    __slots__ = ("holder", "result", "token", "ttl_ms")
-    result: bool
+    __slots__ = ("holder", "token")
 
     def __init__(self, token: int, holder: str, ttl_ms: int) -> None:
+        super().__init__("renew", token, holder, ttl_ms)
         self.token = token
         self.holder = holder
-        self.ttl_ms = ttl_ms
 
-    def perform(self, calls: Calls) -> None:
-        with renewing(calls, self):
-            self.result = calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
-
-    async def aperform(self, calls: AsyncCalls) -> None:
-        with renewing(calls, self):
-            self.result = await calls.issuer.renew(calls.name, self.token, self.holder, self.ttl_ms)
+    def observed(self, port: Any) -> AbstractContextManager[object]:
+        return renewing(port, self)
 
 
-class Release:
-    """``calls.release`` (``issuer.release``): True if ``token``/``holder`` still held the
-    lease."""
+class Release(Call[bool]):
+    """``Port.release`` (``issuer.release``): True if ``token``/``holder`` still held the
+    lease; a lease granted under telemetry has its end observed (``releasing``)."""
 
-    __slots__ = ("holder", "result", "token")
-    result: bool
+    __slots__ = ("holder", "token")
 
     def __init__(self, token: int, holder: str) -> None:
+        super().__init__("release", token, holder)
         self.token = token
         self.holder = holder
 
-    def perform(self, calls: Calls) -> None:
+    def observed(self, port: Any) -> AbstractContextManager[object]:
         if GRANTED and self.holder in GRANTED:  # granted under telemetry: observe its end
-            with releasing(calls, self):
-                self.result = calls.release(calls.name, self.token, self.holder)
-            return
-        self.result = calls.release(calls.name, self.token, self.holder)
-
-    async def aperform(self, calls: AsyncCalls) -> None:
-        if GRANTED and self.holder in GRANTED:
-            with releasing(calls, self):
-                self.result = await calls.release(calls.name, self.token, self.holder)
-            return
-        self.result = await calls.release(calls.name, self.token, self.holder)
+            return releasing(port, self)
+        return _UNOBSERVED
 
 
-class Sleep:
+class Sleep(Call[bool]):
     """Pause the flow; ``result`` is True if the flow was asked to stop meanwhile."""
 
-    __slots__ = ("result", "seconds")
-    result: bool
+    __slots__ = ()
 
     def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def perform(self, calls: Calls) -> None:
-        self.result = calls.sleep(self.seconds)
-
-    async def aperform(self, calls: AsyncCalls) -> None:
-        self.result = await calls.sleep(self.seconds)
+        super().__init__("sleep", seconds)
 
 
 #: The steps of a fence's flows (``Flow[Op, T]``).
@@ -485,73 +480,100 @@ def wait_flow(
 
 
 def acquire_sync(
-    holder: str,
-    ttl_ms: int,
-    timeout: float | None,
-    waiting: Waiting,
-    calls: Calls,
-    watched: bool = False,
+    holder: str, ttl_ms: int, timeout: float | None, waiting: Waiting, calls: Calls
 ) -> int:
     """The blocking acquire of ``calls.name`` by ``holder``: the first attempt made
-    directly, the wait flow only if it found the lease busy.
-
-    Once the application has set an OpenTelemetry SDK (``_metrics``), the acquire runs
-    again inside its watch (``watched``); until then the check is all it costs.
-    """
-    if not watched and (telemetry := live()) is not None:
-        with AcquireWatch(telemetry, calls, holder) as watch:
-            return watch.granted(acquire_sync(holder, ttl_ms, timeout, waiting, calls, True))
+    directly, the rest a flow (``acquire_rest``) only if it found the lease busy or
+    telemetry observes the acquire (``live``: until an OpenTelemetry SDK is set, the
+    check is all it costs)."""
     if timeout is None and ttl_ms > 0:  # first_queue_millis, inline: the default acquire's
         queue_ms = waiting.unbounded_ms
     else:
         queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
-    reply = calls.attempt(holder, ttl_ms, queue_ms)
+    reply = None if live() is not None else calls.attempt(holder, ttl_ms, queue_ms)
+    if isinstance(reply, int):
+        return reply
+    return run_sync(acquire_rest(reply, holder, ttl_ms, queue_ms, timeout, waiting, calls), calls)
+
+
+async def acquire_async(
+    holder: str, ttl_ms: int, timeout: float | None, waiting: Waiting, calls: AsyncCalls
+) -> int:
+    """``acquire_sync``, its first attempt awaited."""
+    if timeout is None and ttl_ms > 0:  # first_queue_millis, inline: the default acquire's
+        queue_ms = waiting.unbounded_ms
+    else:
+        queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
+    reply = None if live() is not None else await calls.attempt(holder, ttl_ms, queue_ms)
+    if isinstance(reply, int):
+        return reply
+    flow = acquire_rest(reply, holder, ttl_ms, queue_ms, timeout, waiting, calls)
+    return await run_async(flow, calls)
+
+
+def acquire_rest(
+    reply: Busy | None,
+    holder: str,
+    ttl_ms: int,
+    queue_ms: int,
+    timeout: float | None,
+    waiting: Waiting,
+    calls: Port,
+) -> Flow[Op, int]:
+    """What an acquire does after its direct first attempt (``reply``, ``None``: not
+    made): the wait flow from a ``Busy`` reply, or, under telemetry, the whole acquire,
+    its first attempt a step, inside its ``AcquireWatch``."""
+    if reply is not None:
+        return (
+            yield from wait_flow(calls.name, holder, ttl_ms, queue_ms > 0, reply, timeout, waiting)
+        )
+    telemetry = live()
+    if telemetry is None:  # switched off meanwhile: unobserved
+        return (yield from acquire_flow(calls.name, holder, ttl_ms, timeout, waiting))
+    with AcquireWatch(telemetry, calls, holder) as watch:
+        token = yield from acquire_flow(calls.name, holder, ttl_ms, timeout, waiting)
+        return watch.granted(token)
+
+
+def acquire_flow(
+    name: str, holder: str, ttl_ms: int, timeout: float | None, waiting: Waiting
+) -> Flow[Op, int]:
+    """The whole acquire of ``name`` by ``holder`` as a flow, its first attempt a step
+    too: what an observed acquire and a reentrant fence's first acquire run."""
+    queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
+    first: TryAcquire | TryAcquireQueued = (
+        TryAcquireQueued(holder, ttl_ms, queue_ms, False)
+        if queue_ms
+        else TryAcquire(holder, ttl_ms)
+    )
+    yield first
+    reply = first.result
     if isinstance(reply, Busy):
-        flow = wait_flow(calls.name, holder, ttl_ms, queue_ms > 0, reply, timeout, waiting)
-        return run_sync(flow, calls)
+        return (yield from wait_flow(name, holder, ttl_ms, queue_ms > 0, reply, timeout, waiting))
     return reply
 
 
 def release_sync(calls: Calls, token: int, holder: str) -> bool:
-    """The blocking release of ``token``/``holder``: True if it still held the lease."""
+    """The blocking release of ``token``/``holder``: True if it still held the lease.
+    One direct call (rule 1); the ``Release`` step, under telemetry only."""
     if GRANTED and holder in GRANTED:  # granted under telemetry: the step observes it
-        release = Release(token, holder)
-        release.perform(calls)
-        return release.result
-    return calls.release(calls.name, token, holder)
+        return run_sync(one(Release(token, holder)), calls)
+    held: bool = calls.releaser(calls.name, token, holder)
+    return held
 
 
 async def release_async(calls: AsyncCalls, token: int, holder: str) -> bool:
-    """The asyncio twin of ``release_sync``."""
+    """``release_sync``, awaited."""
     if GRANTED and holder in GRANTED:
-        release = Release(token, holder)
-        await release.aperform(calls)
-        return release.result
-    return await calls.release(calls.name, token, holder)
+        return await run_async(one(Release(token, holder)), calls)
+    held: bool = await calls.releaser(calls.name, token, holder)
+    return held
 
 
-async def acquire_async(
-    holder: str,
-    ttl_ms: int,
-    timeout: float | None,
-    waiting: Waiting,
-    calls: AsyncCalls,
-    watched: bool = False,
-) -> int:
-    """The asyncio twin of ``acquire_sync``."""
-    if not watched and (telemetry := live()) is not None:
-        with AcquireWatch(telemetry, calls, holder) as watch:
-            granted = await acquire_async(holder, ttl_ms, timeout, waiting, calls, True)
-            return watch.granted(granted)
-    if timeout is None and ttl_ms > 0:  # first_queue_millis, inline: the default acquire's
-        queue_ms = waiting.unbounded_ms
-    else:
-        queue_ms = first_queue_millis(ttl_ms, timeout, waiting)
-    reply = await calls.attempt(holder, ttl_ms, queue_ms)
-    if isinstance(reply, Busy):
-        flow = wait_flow(calls.name, holder, ttl_ms, queue_ms > 0, reply, timeout, waiting)
-        return await run_async(flow, calls)
-    return reply
+def one(step: Call[T]) -> Flow[Call[T], T]:
+    """The flow of one step: its reply."""
+    yield step
+    return step.result
 
 
 def leave_queue(holder: str, ttl_ms: int) -> Flow[Op, None]:

@@ -20,7 +20,9 @@ keyspace notifications), else sleeps its polling period (``poll``, 0.5 s by defa
 SQL and in-memory issuers); a term shorter than a wait may be missed, never reported out
 of order.
 
-Imports the fences and the issuer protocols; knows no backend.
+``observe`` is a flow on the ``Watching`` port, driven blocking or asyncio (``_flow``).
+Imports the fences, the flow drivers, the protocol's ``Call`` step and the issuer
+protocols; knows no backend.
 """
 
 from __future__ import annotations
@@ -32,16 +34,17 @@ import os
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, TypeVar
 
 from .._base.errors import AcquireTimeout, FenceUnavailable, LeaseLost
+from .._base.flow import Flow, run_async, run_sync
 from .._base.owned import Owner
 from .._base.token import FenceToken
 from .._base.validate import check_name, check_timeout, check_ttl
 from .._lease.async_fence import AsyncFence, AsyncHold
-from .._lease.core import DEFAULT_TTL, Clock, OnLost
+from .._lease.core import DEFAULT_TTL, Clock, HoldBase, OnLost
 from .._lease.fence import Fence, Hold
+from .._lease.protocol import Call
 from ..issuer import AsyncIssuer, AsyncWatchesLease, FenceStatus, Issuer, WatchesLease
 
 T = TypeVar("T")
@@ -108,6 +111,47 @@ def _check_fn(fn: object) -> None:
         raise TypeError(f"run needs a callable, not {type(fn).__name__}")
 
 
+class Watching:
+    """The port of an election's ``observe``: its issuer's ``status`` and the wait for a
+    change (the engine's watch, ``WatchesLease``, or else ``sleep``). As ``Port``, its
+    methods return the issuer's reply (an awaitable for an asyncio issuer), so one class
+    serves both drivers; it also keeps the last leader seen (``next_change``)."""
+
+    __slots__ = ("issuer", "name", "seen", "sleep", "started", "watch")
+
+    def __init__(self, issuer: Any, name: str, sleep: Callable[[float], Any], watch: bool):
+        self.issuer = issuer
+        self.name = name
+        self.sleep = sleep
+        self.watch = watch
+        self.seen: int | None = None  # the token of the term seen last (None: nobody)
+        self.started = False
+
+    def status(self) -> Any:
+        return self.issuer.status(self.name)
+
+    def wait(self, token: int | None, poll: float) -> Any:
+        """Until the lease of ``token`` may have changed, at most ``poll`` seconds."""
+        if self.watch:  # the engine's watch wakes us on a change; poll bounds the wait
+            return self.issuer.await_change(self.name, token, poll)
+        return self.sleep(poll)
+
+    def next_change(self, poll: float) -> Flow[Call[Any], Leader | None]:
+        """The leader now, the first time; then the next one that differs from the last
+        seen (a new term, or ``None`` once nobody leads), waiting between reads."""
+        while True:
+            if self.started:
+                yield Call("wait", self.seen, poll)
+            status: Call[FenceStatus] = Call("status")
+            yield status
+            now = leader_of(status.result)
+            key = None if now is None else int(now.token)
+            if key != self.seen or not self.started:
+                self.started = True
+                self.seen = key
+                return now
+
+
 class _CandidateFence(Fence):
     """A fence whose leases' holder ids carry a candidate's value."""
 
@@ -156,16 +200,11 @@ class _ElectionBase:
         return f"{type(self).__name__}({self.name!r}, ttl={self.ttl})"
 
 
-class Term:
-    """One term of office in a blocking ``Election``, from ``campaign``.
+class TermBase:
+    """What both terms share: the hold of the term's lease, its token and value, and
+    the claim that ends the term once (resigning, or leaving the ``with``)."""
 
-    ``token`` (a ``FenceToken``: pass it with every write to a guarded resource),
-    ``value`` (the candidate's), ``lost``, ``on_lost``/``wait_lost`` (see ``Hold``).
-    The term is renewed in the background like ``hold()``. As a context manager it
-    resigns on exit, raising ``LeaseLost`` if the term was lost meanwhile.
-    """
-
-    def __init__(self, hold: Hold, value: str) -> None:
+    def __init__(self, hold: HoldBase, value: str) -> None:
         self._hold = hold
         self.value = value
         token = hold.token
@@ -175,7 +214,8 @@ class Term:
         self._over = False
 
     def __repr__(self) -> str:
-        return f"Term(value={self.value!r}, token={int(self.token)}, lost={self.lost})"
+        kind, token = type(self).__name__, int(self.token)
+        return f"{kind}(value={self.value!r}, token={token}, lost={self.lost})"
 
     @property
     def lost(self) -> bool:
@@ -183,8 +223,27 @@ class Term:
         return self._hold.lost
 
     def on_lost(self, callback: OnLost) -> None:
-        """Call ``callback(error)`` once when the term is found lost (see ``Hold.on_lost``)."""
+        """Call ``callback(error)`` once when the term is found lost (see ``Hold.on_lost``;
+        an asyncio term's runs in a task of its hold)."""
         self._hold.on_lost(callback)
+
+    def _ending(self) -> bool:
+        """True the first time only: the term ends once."""
+        with self._lock:
+            over, self._over = self._over, True
+        return not over
+
+
+class Term(TermBase):
+    """One term of office in a blocking ``Election``, from ``campaign``.
+
+    ``token`` (a ``FenceToken``: pass it with every write to a guarded resource),
+    ``value`` (the candidate's), ``lost``, ``on_lost``/``wait_lost`` (see ``Hold``).
+    The term is renewed in the background like ``hold()``. As a context manager it
+    resigns on exit, raising ``LeaseLost`` if the term was lost meanwhile.
+    """
+
+    _hold: Hold
 
     def wait_lost(self, timeout: float | None = None) -> bool:
         """Block until the term is lost (True), or ``timeout`` passes or it ends (False)."""
@@ -196,30 +255,14 @@ class Term:
         error here), and neither has a term whose issuer does not answer now: its lease
         is released behind it once the issuer answers again (no error here either)."""
         with contextlib.suppress(LeaseLost, FenceUnavailable):
-            self._end(None, None, None)
-
-    def _end(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        with self._lock:
-            if self._over:
-                return
-            self._over = True
-        self._hold.__exit__(exc_type, exc, tb)
+            self.__exit__(None, None, None)
 
     def __enter__(self) -> Term:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._end(exc_type, exc, tb)
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._ending():
+            self._hold.__exit__(*exc_info)
 
 
 class Election(_ElectionBase):
@@ -263,22 +306,13 @@ class Election(_ElectionBase):
         An issuer that cannot be reached ends it with ``FenceUnavailable``: observe again
         (it starts with the leader then)."""
         seconds = _check_poll(poll)
-        return self._observe(seconds)
-
-    def _observe(self, poll: float) -> Iterator[Leader | None]:
         sleep = self.clock.sleep if self.clock is not None else _sleep
         watch = self.clock is None and isinstance(self.issuer, WatchesLease)
-        seen: object = object()
+        return self._observe(Watching(self.issuer, self.name, sleep, watch), seconds)
+
+    def _observe(self, port: Watching, poll: float) -> Iterator[Leader | None]:
         while True:
-            now = self.leader()
-            key = None if now is None else int(now.token)
-            if key != seen:
-                seen = key
-                yield now
-            if watch:  # the engine's watch wakes us on a change; poll bounds the wait
-                self.issuer.await_change(self.name, key, poll)  # type: ignore[attr-defined]
-            else:
-                sleep(poll)
+            yield run_sync(port.next_change(poll), port)
 
     def run(self, fn: Callable[[Term], T], value: str) -> T:
         """Campaign, run ``fn(term)`` while leading, and return what it returns (the
@@ -309,29 +343,11 @@ def _sleep(seconds: float) -> None:
     threading.Event().wait(seconds)
 
 
-class AsyncTerm:
+class AsyncTerm(TermBase):
     """One term of office in an ``AsyncElection`` (see ``Term``); ``await
     term.resign()``, ``async with`` resigns on exit."""
 
-    def __init__(self, hold: AsyncHold, value: str) -> None:
-        self._hold = hold
-        self.value = value
-        token = hold.token
-        assert token is not None
-        self.token: FenceToken = token
-        self._over = False
-
-    def __repr__(self) -> str:
-        return f"AsyncTerm(value={self.value!r}, token={int(self.token)}, lost={self.lost})"
-
-    @property
-    def lost(self) -> bool:
-        """True once this term's lease was found lost: another term may exist."""
-        return self._hold.lost
-
-    def on_lost(self, callback: OnLost) -> None:
-        """Call ``callback(error)`` once, in a task of the term's hold, when the term is lost."""
-        self._hold.on_lost(callback)
+    _hold: AsyncHold
 
     async def wait_lost(self, timeout: float | None = None) -> bool:
         """Wait until the term is lost (True), or ``timeout`` passes or it ends (False)."""
@@ -340,29 +356,14 @@ class AsyncTerm:
     async def resign(self) -> None:
         """End the term now and hand over at once (see ``Term.resign``)."""
         with contextlib.suppress(LeaseLost):
-            await self._end(None, None, None)
-
-    async def _end(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._over:
-            return
-        self._over = True
-        await self._hold.__aexit__(exc_type, exc, tb)
+            await self.__aexit__(None, None, None)
 
     async def __aenter__(self) -> AsyncTerm:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._end(exc_type, exc, tb)
+    async def __aexit__(self, *exc_info: Any) -> None:
+        if self._ending():
+            await self._hold.__aexit__(*exc_info)
 
 
 class AsyncElection(_ElectionBase, Owner):
@@ -405,21 +406,12 @@ class AsyncElection(_ElectionBase, Owner):
         (an async generator: ``aclose()`` it, or use ``contextlib.aclosing``, when you
         stop early)."""
         seconds = _check_poll(poll)
-        return self._observe(seconds)
-
-    async def _observe(self, poll: float) -> AsyncGenerator[Leader | None, None]:
         watch = isinstance(self.issuer, AsyncWatchesLease)
-        seen: object = object()
+        return self._observe(Watching(self.issuer, self.name, asyncio.sleep, watch), seconds)
+
+    async def _observe(self, port: Watching, poll: float) -> AsyncGenerator[Leader | None, None]:
         while True:
-            now = await self.leader()
-            key = None if now is None else int(now.token)
-            if key != seen:
-                seen = key
-                yield now
-            if watch:  # the engine's watch wakes us on a change; poll bounds the wait
-                await self.issuer.await_change(self.name, key, poll)  # type: ignore[attr-defined]
-            else:
-                await asyncio.sleep(poll)
+            yield await run_async(port.next_change(poll), port)
 
     async def run(self, fn: Callable[[AsyncTerm], Awaitable[T]], value: str) -> T:
         """Campaign, run ``await fn(term)`` in a task of its own while leading, and return

@@ -18,8 +18,8 @@ Windows (docs/limits.md has the accuracy table):
 
 A store implements ``admit`` (``Admits`` / ``AsyncAdmits``), and may prepare the decision
 alone (``PreparesAdmits``) where building the ``Admission`` and the call is a measurable
-part of a request: on Redis it is (docs/performance.md). Imports the flow drivers, the
-errors and the checks.
+part of a request: on Redis it is (docs/performance.md). Imports the flow drivers and
+the protocol's ``Call`` step, the errors and the checks.
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .._base.errors import AcquireTimeout, FenceUnavailable
 from .._base.flow import Flow, run_async, run_sync
 from .._base.metrics import admission_refused, waiting
 from .._base.owned import Owner
 from .._base.validate import check_count, check_name, check_period, check_timeout
+from .._lease.protocol import Call
 
 #: The windows a limiter may have.
 WINDOWS = ("sliding", "fixed")
@@ -167,51 +168,29 @@ def check_store(store: S, *, awaits: bool) -> S:
     return store
 
 
-class _Port:
-    """What the limiter's steps are carried out on: the store and a way to sleep."""
+class Stores:
+    """The port of a limiter's acquire flow: its store and a way to sleep. As ``Port``,
+    its methods return the store's reply (an awaitable for an asyncio store), so one
+    class serves both drivers."""
 
-    __slots__ = ("sleep", "store")
+    __slots__ = ("args", "sleep", "store")
 
-    def __init__(self, store: object, sleep: Callable[[float], object]) -> None:
+    def __init__(
+        self, store: Any, args: tuple[str, int, int, str], sleep: Callable[[float], object]
+    ) -> None:
         self.store = store
+        self.args = args
         self.sleep = sleep
 
-
-class Admit:
-    """One ``admit`` call on the store."""
-
-    __slots__ = ("args", "result")
-    result: Admission
-
-    def __init__(self, args: tuple[str, int, int, str]) -> None:
-        self.args = args
-
-    def perform(self, port: _Port) -> None:
-        store: Admits = port.store  # type: ignore[assignment]
-        self.result = store.admit(*self.args)
-
-    async def aperform(self, port: _Port) -> None:
-        store: AsyncAdmits = port.store  # type: ignore[assignment]
-        self.result = await store.admit(*self.args)
-
-
-class Pause:
-    """Sleep until the store said an admission frees."""
-
-    __slots__ = ("seconds",)
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def perform(self, port: _Port) -> None:
-        port.sleep(self.seconds)
-
-    async def aperform(self, port: _Port) -> None:
-        await port.sleep(self.seconds)  # type: ignore[misc]
+    def admit(self) -> Any:
+        """One ``admit`` of the limiter's request."""
+        return self.store.admit(*self.args)
 
 
 class LimiterCore:
     """What both limiters share: the checks and the acquire flow; no I/O."""
+
+    store: object  # the subclass's: ``Admits``, or ``AsyncAdmits``
 
     def __init__(
         self, name: str, limit: int, per: float, window: str, monotonic: Callable[[], float]
@@ -235,7 +214,18 @@ class LimiterCore:
             f"window={self.window!r})"
         )
 
-    def _acquire_flow(self, timeout: float | None) -> Flow[Admit | Pause, Admission]:
+    def _noted(self, reply: Admission) -> Admission:
+        """``reply``, a refusal counted (``fencing.admissions.refused``)."""
+        if not reply.admitted:
+            self._refused()
+        return reply
+
+    def _refused(self) -> bool:
+        """Count a refused request; False (what ``try_acquire`` returns then)."""
+        admission_refused(self.store, self.name, self.window)
+        return False
+
+    def _acquire_flow(self, timeout: float | None) -> Flow[Call[Any], Admission]:
         """Ask; when refused, sleep as long as the reply says and ask again; at the
         deadline (or once the reply says nothing frees before it) ``AcquireTimeout``.
 
@@ -245,14 +235,16 @@ class LimiterCore:
         deadline = None if timeout is None else self._monotonic() + timeout
         unavailable_wait = UNAVAILABLE_FIRST_WAIT
         while True:
-            admit = Admit(self._args)
+            admit: Call[Admission] = Call("admit")
             try:
                 yield admit
             except FenceUnavailable:
                 left = None if deadline is None else deadline - self._monotonic()
                 if left is not None and left <= 0:
                     raise
-                yield Pause(unavailable_wait if left is None else min(unavailable_wait, left))
+                yield Call(
+                    "sleep", unavailable_wait if left is None else min(unavailable_wait, left)
+                )
                 unavailable_wait = min(2 * unavailable_wait, UNAVAILABLE_MAX_WAIT)
                 continue
             reply = admit.result
@@ -261,7 +253,7 @@ class LimiterCore:
             wait = max(reply.retry_in, 0.001)
             if deadline is not None and self._monotonic() + wait > deadline:
                 raise AcquireTimeout(self.name, timeout, "limiter")
-            yield Pause(wait)
+            yield Call("sleep", wait)
 
 
 class Limiter(LimiterCore):
@@ -281,25 +273,19 @@ class Limiter(LimiterCore):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__(name, limit, per, window, monotonic)
-        self.store = check_store(store, awaits=False)
-        self._port = _Port(store, sleep)
+        self.store: Admits = check_store(store, awaits=False)
+        self._port = Stores(store, self._args, sleep)
         self._admitted: Callable[[], bool] = (
             store.admitter(*self._args) if isinstance(store, PreparesAdmits) else self._admit
         )
 
     def attempt(self) -> Admission:
         """One request, decided by the store: the whole ``Admission``."""
-        reply = self.store.admit(*self._args)
-        if not reply.admitted:
-            admission_refused(self.store, self.name, self.window)
-        return reply
+        return self._noted(self.store.admit(*self._args))
 
     def try_acquire(self) -> bool:
         """Admit one request now if the window allows it; never waits."""
-        if self._admitted():
-            return True
-        admission_refused(self.store, self.name, self.window)
-        return False
+        return self._admitted() or self._refused()
 
     def _admit(self) -> bool:
         """The ``admitter`` of a store without one."""
@@ -334,25 +320,19 @@ class AsyncLimiter(LimiterCore, Owner):
         self, store: AsyncAdmits, name: str, limit: int, per: float, window: str = "sliding"
     ) -> None:
         super().__init__(name, limit, per, window, time.monotonic)
-        self.store = check_store(store, awaits=True)
-        self._port = _Port(store, asyncio.sleep)
+        self.store: AsyncAdmits = check_store(store, awaits=True)
+        self._port = Stores(store, self._args, asyncio.sleep)
         self._admitted: Callable[[], Awaitable[bool]] = (
             store.admitter(*self._args) if isinstance(store, AsyncPreparesAdmits) else self._admit
         )
 
     async def attempt(self) -> Admission:
         """See ``Limiter.attempt``."""
-        reply = await self.store.admit(*self._args)
-        if not reply.admitted:
-            admission_refused(self.store, self.name, self.window)
-        return reply
+        return self._noted(await self.store.admit(*self._args))
 
     async def try_acquire(self) -> bool:
         """See ``Limiter.try_acquire``."""
-        if await self._admitted():
-            return True
-        admission_refused(self.store, self.name, self.window)
-        return False
+        return await self._admitted() or self._refused()
 
     async def _admit(self) -> bool:
         """See ``Limiter._admit``."""

@@ -45,8 +45,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from .._base.errors import LeaseLost
 from .._base.flow import Flow, run_async, run_sync
@@ -57,7 +56,7 @@ from .._base.validate import check_count, check_name, check_timeout, check_ttl
 from .._lease.async_fence import AsyncFence, AsyncHolding
 from .._lease.core import DEFAULT_TTL, Clock, new_holder_id
 from .._lease.fence import Fence, Holding
-from .._lease.protocol import AsyncCalls, AwaitRelease, Calls, Sleep, WaitSchedule, queue_millis
+from .._lease.protocol import Call, Op, Port, WaitSchedule, queue_millis
 from ..issuer import (
     AsyncIssuer,
     AsyncTakesSlots,
@@ -117,73 +116,61 @@ class Permit:
 F = TypeVar("F", Fence, AsyncFence)
 
 
-class TakeSlot:
-    """One slot's take: ``try_acquire_slot`` when the issuer counts the semaphore's held
-    slots in the same step (``group`` set, see the module docstring), else the slot
-    fence's ``try_acquire`` (``group`` None); the token, or ``Busy``. ``wait_ms`` > 0
-    (``WakesSlots`` only): a refusal is a ``SlotBusy`` with the release mark."""
+class Slots:
+    """The port of a semaphore's acquire flow: its slot fences' ports, and the issuer's
+    slot calls when it counts the semaphore's held slots (``group`` set, see the module
+    docstring). Like ``Port``, each method returns the issuer's reply (an awaitable for
+    an asyncio issuer), so one class serves both drivers."""
 
-    __slots__ = ("group", "holder", "permits", "result", "slot", "ttl_ms", "wait_ms")
-    result: int | Busy
+    __slots__ = ("group", "issuer", "permits", "ports")
 
-    def __init__(
-        self, group: str | None, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int
-    ) -> None:
+    def __init__(self, ports: Sequence[Port], group: str | None, permits: int) -> None:
+        self.ports = ports
+        self.issuer: Any = ports[0].issuer
         self.group = group
-        self.slot = slot
         self.permits = permits
-        self.holder = holder
-        self.ttl_ms = ttl_ms
-        self.wait_ms = wait_ms
 
-    def perform(self, calls: Calls) -> None:
+    def take(self, slot: int, holder: str, ttl_ms: int, wait_ms: int) -> Any:
+        """``try_acquire_slot`` where the issuer counts (``wait_ms`` > 0, ``WakesSlots``
+        only: a refusal is a ``SlotBusy`` with the release mark), else the slot fence's
+        ``try_acquire``."""
         if self.group is None:
-            self.result = calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
-        elif self.wait_ms:
-            wakes = cast(WakesSlots, calls.issuer)
-            self.result = wakes.try_acquire_slot(
-                self.group, self.slot, self.permits, self.holder, self.ttl_ms, self.wait_ms
+            return self.ports[slot].try_acquire(holder, ttl_ms)
+        if wait_ms:
+            return self.issuer.try_acquire_slot(
+                self.group, slot, self.permits, holder, ttl_ms, wait_ms
             )
-        else:
-            issuer = cast(TakesSlots, calls.issuer)
-            self.result = issuer.try_acquire_slot(
-                self.group, self.slot, self.permits, self.holder, self.ttl_ms
-            )
+        return self.issuer.try_acquire_slot(self.group, slot, self.permits, holder, ttl_ms)
 
-    async def aperform(self, calls: AsyncCalls) -> None:
-        if self.group is None:
-            self.result = await calls.issuer.try_acquire(calls.name, self.holder, self.ttl_ms)
-        elif self.wait_ms:
-            wakes = cast(AsyncWakesSlots, calls.issuer)
-            self.result = await wakes.try_acquire_slot(
-                self.group, self.slot, self.permits, self.holder, self.ttl_ms, self.wait_ms
-            )
-        else:
-            issuer = cast(AsyncTakesSlots, calls.issuer)
-            self.result = await issuer.try_acquire_slot(
-                self.group, self.slot, self.permits, self.holder, self.ttl_ms
-            )
+    def await_slot_release(self, since: str, seconds: float) -> Any:
+        """``WakesSlots.await_slot_release`` of this semaphore."""
+        return self.issuer.await_slot_release(self.group, since, seconds)
+
+    def await_release(self, slot: int, seconds: float) -> Any:
+        """``WakesOnRelease.await_release`` of one slot's fence."""
+        return self.ports[slot].await_release(seconds)
+
+    def sleep(self, seconds: float) -> Any:
+        return self.ports[0].sleep(seconds)
 
 
-class AwaitSlotRelease:
-    """``WakesSlots.await_slot_release``: block until a slot of the semaphore ``group`` was
+class TakeSlot(Call[int | Busy]):
+    """One slot's take (``Slots.take``): the token, or ``Busy``."""
+
+    __slots__ = ()
+
+    def __init__(self, slot: int, holder: str, ttl_ms: int, wait_ms: int) -> None:
+        super().__init__("take", slot, holder, ttl_ms, wait_ms)
+
+
+class AwaitSlotRelease(Call[int | None]):
+    """``WakesSlots.await_slot_release``: block until a slot of the semaphore was
     released after the mark ``since``; the slot released if known, else ``None``."""
 
-    __slots__ = ("group", "result", "seconds", "since")
-    result: int | None
+    __slots__ = ()
 
-    def __init__(self, group: str, since: str, seconds: float) -> None:
-        self.group = group
-        self.since = since
-        self.seconds = seconds
-
-    def perform(self, calls: Calls) -> None:
-        wakes = cast(WakesSlots, calls.issuer)
-        self.result = wakes.await_slot_release(self.group, self.since, self.seconds)
-
-    async def aperform(self, calls: AsyncCalls) -> None:
-        wakes = cast(AsyncWakesSlots, calls.issuer)
-        self.result = await wakes.await_slot_release(self.group, self.since, self.seconds)
+    def __init__(self, since: str, seconds: float) -> None:
+        super().__init__("await_slot_release", since, seconds)
 
 
 R = TypeVar("R")
@@ -193,24 +180,8 @@ def slot_release(
     release_slot: Callable[[str, int, int, str], R], group: str, slot: int
 ) -> Callable[[str, int, str], R]:
     """``release_slot`` of slot ``slot`` in the shape of ``issuer.release``: what the slot
-    fence's port calls to end a lease (``Calls.release``), blocking or asyncio."""
+    fence's port calls to end a lease (``Port.releaser``), blocking or asyncio."""
     return lambda _name, token, holder: release_slot(group, slot, token, holder)
-
-
-class OnSlot:
-    """A step of the acquire flow carried out on the port of one slot's fence."""
-
-    __slots__ = ("slot", "step")
-
-    def __init__(self, slot: int, step: TakeSlot | AwaitSlotRelease | AwaitRelease | Sleep) -> None:
-        self.slot = slot
-        self.step = step
-
-    def perform(self, ports: Sequence[Calls]) -> None:
-        self.step.perform(ports[self.slot])
-
-    async def aperform(self, ports: Sequence[AsyncCalls]) -> None:
-        await self.step.aperform(ports[self.slot])
 
 
 class SemaphoreCore(Generic[F]):
@@ -243,7 +214,7 @@ class SemaphoreCore(Generic[F]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, permits={self.permits}, ttl={self.ttl})"
 
-    def _acquire_flow(self, holder: str, timeout: float | None) -> Flow[OnSlot, tuple[int, int]]:
+    def _acquire_flow(self, holder: str, timeout: float | None) -> Flow[Call[Any], tuple[int, int]]:
         """Try every slot once, from a random one; when all are busy, wait (woken on a
         release, or backing off with jitter, never past the soonest expiry) and again."""
         group = self._wake_group
@@ -267,9 +238,9 @@ class SemaphoreCore(Generic[F]):
             soonest: tuple[float, int] | None = None
             for i in range(count):
                 slot = (start + i) % count
-                attempt = TakeSlot(self._group, slot, count, holder, self._ttl_ms, wait_ms)
+                attempt = TakeSlot(slot, holder, self._ttl_ms, wait_ms)
                 wait_ms = 0
-                yield OnSlot(slot, attempt)
+                yield attempt
                 reply = attempt.result
                 if not isinstance(reply, Busy):
                     return slot, reply
@@ -283,12 +254,12 @@ class SemaphoreCore(Generic[F]):
             wait = schedule.next_wait(Busy(expires_in))  # AcquireTimeout at the deadline
             start = random.randrange(count)
             if since is not None and group is not None:
-                released = AwaitSlotRelease(group, since, wait)
-                yield OnSlot(slot, released)
+                released = AwaitSlotRelease(since, wait)
+                yield released
                 if released.result is not None and released.result < count:
                     start = released.result  # the slot just freed: likely free still
             else:
-                yield OnSlot(slot, AwaitRelease(wait) if self._wakes else Sleep(wait))
+                yield Call("await_release", slot, wait) if self._wakes else Call("sleep", wait)
 
     def _permit(self, slot: int, token: int, holder: str) -> Permit:
         if permits_changed(self._issuer, self.name, 1):
@@ -301,6 +272,32 @@ class SemaphoreCore(Generic[F]):
         if key in self._counted:
             self._counted.discard(key)
             permits_changed(self._issuer, self.name, -1)
+
+    def _renewal(self, permit: object, ttl: float | None) -> tuple[Flow[Op, None], Port]:
+        """The renewal of ``permit`` (its slot fence's), and the port it runs on."""
+        fence = self._fence_of(permit)
+        token = cast(Permit, permit).token
+        return self._counting(cast(Permit, permit), fence._renew_flow(token, ttl)), fence._calls
+
+    def _release(self, permit: object) -> tuple[Flow[Op, None], Port]:
+        """The release of ``permit`` (its slot fence's), and the port it runs on."""
+        fence = self._fence_of(permit)
+        token = cast(Permit, permit).token
+        flow = self._counting(cast(Permit, permit), fence._release_flow(token), released=True)
+        return flow, fence._calls
+
+    def _counting(
+        self, permit: Permit, flow: Flow[Op, None], released: bool = False
+    ) -> Flow[Op, None]:
+        """``flow`` on ``permit``'s lease; a permit it finds lost, or releases, is no
+        longer counted as held (``fencing.permits.used``)."""
+        try:
+            yield from flow
+        except LeaseLost:
+            self._ended(permit)
+            raise
+        if released:
+            self._ended(permit)
 
     def _fence_of(self, permit: object) -> F:
         """The slot fence of ``permit``; ``TypeError``/``ValueError`` for anything that is not
@@ -343,8 +340,8 @@ class Semaphore(SemaphoreCore[Fence]):
         if self._wake_group is not None:  # its slots' releases wake the waiters
             release = cast(WakesSlots, issuer).release_slot
             for k, fence in enumerate(self.fences):
-                fence._calls.release = slot_release(release, self._wake_group, k)
-        self._ports = [fence._calls for fence in self.fences]
+                fence._calls.releaser = slot_release(release, self._wake_group, k)
+        self._slots = Slots([fence._calls for fence in self.fences], self._group, self.permits)
 
     def acquire(self, timeout: float | None = None) -> Permit:
         """Take a free slot and return its permit.
@@ -354,27 +351,16 @@ class Semaphore(SemaphoreCore[Fence]):
         """
         holder, wait = new_holder_id(), check_timeout(timeout)
         with waiting("semaphore", self._issuer, self.name):
-            slot, token = run_sync(self._acquire_flow(holder, wait), self._ports)
+            slot, token = run_sync(self._acquire_flow(holder, wait), self._slots)
         return self._permit(slot, token, holder)
 
     def renew(self, permit: Permit, ttl: float | None = None) -> None:
         """Extend ``permit``'s lease; ``LeaseLost`` if it is no longer held."""
-        fence = self._fence_of(permit)
-        try:
-            fence.renew(permit.token, ttl)
-        except LeaseLost:
-            self._ended(permit)
-            raise
+        run_sync(*self._renewal(permit, ttl))
 
     def release(self, permit: Permit) -> None:
         """Give ``permit`` back; ``LeaseLost`` if it had already expired or moved on."""
-        fence = self._fence_of(permit)
-        try:
-            fence.release(permit.token)
-        except LeaseLost:
-            self._ended(permit)
-            raise
-        self._ended(permit)
+        run_sync(*self._release(permit))
 
     def hold(self, timeout: float | None = None) -> SemaphoreHold:
         """Acquire a permit, renew it every ttl/3 in a background thread, release on exit.
@@ -405,96 +391,69 @@ class AsyncSemaphore(SemaphoreCore[AsyncFence], Owner):
         if self._wake_group is not None:  # its slots' releases wake the waiters
             release = cast(AsyncWakesSlots, issuer).release_slot
             for k, fence in enumerate(self.fences):
-                fence._calls.release = slot_release(release, self._wake_group, k)
-        self._ports = [fence._calls for fence in self.fences]
+                fence._calls.releaser = slot_release(release, self._wake_group, k)
+        self._slots = Slots([fence._calls for fence in self.fences], self._group, self.permits)
 
     async def acquire(self, timeout: float | None = None) -> Permit:
         """Take a free slot and return its permit (see ``Semaphore.acquire``)."""
         holder, wait = new_holder_id(), check_timeout(timeout)
         with waiting("semaphore", self._issuer, self.name):
-            slot, token = await run_async(self._acquire_flow(holder, wait), self._ports)
+            slot, token = await run_async(self._acquire_flow(holder, wait), self._slots)
         return self._permit(slot, token, holder)
 
     async def renew(self, permit: Permit, ttl: float | None = None) -> None:
-        """Extend ``permit``'s lease; ``LeaseLost`` if it is no longer held."""
-        fence = self._fence_of(permit)
-        try:
-            await fence.renew(permit.token, ttl)
-        except LeaseLost:
-            self._ended(permit)
-            raise
+        """See ``Semaphore.renew``."""
+        await run_async(*self._renewal(permit, ttl))
 
     async def release(self, permit: Permit) -> None:
-        """Give ``permit`` back; ``LeaseLost`` if it had already expired or moved on."""
-        fence = self._fence_of(permit)
-        try:
-            await fence.release(permit.token)
-        except LeaseLost:
-            self._ended(permit)
-            raise
-        self._ended(permit)
+        """See ``Semaphore.release``."""
+        await run_async(*self._release(permit))
 
     def hold(self, timeout: float | None = None) -> AsyncSemaphoreHold:
         """``async with semaphore.hold() as permit:`` (see ``Semaphore.hold``)."""
         return AsyncSemaphoreHold(self, timeout)
 
 
-class SemaphoreHold(Holding[Permit]):
-    """One ``semaphore.hold()``: gives the permit, renews it, with its own ``lost``,
-    ``on_lost`` callbacks and ``wait_lost`` (a ``Hold`` on the permit's slot)."""
+class PermitHold:
+    """What both semaphore holds add to a hold: the permit, counted until the hold ends."""
 
-    def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
-        super().__init__(timeout, True, None, semaphore.clock)
-        self._semaphore = semaphore
-        self._permit: Permit | None = None
+    _semaphore: SemaphoreCore[Any]
+    _permit: Permit | None = None
 
     @property
     def permit(self) -> Permit | None:
         """The permit of this hold once entered, else ``None``."""
         return self._permit
+
+    def _over(self) -> None:
+        if self._permit is not None:  # released, or found lost: no longer held
+            self._semaphore._ended(self._permit)
+
+
+class SemaphoreHold(PermitHold, Holding[Permit]):
+    """One ``semaphore.hold()``: gives the permit, renews it, with its own ``lost``,
+    ``on_lost`` callbacks and ``wait_lost`` (a ``Hold`` on the permit's slot)."""
+
+    _semaphore: Semaphore
+
+    def __init__(self, semaphore: Semaphore, timeout: float | None) -> None:
+        super().__init__(timeout, True, None, semaphore.clock)
+        self._semaphore = semaphore
 
     def _take(self) -> tuple[Fence, FenceToken, Permit]:
         permit = self._permit = self._semaphore.acquire(self._timeout)
         return self._semaphore.fences[permit.slot], permit.token, permit
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            super().__exit__(exc_type, exc, tb)
-        finally:
-            if self._permit is not None:  # released, or found lost: no longer held
-                self._semaphore._ended(self._permit)
 
-
-class AsyncSemaphoreHold(AsyncHolding[Permit]):
+class AsyncSemaphoreHold(PermitHold, AsyncHolding[Permit]):
     """One ``async with semaphore.hold()``: gives the permit (see ``SemaphoreHold``)."""
+
+    _semaphore: AsyncSemaphore
 
     def __init__(self, semaphore: AsyncSemaphore, timeout: float | None) -> None:
         super().__init__(timeout, True, semaphore.clock)
         self._semaphore = semaphore
-        self._permit: Permit | None = None
-
-    @property
-    def permit(self) -> Permit | None:
-        """The permit of this hold once entered, else ``None``."""
-        return self._permit
 
     async def _take(self) -> tuple[AsyncFence, FenceToken, Permit]:
         permit = self._permit = await self._semaphore.acquire(self._timeout)
         return self._semaphore.fences[permit.slot], permit.token, permit
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            await super().__aexit__(exc_type, exc, tb)
-        finally:
-            if self._permit is not None:  # released, or found lost: no longer held
-                self._semaphore._ended(self._permit)
