@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -84,6 +84,44 @@ class Unary(Generic[R]):
         self.result = await port.call(self._attempt, missing_ok=self.missing_ok)  # type: ignore[assignment]
 
 
+class Received:
+    """The next reply of a stream call (a watch, a keep-alive), ``None`` at its end: the
+    steps of ``KeepAlive``'s and ``WatchRelease``'s attempts, so that each is written
+    once, as a flow (the port is unused: the call is the member's)."""
+
+    __slots__ = ("call", "result")
+    result: Any
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+
+    def perform(self, port: None) -> None:
+        self.result = next(self.call, None)
+
+    async def aperform(self, port: None) -> None:
+        reply = await self.call.read()
+        self.result = None if reply is grpc.aio.EOF else reply
+
+
+class LocalRead:
+    """A ``Range`` (a local, serializable read, ``msg.peek``) on the watch's member."""
+
+    __slots__ = ("member", "metadata", "request", "result", "seconds")
+    result: Any
+
+    def __init__(self, member: Any, request: Any, seconds: float, metadata: Any) -> None:
+        self.member, self.request, self.seconds, self.metadata = member, request, seconds, metadata
+
+    def _read(self) -> Any:
+        return self.member.kv.Range(self.request, timeout=self.seconds, metadata=self.metadata)
+
+    def perform(self, port: None) -> None:
+        self.result = self._read()
+
+    async def aperform(self, port: None) -> None:
+        self.result = await self._read()
+
+
 class KeepAlive:
     """One ``LeaseKeepAlive`` round: the lease's TTL restarted; ``result`` is its TTL in
     seconds, 0 when the lease no longer exists."""
@@ -97,23 +135,20 @@ class KeepAlive:
     def _open(self, member: Any, seconds: float, metadata: Any) -> Any:
         return member.lease.LeaseKeepAlive(iter([self.request]), timeout=seconds, metadata=metadata)
 
-    def _attempt(self, member: Any, seconds: float, metadata: Any) -> int:
+    def _round(self, member: Any, seconds: float, metadata: Any) -> Flow[Received, int]:
         call = self._open(member, seconds, metadata)
         try:
-            for reply in call:
-                return int(reply.TTL)
-            return 0
+            received = Received(call)
+            yield received
+            return 0 if received.result is None else int(received.result.TTL)
         finally:
             call.cancel()
 
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> int:
+        return run_sync(self._round(member, seconds, metadata), None)
+
     async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> int:
-        call = self._open(member, seconds, metadata)
-        try:
-            async for reply in call:
-                return int(reply.TTL)
-            return 0
-        finally:
-            call.cancel()
+        return await run_async(self._round(member, seconds, metadata), None)
 
     def perform(self, port: Cluster) -> None:
         self.result = port.call(self._attempt) or 0
@@ -161,16 +196,23 @@ class WatchRelease:
         """An error that only ends the wait (``_ran_out``)."""
         return _ran_out(exc)
 
-    def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
+    def _watch(
+        self, member: Any, seconds: float, metadata: Any
+    ) -> Flow[Received | LocalRead, None]:
+        """The watch's replies until one ends the wait (or the stream, or the time,
+        ends); after a ``_moved_on`` reply, the local reads of ``checks``."""
         call = self._open(member, seconds, metadata)
         try:
-            for reply in call:
-                if self._ended(reply):
+            while True:
+                received = Received(call)
+                yield received
+                reply = received.result
+                if reply is None or self._ended(reply):
                     return
                 if self._moved_on(reply):
-                    range_ = member.kv.Range
-                    peeks = [range_(c, timeout=seconds, metadata=metadata) for c in self.checks]
-                    if self._gone(peeks):
+                    peeks = [LocalRead(member, check, seconds, metadata) for check in self.checks]
+                    yield from peeks
+                    if self._gone([peek.result for peek in peeks]):
                         return
         except grpc.RpcError as exc:
             if not self._quiet(exc):
@@ -178,24 +220,11 @@ class WatchRelease:
         finally:
             call.cancel()
 
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
+        run_sync(self._watch(member, seconds, metadata), None)
+
     async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> None:
-        call = self._open(member, seconds, metadata)
-        try:
-            async for reply in call:
-                if self._ended(reply):
-                    return
-                if self._moved_on(reply):
-                    range_ = member.kv.Range
-                    peeks = [
-                        await range_(c, timeout=seconds, metadata=metadata) for c in self.checks
-                    ]
-                    if self._gone(peeks):
-                        return
-        except grpc.RpcError as exc:
-            if not self._quiet(exc):
-                raise
-        finally:
-            call.cancel()
+        await run_async(self._watch(member, seconds, metadata), None)
 
     def perform(self, port: Cluster) -> None:
         port.call(self._attempt, timeout=self.seconds)
@@ -499,7 +528,26 @@ def _options(cluster: str | EtcdOptions) -> EtcdOptions:
     return parse_etcd_url(cluster)
 
 
-class EtcdIssuer:
+class _Slots:
+    """What both issuers share, written once: ``try_acquire_slot`` (``TakesSlots`` and
+    ``WakesSlots``; asyncio: ``AsyncTakesSlots`` and ``AsyncWakesSlots``, awaited), a
+    flow of ``EtcdFlows`` that the issuer's ``_drive`` runs on its cluster (blocking:
+    to its value; asyncio: an awaitable of it)."""
+
+    flows: EtcdFlows
+
+    def _drive(self, flow: Flow[Any, Any]) -> Any:
+        raise NotImplementedError
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
+    ) -> Any:
+        """The slot ``<group><slot>``: see ``EtcdFlows.acquire``; the token or ``Busy``."""
+        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits, wait_ms)
+        return self._drive(flow)
+
+
+class EtcdIssuer(_Slots):
     """Leases and tokens in an etcd cluster (``etcd://host:port,...`` or ``EtcdOptions``).
 
     Each lease is an etcd lease; the token is the revision at which the fence's key was
@@ -522,11 +570,7 @@ class EtcdIssuer:
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return run_sync(self.flows.acquire(name, holder, ttl_ms), self.cluster)
 
-    def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
-    ) -> int | Busy:
-        """``fencing.issuer.TakesSlots`` and ``WakesSlots``: see ``EtcdFlows.acquire``."""
-        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits, wait_ms)
+    def _drive(self, flow: Flow[Any, R]) -> R:
         return run_sync(flow, self.cluster)
 
     def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
@@ -577,7 +621,7 @@ class EtcdIssuer:
         self.cluster.close()
 
 
-class AsyncEtcdIssuer(OldClose):
+class AsyncEtcdIssuer(_Slots, OldClose):
     """``EtcdIssuer`` on ``grpc.aio``: the same flows, keys, leases and tokens."""
 
     def __init__(self, cluster: str | EtcdOptions) -> None:
@@ -590,13 +634,8 @@ class AsyncEtcdIssuer(OldClose):
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await run_async(self.flows.acquire(name, holder, ttl_ms), self.cluster)
 
-    async def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
-    ) -> int | Busy:
-        """``fencing.issuer.AsyncTakesSlots`` and ``AsyncWakesSlots``: see
-        ``EtcdFlows.acquire``."""
-        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits, wait_ms)
-        return await run_async(flow, self.cluster)
+    def _drive(self, flow: Flow[Any, R]) -> Awaitable[R]:
+        return run_async(flow, self.cluster)
 
     async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
         """See ``EtcdIssuer.release_slot``."""

@@ -99,6 +99,18 @@ class _Base:
     def lease_path(self, name: str) -> str:
         return FencePaths.of(name).lease
 
+    def _run(self, flow: Flow[Request[Any], Any]) -> Any:
+        """Drive ``flow``: blocking, its value; asyncio, an awaitable of it."""
+        raise NotImplementedError
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
+    ) -> Any:
+        """``fencing.issuer.TakesSlots`` and ``WakesSlots`` (``AsyncTakesSlots`` and
+        ``AsyncWakesSlots``, awaited): see ``ZooKeeperFlows.acquire_slot``; the token or
+        ``Busy``, as ``_run`` gives it (written once for both issuers)."""
+        return self._run(self.flows.acquire_slot(group, slot, permits, holder, wait_ms))
+
     @contextmanager
     def _on_any_change(self, name: str, wake: Callable[[], None]) -> Iterator[None]:
         """Call ``wake`` when the lease znode's watch fires, and also on any change of
@@ -144,13 +156,6 @@ class ZooKeeperIssuer(_Base):
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self._run(self.flows.acquire(name, holder))
-
-    def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
-    ) -> int | Busy:
-        """``fencing.issuer.TakesSlots`` and ``WakesSlots``: see
-        ``ZooKeeperFlows.acquire_slot``."""
-        return self._run(self.flows.acquire_slot(group, slot, permits, holder, wait_ms))
 
     def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
         """``fencing.issuer.WakesSlots``: ``release``; the znode's deletion is the wake-up."""
@@ -223,13 +228,6 @@ class AsyncZooKeeperIssuer(_Base):
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await self._run(self.flows.acquire(name, holder))
-
-    async def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
-    ) -> int | Busy:
-        """``fencing.issuer.AsyncTakesSlots`` and ``AsyncWakesSlots``: see
-        ``ZooKeeperFlows.acquire_slot``."""
-        return await self._run(self.flows.acquire_slot(group, slot, permits, holder, wait_ms))
 
     async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
         """See ``ZooKeeperIssuer.release_slot``."""
