@@ -2,22 +2,27 @@
 
 One uncontended acquire + release of ``rw.read`` and of ``rw.write``, against the
 fence's own acquire + release on the same issuer (the floor of each engine): the issue's
-budget is a read at most 1.15x the fence. Engines: the in-memory issuer, the run's
-Redis, and a SQLite file in the run's scratch directory.
+budget is a read at most 1.15x the fence. Then the hand-off: from the last reader's
+release to the acquire of a writer waiting for it (a thread of its own), against the
+fence's from its holder's release to a waiter's acquire: at most 1.2x. Engines: the
+in-memory issuer, the run's Redis, and a SQLite file in the run's scratch directory.
 
 Imports fencing, redis-py and the harness.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
 import fencing
 from fencing.redis import RedisIssuer
 from fencing.sql import SqlIssuer
-from harness import Context, Table, Variant, run_rounds, timed
+from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
 
 
 def run(ctx: Context) -> list[Table]:
@@ -29,8 +34,24 @@ def run(ctx: Context) -> list[Table]:
     }
     variants: list[Variant] = []
     floor_of: dict[str, str] = {}
+    handoffs: list[Variant] = []
+    handoff_floor_of: dict[str, str] = {}
     for engine, make in issuers.items():
         issuer = make()
+        fence_floor = f"{engine}: Fence release -> waiter holds (floor)"
+        waiters = {
+            fence_floor: (
+                fencing.Fence(issuer, f"bench-rw-hand-{engine}", ttl=30),  # type: ignore[arg-type]
+                fencing.Fence(issuer, f"bench-rw-hand-{engine}", ttl=30),  # type: ignore[arg-type]
+            ),
+            f"{engine}: last reader's release -> waiting writer holds": (
+                fencing.RWLock(issuer, f"bench-rw-hand-rw-{engine}", ttl=30).read,  # type: ignore[arg-type]
+                fencing.RWLock(issuer, f"bench-rw-hand-rw-{engine}", ttl=30).write,  # type: ignore[arg-type]
+            ),
+        }
+        for name, (holder, waiter) in waiters.items():
+            handoffs.append(Variant(name, _handoff(holder, waiter)))
+            handoff_floor_of[name] = fence_floor
         fence = fencing.Fence(issuer, f"bench-rw-fence-{engine}", ttl=30)  # type: ignore[arg-type]
         rw = fencing.RWLock(issuer, f"bench-rw-{engine}", ttl=30)  # type: ignore[arg-type]
         floor = f"{engine}: Fence acquire+release (floor)"
@@ -48,6 +69,7 @@ def run(ctx: Context) -> list[Table]:
         stats = run_rounds(
             variants, rounds=ctx.scale(8, 30), per_round=ctx.scale(100, 200), warmup=100
         )
+        handed = run_rounds(handoffs, rounds=ctx.scale(4, 10), per_round=ctx.scale(10, 20))
     finally:
         client.close()
     return [
@@ -57,5 +79,47 @@ def run(ctx: Context) -> list[Table]:
             [stats[v.name] for v in variants],
             floor=None,
             floor_of=floor_of,
-        )
+        ),
+        Table(
+            "rwlock-handoff",
+            "read-write lock: the last reader's release -> the waiting writer holds, against "
+            "the fence's release -> its waiter holds, on each engine",
+            [handed[v.name] for v in handoffs],
+            floor=None,
+            floor_of=handoff_floor_of,
+            notes=[f"the waiter waits {WAITING * 1000:.0f} ms before the release (not timed)"],
+        ),
     ]
+
+
+#: Seconds the waiter is given to be waiting (blocked in its acquire) before the release.
+WAITING = 0.02
+
+
+def _handoff(holder: Any, waiter: Any) -> Batch:
+    """Each sample: ``holder`` acquires, ``waiter`` (another fence, or the write side)
+    starts waiting in a thread, then the time from ``holder``'s release to ``waiter``'s
+    acquire returning; the waiter then releases."""
+
+    held: list[int] = []
+
+    def wait() -> None:
+        got = waiter.acquire(timeout=30)
+        held.append(now_ns())
+        waiter.release(got)
+
+    def batch(n: int) -> list[int]:
+        out = []
+        for _ in range(n):
+            token = holder.acquire(timeout=30)
+            held.clear()
+            thread = threading.Thread(target=wait)
+            thread.start()
+            time.sleep(WAITING)
+            start = now_ns()
+            holder.release(token)
+            thread.join()
+            out.append(held[0] - start)
+        return out
+
+    return batch
