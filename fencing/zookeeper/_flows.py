@@ -138,7 +138,7 @@ class Request(Generic[R]):
     async def aperform(self, port: Port) -> None:
         await run_async(self._attempts(port), port)
 
-    def _attempts(self, port: Port) -> Flow[_Reply | _Pause, None]:
+    def _attempts(self, port: Port) -> Flow[_Reply | Pause, None]:
         """Send the call and keep its reply (an error in ``answers`` too) in ``result``;
         sent again while the client sets up its next session (``_between_sessions``), up
         to ``port.timeout``; any other error is raised, as ``_failed`` makes it. A flow
@@ -153,7 +153,7 @@ class Request(Generic[R]):
                 reply.result = exc
             except BaseException as exc:
                 if _between_sessions(exc) and time.monotonic() < deadline:
-                    yield _Pause()
+                    yield Pause(RECONNECT_POLL)
                     continue
                 raise self._failed(port, pending, exc) from exc
             self.result = self.parse(reply.result)
@@ -185,16 +185,20 @@ class _Reply:
         self.result = await asyncio.wait_for(future, port.timeout)
 
 
-class _Pause:
-    """A look at a client setting up its next session: ``RECONNECT_POLL`` seconds."""
+class Pause:
+    """A pause of ``seconds`` in a flow: a look at a client setting up its next session
+    (``RECONNECT_POLL``), a read-write lock's waiter between two looks."""
 
-    __slots__ = ()
+    __slots__ = ("seconds",)
 
-    def perform(self, port: Port) -> None:
-        time.sleep(RECONNECT_POLL)
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
-    async def aperform(self, port: Port) -> None:
-        await asyncio.sleep(RECONNECT_POLL)
+    def perform(self, port: object) -> None:
+        time.sleep(self.seconds)
+
+    async def aperform(self, port: object) -> None:
+        await asyncio.sleep(self.seconds)
 
 
 #: Seconds between two looks at a client that is setting up its next session.

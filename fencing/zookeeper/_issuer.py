@@ -36,9 +36,13 @@ from .._errors import issuer_error
 from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
 from .._validate import check_name
-from ..issuer import Busy, FenceStatus
-from ._flows import Request, Versions, ZooKeeperFlows
+from ..issuer import Busy, FenceStatus, RWStatus
+from ._flows import Pause, Request, Versions, ZooKeeperFlows
 from ._layout import DEFAULT_TIMEOUT, FencePaths
+from ._rw_flows import RWFlows
+
+#: What the issuers' flows yield: kazoo requests, and a waiting read-write lock's pauses.
+Step = Request[Any] | Pause
 
 T = TypeVar("T")
 
@@ -90,6 +94,7 @@ class _Base:
         self.client = client
         self.timeout = timeout
         self.flows = ZooKeeperFlows(Versions())
+        self.rw = RWFlows()
         self.releases = Releases()
         self._start = start
 
@@ -99,9 +104,23 @@ class _Base:
     def lease_path(self, name: str) -> str:
         return FencePaths.of(name).lease
 
-    def _run(self, flow: Flow[Request[Any], Any]) -> Any:
+    def _run(self, flow: Flow[Step, Any]) -> Any:
         """Drive ``flow``: blocking, its value; asyncio, an awaitable of it."""
         raise NotImplementedError
+
+    def rw_acquire(self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int) -> Any:
+        """``ReadWrites.rw_acquire`` (asyncio: ``AsyncReadWrites``, awaited), as all the
+        read-write locks' calls here: a flow of ``RWFlows`` run by ``_run``."""
+        return self._run(self.rw.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> Any:
+        return self._run(self.rw.rw_renew(name, mode, token, holder, ttl_ms))
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> Any:
+        return self._run(self.rw.rw_release(name, mode, token, holder))
+
+    def rw_await(self, name: str, seconds: float) -> Any:
+        return self._run(self.rw.rw_await(name, seconds))
 
     def try_acquire_slot(
         self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
@@ -149,7 +168,7 @@ class ZooKeeperIssuer(_Base):
     by ``fencing.connect`` is started on first use.
     """
 
-    def _run(self, flow: Flow[Request[Any], T]) -> T:
+    def _run(self, flow: Flow[Step, T]) -> T:
         if self._start is not None:
             self._start()
         return run_sync(flow, self)
@@ -194,6 +213,14 @@ class ZooKeeperIssuer(_Base):
         """``fencing.issuer.Inspects``: the fences under ``/fencing`` (below the chroot)."""
         return iter(self._run(self.flows.names(prefix)))
 
+    def rw_status(self, name: str) -> RWStatus:
+        """``OperatesReadWrites``: the writer or the readers of the read-write lock."""
+        return self._run(self.rw.rw_status(name))
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        """``OperatesReadWrites``: end every lease of the read-write lock ``name``."""
+        return self._run(self.rw.rw_force_release(name))
+
     def force_release(self, name: str) -> FenceStatus:
         """``fencing.issuer.ForceReleases``: delete the lease znode, whoever holds it."""
         check_name(name)
@@ -221,7 +248,7 @@ class AsyncZooKeeperIssuer(_Base):
     ``call_soon_threadsafe``, so the loop never blocks on ZooKeeper.
     """
 
-    async def _run(self, flow: Flow[Request[Any], T]) -> T:
+    async def _run(self, flow: Flow[Step, T]) -> T:
         if self._start is not None and not self._start.started:
             await asyncio.to_thread(self._start)
         return await run_async(flow, self)

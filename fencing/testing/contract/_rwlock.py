@@ -201,15 +201,15 @@ class RWLockContract(LeaseTerms):
     def test_a_crashed_reader_or_writer_frees_its_share_at_its_lease_end(
         self, make_rwlock: MakeRWLock
     ) -> None:
-        if not self.expires_while_held:
-            pytest.fail("RWLockContract checks leases that expire (expires_while_held)")
         name = self.fresh_name("rw-expiry")
         crashed, live = make_rwlock(name, self.short_ttl), make_rwlock(name, self.long_ttl)
         epoch = crashed.read.acquire(timeout=0)  # never released
+        self._crash(crashed.read)
         write = live.write.acquire(timeout=self.patience)
         assert write > epoch, f"write token {write} after the read epoch {epoch}"
         live.write.release(write)
         stale = crashed.write.acquire(timeout=0)  # never released
+        self._crash(crashed.write)
         read = live.read.acquire(timeout=self.patience)
         assert read > stale, f"read epoch {read} after the write token {stale}"
         live.read.release(read)
@@ -217,6 +217,12 @@ class RWLockContract(LeaseTerms):
             crashed.read.release(epoch)
         with pytest.raises(LeaseLost):
             crashed.write.renew(stale)
+
+    def _crash(self, side: Any) -> None:
+        """A holder of ``side`` crashes: its lease expires (``short_ttl``), or where a
+        lease lives with its session (``expires_while_held`` False) the session ends."""
+        if not self.expires_while_held:
+            self.end_session(side)
 
     def test_renew_and_release_act_only_for_the_exact_lease(self, make_rwlock: MakeRWLock) -> None:
         name = self.fresh_name("rw-holder")
