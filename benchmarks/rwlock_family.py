@@ -5,9 +5,11 @@ fence's own acquire + release on the same issuer (the floor of each engine): the
 budget is a read at most 1.15x the fence. Then the hand-off: from the last reader's
 release to the acquire of a writer waiting for it (a thread of its own), against the
 fence's from its holder's release to a waiter's acquire: at most 1.2x. Engines: the
-in-memory issuer, the run's Redis, and a SQLite file in the run's scratch directory.
+in-memory issuer, the run's Redis, a SQLite file in the run's scratch directory, a
+single ZooKeeper server and a 3-member etcd cluster that this family starts; on
+ZooKeeper, kazoo's own ``ReadLock``/``WriteLock`` side by side (no tokens, no fencing).
 
-Imports fencing, redis-py and the harness.
+Imports fencing, redis-py, kazoo, the throwaway servers and the harness.
 """
 
 from __future__ import annotations
@@ -15,22 +17,58 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import redis
+from kazoo.client import KazooClient
 
 import fencing
+from fencing.etcd import EtcdIssuer
 from fencing.redis import RedisIssuer
 from fencing.sql import SqlIssuer
+from fencing.testing.servers import EtcdCluster, ZooKeeperServer
+from fencing.zookeeper import ZooKeeperIssuer
 from harness import Batch, Context, Table, Variant, now_ns, run_rounds, timed
 
 
+def _cycle(side: KazooSide) -> None:
+    side.acquire()
+    side.release()
+
+
+class KazooSide:
+    """kazoo's ``ReadLock`` or ``WriteLock`` with a fence side's ``acquire``/``release``."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def acquire(self, timeout: float | None = None) -> None:
+        self.lock.acquire(timeout=timeout)
+
+    def release(self, token: object = None) -> None:
+        self.lock.release()
+
+
 def run(ctx: Context) -> list[Table]:
+    with ZooKeeperServer() as zookeeper, EtcdCluster() as etcd:
+        kazoo = KazooClient(hosts=zookeeper.hosts)
+        kazoo.start(timeout=30)
+        try:
+            return _run(ctx, kazoo, etcd.url)
+        finally:
+            kazoo.stop()
+            kazoo.close()
+
+
+def _run(ctx: Context, kazoo: KazooClient, etcd_url: str) -> list[Table]:
     client = redis.Redis.from_url(ctx.redis_url)
     issuers: dict[str, Callable[[], object]] = {
         "memory": fencing.MemoryIssuer,
         "Redis": lambda: RedisIssuer(client),
         "SQLite": lambda: SqlIssuer(f"sqlite:///{ctx.workdir / 'rwlock.db'}"),
+        "ZooKeeper": lambda: ZooKeeperIssuer(kazoo),
+        "etcd": lambda: EtcdIssuer(etcd_url),
     }
     variants: list[Variant] = []
     floor_of: dict[str, str] = {}
@@ -65,6 +103,25 @@ def run(ctx: Context) -> list[Table]:
         for name, cycle in cycles.items():
             variants.append(Variant(name, timed(cycle)))
             floor_of[name] = floor
+    read, write = (
+        KazooSide(kazoo.ReadLock("/bench-kazoo-rw")),
+        KazooSide(kazoo.WriteLock("/bench-kazoo-rw")),
+    )
+    zk_floor = "ZooKeeper: Fence acquire+release (floor)"
+    for name, side in {"kazoo ReadLock": read, "kazoo WriteLock": write}.items():
+        variants.append(
+            Variant(
+                f"ZooKeeper: {name} acquire+release",
+                timed(partial(_cycle, side)),
+            )
+        )
+        floor_of[f"ZooKeeper: {name} acquire+release"] = zk_floor
+    waiting = KazooSide(kazoo.WriteLock("/bench-kazoo-hand"))
+    kazoo_hand = "ZooKeeper: kazoo ReadLock release -> waiting WriteLock holds"
+    handoffs.append(
+        Variant(kazoo_hand, _handoff(KazooSide(kazoo.ReadLock("/bench-kazoo-hand")), waiting))
+    )
+    handoff_floor_of[kazoo_hand] = "ZooKeeper: Fence release -> waiter holds (floor)"
     try:
         stats = run_rounds(
             variants, rounds=ctx.scale(8, 30), per_round=ctx.scale(100, 200), warmup=100
