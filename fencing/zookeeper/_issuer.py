@@ -37,12 +37,12 @@ from .._fence import Fence
 from .._flow import Flow, run_async, run_sync
 from .._validate import check_name
 from ..issuer import Busy, FenceStatus, RWStatus
-from ._flows import Pause, Request, Versions, ZooKeeperFlows
+from ._flows import Request, Versions, ZooKeeperFlows
 from ._layout import DEFAULT_TIMEOUT, FencePaths
-from ._rw_flows import RWFlows
+from ._rw_flows import RWFlows, WatchLock
 
-#: What the issuers' flows yield: kazoo requests, and a waiting read-write lock's pauses.
-Step = Request[Any] | Pause
+#: What the issuers' flows yield: kazoo requests, and a waiting read-write lock's watch.
+Step = Request[Any] | WatchLock
 
 T = TypeVar("T")
 

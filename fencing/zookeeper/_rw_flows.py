@@ -23,15 +23,19 @@ writer's take and a mark raise it) and raises ``r``'s (so two first readers neve
 begin an epoch). Leaving only ends a lease, which no decision relies on being there.
 
 Leases live as long as their holder's session, as a fence's do on ZooKeeper; so does a
-waiting writer's marker (a writer that stops waiting deletes it). Nothing wakes a
-waiter: it looks again every ``RW_POLL`` seconds.
+waiting writer's marker (a writer that stops waiting deletes it). A waiter is woken by
+watches on ``w``, ``m`` and ``r``'s children (``WatchLock``), set with one look that
+ends the wait at once if the lock changed since the acquire that refused it.
 
 Imports the flows' step and helpers (``_flows``), the layout and kazoo.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -40,13 +44,11 @@ from kazoo.exceptions import NoNodeError
 
 from .._flow import Flow
 from ..issuer import READ, WRITE, Busy, RWStatus
-from ._flows import _REFUSALS, Pause, Request, parse_done, unexpected
+from ._flows import _REFUSALS, Request, parse_done, unexpected
 from ._layout import encode_name
 
 #: Where the read-write locks live (see the module docstring).
 RW_ROOT = "/fencing-rw"
-#: Seconds between a waiting reader's or writer's looks at the lock.
-RW_POLL = 0.05
 #: Readings one acquire acts on at most (each multi that found the lock changed costs
 #: one), then ``Busy``: the fence waits and tries again.
 TRIES = 4
@@ -154,9 +156,65 @@ def _take(build: Callable[[Any], None]) -> Request[Any]:
     return Request(partial(_multi, build=build), _committed)
 
 
+def _shape(state: State) -> tuple[int | None, bool, tuple[str, ...]]:
+    """What a waiter watches of a reading: the writer's czxid, whether a marker is set,
+    the readers' holder ids."""
+    writer = None if state.writer is None else state.writer.czxid
+    return writer, state.marker is not None, tuple(sorted(state.readers))
+
+
+class WatchLock:
+    """Wait up to ``seconds`` until a lease of the lock may have ended: watches on the
+    writer's and the marker's znodes and on the readers' children, set now; their look
+    ends the wait at once when the lock is no longer as the refused acquire read it
+    (``seen``, a ``_shape``), so a release in between is not missed."""
+
+    __slots__ = ("paths", "seconds", "seen")
+
+    def __init__(self, paths: RWPaths, seen: tuple[Any, ...] | None, seconds: float) -> None:
+        self.paths, self.seen, self.seconds = paths, seen, seconds
+
+    def _changed(self, client: Any, fire: Callable[[Any], None]) -> bool:
+        """Set the watches; whether the lock changed since ``seen``."""
+        paths, timeout = self.paths, self.seconds
+        writer = client.exists_async(paths.writer, watch=fire)
+        marker = client.exists_async(paths.marker, watch=fire)
+        readers = client.get_children_async(paths.readers, watch=fire)
+        try:
+            stat, mark, names = (
+                pending.get(timeout=timeout) for pending in (writer, marker, readers)
+            )
+        except Exception:  # a look that failed only ends the wait: the waiter reads again
+            return True
+        now = (None if stat is None else int(stat.czxid), mark is not None, tuple(sorted(names)))
+        return self.seen is None or now != self.seen
+
+    def perform(self, port: Any) -> None:
+        woken = threading.Event()
+        if not self._changed(port.client, lambda _: woken.set()):
+            woken.wait(self.seconds)
+
+    async def aperform(self, port: Any) -> None:
+        loop, woken = asyncio.get_running_loop(), asyncio.Event()
+
+        def fire(_: object) -> None:  # in kazoo's event thread
+            with suppress(RuntimeError):  # the loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(woken.set)
+
+        if not await asyncio.to_thread(self._changed, port.client, fire):
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(woken.wait(), self.seconds)
+
+
 class RWFlows:
     """The read-write locks' operations (``ReadWrites``, ``OperatesReadWrites``) as flows
-    of kazoo requests; no I/O of their own."""
+    of kazoo requests; no I/O of their own. ``refused`` keeps, per lock name, what the
+    last refused acquire read (a ``_shape``), where its waiter's watch starts."""
+
+    MEMORY = 1024
+
+    def __init__(self) -> None:
+        self.refused: dict[str, tuple[Any, ...]] = {}
 
     def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
@@ -174,6 +232,10 @@ class RWFlows:
             else:
                 taken = yield from self._write(paths, state, holder, queue_ms)
             if taken is not None:
+                if isinstance(taken, Busy):
+                    if len(self.refused) >= self.MEMORY and name not in self.refused:
+                        self.refused.clear()  # forgetting costs one early look, never safety
+                    self.refused[name] = _shape(state)
                 return taken
         return Busy(None)
 
@@ -264,9 +326,8 @@ class RWFlows:
         yield delete
         return delete.result
 
-    @staticmethod
-    def rw_await(name: str, seconds: float) -> Flow[Pause, None]:
-        yield Pause(min(seconds, RW_POLL))
+    def rw_await(self, name: str, seconds: float) -> Flow[WatchLock, None]:
+        yield WatchLock(RWPaths.of(name), self.refused.get(name), seconds)
 
     def rw_status(self, name: str) -> Flow[Request[Any], RWStatus]:
         state = yield from read_state(RWPaths.of(name))
