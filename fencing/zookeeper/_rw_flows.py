@@ -49,6 +49,8 @@ from ._layout import encode_name
 
 #: Where the read-write locks live (see the module docstring).
 RW_ROOT = "/fencing-rw"
+#: ``read_state``'s ``readers`` for every reader's znode.
+ALL = 1 << 20
 #: Readings one acquire acts on at most (each multi that found the lock changed costs
 #: one), then ``Busy``: the fence waits and tries again.
 TRIES = 4
@@ -95,44 +97,63 @@ def _get(path: str) -> Request[Node | None]:
     return Request(lambda client: client.get_async(path), _node, answers=(NoNodeError,))
 
 
-def _children(path: str) -> Request[list[str] | None]:
+def _listing(path: str) -> Request[tuple[list[str], int] | None]:
+    """The children of ``path`` (sorted) and its data version, in one request."""
     return Request(
-        lambda client: client.get_children_async(path),
-        lambda reply: None if isinstance(reply, NoNodeError) else sorted(reply),
+        lambda client: client.get_children_async(path, include_data=True),
+        lambda reply: (
+            None if isinstance(reply, NoNodeError) else (sorted(reply[0]), int(reply[1].version))
+        ),
         answers=(NoNodeError,),
     )
 
 
+#: A writer's or a marker's znode that a reading found but did not read (``read_state``).
+UNREAD = Node(b"", -1, 0)
+
+
 @dataclass(frozen=True)
 class State:
-    """One reading of a lock: its znode's version, ``r``'s, the writer, the marker and
-    the readers (holder id -> node), each ``None`` (or empty) when absent."""
+    """One reading of a lock: its znode's version, ``r``'s, the writer and the marker
+    (``None`` when absent, ``UNREAD`` when present but not read), the readers' holder
+    ids, and the reader nodes read (holder id -> node)."""
 
     version: int
     readers_version: int
     writer: Node | None
     marker: Node | None
+    names: tuple[str, ...]
     readers: dict[str, Node]
 
 
-def read_state(paths: RWPaths) -> Flow[Request[Any], State | None]:
-    """The lock as read now (``None``: its znodes do not exist yet)."""
-    lock, readers = _get(paths.lock), _get(paths.readers)
+def read_state(
+    paths: RWPaths, *, writer: bool = False, marker: bool = False, readers: int = 0
+) -> Flow[Request[Any], State | None]:
+    """The lock as read now (``None``: its znodes do not exist yet): two listings (the
+    lock's children with its version, the readers' with theirs), then only what the
+    caller needs: the writer's and the marker's znodes, and up to ``readers`` readers'."""
+    lock, listed = _listing(paths.lock), _listing(paths.readers)
     yield lock
-    yield readers
-    if lock.result is None or readers.result is None:
+    yield listed
+    if lock.result is None or listed.result is None:
         return None
-    writer, marker, names = _get(paths.writer), _get(paths.marker), _children(paths.readers)
-    yield writer
-    yield marker
-    yield names
-    nodes = {}
-    for holder in names.result or []:
-        node = _get(f"{paths.readers}/{holder}")
-        yield node
-        if node.result is not None:  # else it ended since the listing
-            nodes[holder] = node.result
-    return State(lock.result.version, readers.result.version, writer.result, marker.result, nodes)
+    (children, version), (names, readers_version) = lock.result, listed.result
+    found: dict[str, Node | None] = {}
+    for kind, path, wanted in (("w", paths.writer, writer), ("m", paths.marker, marker)):
+        found[kind] = UNREAD if kind in children else None
+        if wanted and kind in children:
+            node = _get(path)
+            yield node
+            found[kind] = node.result  # None: it ended since the listing
+    nodes: dict[str, Node] = {}
+    for holder in names:
+        if len(nodes) >= readers:
+            break
+        read = _get(f"{paths.readers}/{holder}")
+        yield read
+        if read.result is not None:  # else it ended since the listing
+            nodes[holder] = read.result
+    return State(version, readers_version, found["w"], found["m"], tuple(names), nodes)
 
 
 def _multi(client: Any, build: Callable[[Any], None]) -> Any:
@@ -156,11 +177,10 @@ def _take(build: Callable[[Any], None]) -> Request[Any]:
     return Request(partial(_multi, build=build), _committed)
 
 
-def _shape(state: State) -> tuple[int | None, bool, tuple[str, ...]]:
-    """What a waiter watches of a reading: the writer's czxid, whether a marker is set,
-    the readers' holder ids."""
-    writer = None if state.writer is None else state.writer.czxid
-    return writer, state.marker is not None, tuple(sorted(state.readers))
+def _shape(state: State) -> tuple[bool, bool, tuple[str, ...]]:
+    """What a waiter watches of a reading: whether a writer holds, whether a marker is
+    set, the readers' holder ids."""
+    return state.writer is not None, state.marker is not None, state.names
 
 
 class WatchLock:
@@ -186,7 +206,7 @@ class WatchLock:
             )
         except Exception:  # a look that failed only ends the wait: the waiter reads again
             return True
-        now = (None if stat is None else int(stat.czxid), mark is not None, tuple(sorted(names)))
+        now = (stat is not None, mark is not None, tuple(sorted(names)))
         return self.seen is None or now != self.seen
 
     def perform(self, port: Any) -> None:
@@ -223,7 +243,9 @@ class RWFlows:
         session)."""
         paths = RWPaths.of(name)
         for _ in range(TRIES):
-            state = yield from read_state(paths)
+            state = yield from read_state(
+                paths, marker=mode == WRITE, readers=1 if mode == READ else 0
+            )
             if state is None:
                 yield Request(lambda client: client.ensure_path_async(paths.readers), bool)
                 continue
@@ -244,6 +266,8 @@ class RWFlows:
         if state.writer is not None or state.marker is not None:
             return Busy(None)  # a writer holds, or waits: readers wait
         witness = next(iter(state.readers.values()), None)
+        if state.names and witness is None:  # the one read ended meanwhile: read again
+            return None
         epoch = b"" if witness is None else b"%d" % witness.epoch()
         path = f"{paths.readers}/{holder}"
 
@@ -265,7 +289,7 @@ class RWFlows:
     ) -> Flow[Request[Any], int | Busy | None]:
         marker = state.marker
         mine = marker is not None and marker.holder == holder
-        if state.writer is None and not state.readers:
+        if state.writer is None and not state.names:
 
             def build(txn: Any) -> None:
                 txn.check(paths.readers, state.readers_version)
@@ -330,7 +354,7 @@ class RWFlows:
         yield WatchLock(RWPaths.of(name), self.refused.get(name), seconds)
 
     def rw_status(self, name: str) -> Flow[Request[Any], RWStatus]:
-        state = yield from read_state(RWPaths.of(name))
+        state = yield from read_state(RWPaths.of(name), writer=True, marker=True, readers=ALL)
         return _status(name, state)
 
     def rw_force_release(self, name: str) -> Flow[Request[Any], RWStatus]:
@@ -338,7 +362,7 @@ class RWFlows:
         if one changed meanwhile); the next take's zxid, so its token, is higher."""
         paths = RWPaths.of(name)
         while True:
-            state = yield from read_state(paths)
+            state = yield from read_state(paths, writer=True, marker=True, readers=ALL)
             ended = _status(name, state)
             if state is None or not ended.held:
                 return ended
