@@ -178,10 +178,10 @@ class NoRWLock:
     """``Backend.rwlock`` and ``aio_rwlock`` of a backend without read-write locks."""
 
     def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
-        raise _not_offered(self, "read-write lock", _REDIS_AND_SQL)
+        raise _not_offered(self, "read-write lock", _ALL_BUT_REDLOCK)
 
     def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
-        raise _not_offered(self, "read-write lock", _REDIS_AND_SQL)
+        raise _not_offered(self, "read-write lock", _ALL_BUT_REDLOCK)
 
 
 #: URL scheme -> (module, class) of its backend, imported only when that scheme is used.

@@ -20,7 +20,7 @@ from ._lease.fence import Fence
 from ._primitives.limiter import Admission, AsyncLimiter, Limiter, LimitUse, MemoryWindows
 from ._primitives.rwlock import AsyncRWLock, RWLock
 from ._primitives.semaphore import AsyncSemaphore, Semaphore
-from .issuer import READ, Busy, FenceStatus
+from .issuer import READ, WRITE, Busy, FenceStatus, RWStatus
 
 
 @dataclass
@@ -204,6 +204,36 @@ class MemoryIssuer:
     def rw_await(self, name: str, seconds: float) -> None:
         """``fencing.issuer.ReadWrites``: until a lease may have ended, at most ``seconds``."""
         self.await_release(name, seconds)
+
+    def rw_status(self, name: str) -> RWStatus:
+        """``fencing.issuer.OperatesReadWrites``: the writer or the readers of ``name``."""
+        with self._changed:
+            return self._rw_status(name)
+
+    def _rw_status(self, name: str) -> RWStatus:
+        state = self._rw.get(name) or _ReadWrite()
+        state.drop_expired(now := self._clock())
+        last, waiting = self._counters.get(name), state.waiting and state.waiting[0]
+        if state.writer is not None:
+            writer = state.writer
+            left = {writer.holder: writer.expires_at - now}
+            return RWStatus(name, True, WRITE, writer.token, left, waiting, last)
+        if state.readers:
+            left = {holder: ends - now for holder, ends in state.readers.items()}
+            return RWStatus(name, True, READ, state.epoch, left, waiting, last)
+        return RWStatus(name, False, waiting=waiting, last_token=last)
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        """``fencing.issuer.OperatesReadWrites``: end every lease of ``name``; the counter
+        stays, so the next token is higher; wakes the waiters."""
+        with self._changed:
+            ended = self._rw_status(name)
+            if ended.held:
+                state = self._rw[name]
+                state.writer = None
+                state.readers.clear()
+                self._changed.notify_all()
+            return ended
 
     def status(self, name: str) -> FenceStatus:
         with self._changed:

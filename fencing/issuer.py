@@ -64,6 +64,8 @@ inspect it:
   returns a ``FenceStatus`` of the lease it ended (``held`` False when there was none).
 - ``OperatesLocks``: the same two for a lock kept as redis-py's ``Lock`` keeps it (the
   ``--lock`` option of ``fencing status`` and ``fencing release --force``).
+- ``OperatesReadWrites``: the same two for a read-write lock (the ``--rwlock`` option),
+  reported as an ``RWStatus``: the writer or the readers, and their token.
 
 Errors: translate your driver's errors into ``fencing.FenceUnavailable`` (``raise
 FenceUnavailable(...) from exc``), or ``fencing.FenceSetupError`` when the store answers
@@ -75,8 +77,8 @@ Imports nothing from the package: the core imports it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 
@@ -420,6 +422,51 @@ class OperatesLocks(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class RWStatus:
+    """What an issuer knows about one read-write lock, read in one atomic step.
+
+    - ``held``: a lease of the lock is live now (by the issuer's clock);
+    - ``mode``: ``WRITE`` while a writer holds it, ``READ`` while readers do, else None;
+    - ``token``: the writer's token, or the readers' epoch (None when free);
+    - ``holders``: each live lease's holder id and seconds left: the writer's, or every
+      reader's (empty when free; a lease without expiry has ``None``);
+    - ``waiting``: the holder id of the writer whose waiting marker is live (no new
+      reader enters while it lives), else None;
+    - ``last_token``: the last token issued for the name, as ``FenceStatus`` has it.
+    """
+
+    name: str
+    held: bool
+    mode: str | None = None
+    token: int | None = None
+    holders: Mapping[str, float | None] = field(default_factory=dict)
+    waiting: str | None = None
+    last_token: int | None = None
+
+
+@runtime_checkable
+class OperatesReadWrites(Protocol):
+    """Capability: status and force-release of a read-write lock (``fencing status
+    --rwlock``, ``fencing release --rwlock --force``).
+
+    ``rw_force_release`` ends, in one atomic step, every live lease of the lock (the
+    writer's, or every reader's) and makes sure the next token issued for ``name`` is
+    above the ended leases' token, so that their holders are refused at every guard once
+    the next holder has claimed; a waiting writer's marker stays (that writer goes in
+    next). Their renewals and releases then fail (``LeaseLost``).
+    """
+
+    def rw_status(self, name: str) -> RWStatus:
+        """The state of the read-write lock ``name`` (never used: free)."""
+        ...
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        """End every lease of ``name`` whoever holds it; the ended leases, as they were
+        (``held=False`` when none was live: nothing changed)."""
+        ...
+
+
 __all__ = [
     "AsyncHandOff",
     "AsyncInspects",
@@ -435,6 +482,8 @@ __all__ = [
     "Inspects",
     "Issuer",
     "OperatesLocks",
+    "OperatesReadWrites",
+    "RWStatus",
     "SlotBusy",
     "TakesSlots",
     "WakesOnRelease",

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from fencing import Admission, MemoryIssuer, MemoryMark
-from fencing.issuer import READ, Busy, FenceStatus
+from fencing.issuer import READ, Busy, FenceStatus, RWStatus
 
 
 class ReusesTokens(MemoryIssuer):
@@ -182,6 +182,14 @@ class StarvesWriters(MemoryIssuer):
         return super().rw_acquire(name, mode, holder, ttl_ms, 0)
 
 
+class ForceReleaseEndsNothing(MemoryIssuer):
+    """A read-write lock's force-release (``fencing release --rwlock --force``) that
+    reports the leases it should end and ends none."""
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        return self.rw_status(name)
+
+
 class AdmitsOneMore(MemoryIssuer):
     """A rate limiter whose every window admits one request more than its limit."""
 
@@ -198,6 +206,7 @@ ISSUERS: dict[str, type[MemoryIssuer]] = {
     "one-more-permit": LetsOneMoreIntoSlotZero,
     "distinct-read-tokens": GivesReadersDistinctTokens,
     "writers-beside-readers": LetsWritersInBesideReaders,
+    "force-release-ends-nothing": ForceReleaseEndsNothing,
     "starves-writers": StarvesWriters,
     "one-more-admission": AdmitsOneMore,
 }

@@ -516,3 +516,21 @@ def test_grpc_aio_core_failure_is_retried_on_the_same_member_not_reported() -> N
     spent = time.monotonic() - 60  # a deadline long past: nothing left to retry in
     assert cluster._next_move(core, 0, spent, False, False) == ("fail", 0.0)
     cluster.close()
+
+
+def test_a_read_write_locks_keys_are_not_listed_as_fences(issuer: EtcdIssuer) -> None:
+    """A read-write lock's keys are the lock's name with a NUL and more (no fence name
+    holds one): ``names`` lists the fence of that name, never them."""
+    name = f"listed-{uuid.uuid4().hex}"
+    rw = fencing.RWLock(issuer, name, ttl=30)
+    read, write = rw.read.acquire(timeout=0), fencing.RWLock(issuer, f"{name}-w", ttl=30)
+    token = write.write.acquire(timeout=0)
+    fence = EtcdFence(issuer, name, 30)
+    held = fence.acquire(timeout=0)
+    try:
+        assert list(issuer.names(name)) == [name]  # not "name\0r/...", nor "name-w\0w"
+        assert issuer.rw_status(name).holders, "the lock's reader is not live"
+    finally:
+        fence.release(held)
+        rw.read.release(read)
+        write.write.release(token)

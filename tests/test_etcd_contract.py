@@ -11,9 +11,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from processes import CONTEXT
+from rwlocks import ThroughBackend
 
 import fencing
 import fencing.aio
+from fencing._connect import Backend
 from fencing.etcd import EtcdFence, EtcdIssuer
 from fencing.etcd.aio import EtcdFence as AsyncEtcdFence
 from fencing.etcd.aio import EtcdIssuer as AsyncEtcdIssuer
@@ -124,3 +126,16 @@ class TestAsyncEtcdSemaphore(EtcdTerms, AsyncSemaphoreContract):
         yield make
         for semaphore in made:  # an issuer (channels) of its own each
             await semaphore.aclose()
+
+
+class TestEtcdRWLock(EtcdTerms, ThroughBackend):
+    """Read-write locks through ``fencing.connect``: leases of 1 s let expire, a hold's
+    of 1.2 s (a 2 s etcd lease, renewed every 0.4 s)."""
+
+    hold_ttl = 1.2
+
+    @pytest.fixture
+    def backend(self, etcd_cluster: EtcdCluster) -> Iterator[Backend]:
+        backend = fencing.connect(etcd_cluster.url)
+        yield backend
+        backend.close()

@@ -64,13 +64,15 @@ NO_ASYNCIO_TWIN = {
 
 #: Public methods and attributes that only a blocking class has, and why.
 BLOCKING_ONLY = {
-    # the operators' commands (``fencing list``, ``release --force``, ``--lock``) are the
-    # blocking command line's: only ``status`` has an asyncio twin (``AsyncInspects``),
-    # which asyncio elections read
+    # the operators' commands (``fencing list``, ``release --force``, ``--lock``,
+    # ``--rwlock``) are the blocking command line's: only ``status`` has an asyncio twin
+    # (``AsyncInspects``), which asyncio elections read
     "names",
     "force_release",
     "lock_status",
     "force_release_lock",
+    "rw_status",
+    "rw_force_release",
     "PAGE",  # etcd's page size for ``names``
 }
 

@@ -27,16 +27,20 @@ from fencing.testing.contract import (
     FenceContract,
     InteropContract,
     MakeAsyncFence,
+    MakeAsyncRWLock,
     MakeAsyncSemaphore,
     MakeFence,
+    MakeRWLock,
     MakeSemaphore,
     OperationsContract,
+    RWLockContract,
     SemaphoreContract,
     StaleHolderContract,
 )
 from fencing.testing.servers import ZooKeeperServer
-from fencing.zookeeper import ZooKeeperFence
+from fencing.zookeeper import ZooKeeperFence, ZooKeeperIssuer
 from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
+from fencing.zookeeper.aio import ZooKeeperIssuer as AsyncZooKeeperIssuer
 
 #: Seconds: long enough that a busy test machine never loses a session by accident.
 SESSION_TIMEOUT = 10.0
@@ -203,3 +207,32 @@ class TestAsyncZooKeeperSemaphore(ZooKeeperTerms, AsyncSemaphoreContract):
             return zookeeper_backends[-1].aio_semaphore(name, permits, ttl)  # type: ignore[no-any-return]
 
         return make
+
+
+class TestZooKeeperRWLock(ZooKeeperTerms, RWLockContract):
+    """Each read-write lock on a session of its own, as separate processes would have; a
+    crashed holder's session is ended (``end_session`` of a side: the client of the
+    issuer behind it)."""
+
+    @pytest.fixture
+    def make_rwlock(
+        self, zookeeper_server: ZooKeeperServer, kazoo_clients: list[KazooClient]
+    ) -> MakeRWLock:
+        def make(name: str, ttl: float) -> fencing.RWLock:
+            issuer = ZooKeeperIssuer(new_client(zookeeper_server, kazoo_clients))
+            return fencing.RWLock(issuer, name, ttl)
+
+        return make
+
+    @pytest.fixture
+    def make_async_rwlock(
+        self, zookeeper_server: ZooKeeperServer, kazoo_clients: list[KazooClient]
+    ) -> MakeAsyncRWLock:
+        def make(name: str, ttl: float) -> fencing.aio.RWLock:
+            issuer = AsyncZooKeeperIssuer(new_client(zookeeper_server, kazoo_clients))
+            return fencing.aio.RWLock(issuer, name, ttl)
+
+        return make
+
+    def end_session(self, fence: Any) -> None:
+        expire_session(fence.issuer.issuer.client)

@@ -37,7 +37,7 @@ from typing import Any, Literal, Protocol, TypeVar, get_args
 
 from .._base.flow import Flow
 from .._primitives.limiter import Admission, LimitUse
-from ..issuer import READ, WRITE, Busy, FenceStatus
+from ..issuer import READ, WRITE, Busy, FenceStatus, RWStatus
 
 T = TypeVar("T")
 
@@ -354,6 +354,34 @@ class SqlFlows:
         yield step
         return step.result.rowcount == 1
 
+    def rw_status(self, name: str) -> Flow[Execute, RWStatus]:
+        """The live leases of the read-write lock ``name``, its waiting writer and its
+        counter (``OperatesReadWrites``; changes nothing)."""
+        counter = Execute("status", fence=name)
+        yield counter
+        last = int(counter.result.rows[0][0]) if counter.result.rows else None
+        rows = Execute("rw_rows", fence=name)
+        yield rows
+        read = [(str(h), str(m), int(t), float(s)) for h, m, t, s in rows.result.rows]
+        live = [row for row in read if row[3] > 0]  # ended rows wait for ``rw_expire``
+        waiting = next((holder for holder, mode, _, _ in live if mode == "wait"), None)
+        leases = [row for row in live if row[1] != "wait"]
+        if not leases:
+            return RWStatus(name, False, waiting=waiting, last_token=last)
+        _, mode, token, _ = leases[0]  # one writer, or readers of one epoch
+        left = {holder: seconds for holder, _, _, seconds in leases}
+        return RWStatus(name, True, mode, token, left, waiting, last)
+
+    def rw_force_release(self, name: str) -> Flow[Execute, RWStatus]:
+        """End every lease of the read-write lock ``name`` (``OperatesReadWrites``), on
+        its row locked as ``rw_acquire`` locks it; the counter is above their token
+        already (it issued it), and a waiting writer's marker stays."""
+        yield Execute("rw_lock", fence=name)
+        ended = yield from self.rw_status(name)
+        for holder in ended.holders:
+            yield Execute("rw_drop", fence=name, holder_id=holder)
+        return ended
+
 
 class FlowsIssuer(ABC):
     """The blocking issuer's calls (``Issuer``, ``Inspects``, ``ForceReleases``) as the
@@ -390,3 +418,9 @@ class FlowsIssuer(ABC):
 
     def force_release(self, name: str) -> FenceStatus:
         return self._run(self.flows.force_release(name))
+
+    def rw_status(self, name: str) -> RWStatus:
+        return self._run(self.flows.rw_status(name))
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        return self._run(self.flows.rw_force_release(name))

@@ -11,7 +11,7 @@ Exit codes, documented in docs/operations.md (scripts rely on them):
       ``--lock``, a name whose key is not a lock
 3     ``release --force``: no lease was live, nothing changed
 4     the backend cannot be inspected (its issuer lacks the capability; with ``--lock``,
-      it keeps no redis-py-style locks)
+      it keeps no redis-py-style locks; with ``--rwlock``, no read-write locks)
 ====  =====================================================================
 
 Messages for a non-zero code go to stderr as ``fencing <command>: <what happened>``. A
@@ -40,7 +40,15 @@ from .._base.errors import FencingError
 from .._base.validate import check_name
 from .._connect import connect
 from .._primitives.election import leader_of
-from ..issuer import FenceStatus, ForceReleases, Inspects, OperatesLocks
+from ..issuer import (
+    WRITE,
+    FenceStatus,
+    ForceReleases,
+    Inspects,
+    OperatesLocks,
+    OperatesReadWrites,
+    RWStatus,
+)
 
 OK, FAILED, USAGE, NOT_HELD, UNSUPPORTED = 0, 1, 2, 3, 4
 
@@ -136,6 +144,16 @@ def lock_operator(backend: Opened) -> OperatesLocks:
     return backend.issuer
 
 
+def rw_operator(backend: Opened) -> OperatesReadWrites:
+    """The backend's issuer if it operates read-write locks (the ``--rwlock`` option;
+    else exit 4)."""
+    if not isinstance(backend.issuer, OperatesReadWrites):
+        raise CommandError(
+            UNSUPPORTED, f"the issuer of {shown(backend.url)} cannot operate read-write locks"
+        )
+    return backend.issuer
+
+
 def on_lock(call: Callable[[str], FenceStatus], name: str) -> FenceStatus:
     """``call(name)`` of an ``OperatesLocks``; a key that is no lock is a usage error."""
     try:
@@ -159,8 +177,8 @@ def checked_name(name: str) -> str:
         raise CommandError(USAGE, str(exc)) from exc
 
 
-def as_json(status: FenceStatus) -> str:
-    """One fence as a JSON object on one line (the ``--json`` output)."""
+def as_json(status: FenceStatus | RWStatus) -> str:
+    """One fence (or read-write lock) as a JSON object on one line (the ``--json`` output)."""
     return json.dumps(dataclasses.asdict(status))
 
 
@@ -179,6 +197,29 @@ def as_text(status: FenceStatus) -> str:
         state = "free"
     if status.waiters is not None:
         state += f"; {status.waiters} waiting"
+    last = "none on record" if status.last_token is None else str(status.last_token)
+    return f"{status.name}: {state}; last token {last}"
+
+
+def rw_as_text(status: RWStatus) -> str:
+    """One read-write lock as one line of text: the writer, or the readers and their
+    epoch, each holder with its time left."""
+    if status.held:
+        leases = ", ".join(
+            f"{holder} ({'no expiry' if left is None else f'{left:.3f} s left'})"
+            for holder, left in sorted(status.holders.items())
+        )
+        if status.mode == WRITE:
+            state = f"written by {leases} with token {status.token}"
+        else:
+            count = len(status.holders)
+            state = (
+                f"read by {count} reader{'s' * (count != 1)} with epoch {status.token}: {leases}"
+            )
+    else:
+        state = "free"
+    if status.waiting is not None:
+        state += f"; writer {status.waiting} waiting (no new reader enters)"
     last = "none on record" if status.last_token is None else str(status.last_token)
     return f"{status.name}: {state}; last token {last}"
 

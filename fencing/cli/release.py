@@ -1,9 +1,11 @@
-"""``fencing release [--lock] NAME [--slot K] --force [--json] [--url URL]``: end a stuck
-lease (or, with ``--lock``, a lock kept as redis-py's ``Lock`` keeps it; with ``--slot``,
-one permit of the semaphore ``NAME``), whoever holds it.
+"""``fencing release [--lock | --rwlock] NAME [--slot K] --force [--json] [--url URL]``:
+end a stuck lease (or, with ``--lock``, a lock kept as redis-py's ``Lock`` keeps it; with
+``--rwlock``, every lease of a read-write lock; with ``--slot``, one permit of the
+semaphore ``NAME``), whoever holds it.
 
 The issuer ends the lease and makes sure the next token is above the ended lease's in
-one atomic step (``fencing.issuer.ForceReleases``; for a lock ``OperatesLocks``), so
+one atomic step (``fencing.issuer.ForceReleases``; for a lock ``OperatesLocks``, for a
+read-write lock ``OperatesReadWrites``), so
 the evicted holder is refused at every guard once the next holder has written. Logged
 on ``fencing.release``.
 Imports the shared operators' helpers (``_operate``) and the logs.
@@ -18,6 +20,7 @@ from typing import Any
 
 from .._base.log import release_log
 from .._primitives.semaphore import MAX_PERMITS, slot_name
+from ..issuer import WRITE
 from ._operate import (
     NOT_HELD,
     OK,
@@ -31,6 +34,7 @@ from ._operate import (
     opened,
     releaser,
     run_command,
+    rw_operator,
     shown,
 )
 
@@ -41,6 +45,7 @@ examples:
   fencing status invoice:42 && fencing release invoice:42 --force --json
   fencing release --lock invoice:42 --force --url redis://localhost:6379/0
   fencing status --semaphore render && fencing release render --slot 1 --force
+  fencing status --rwlock catalog && fencing release --rwlock catalog --force
 
 It ends the live lease whoever holds it, and the next token is above the ended one, so
 the evicted holder's writes are refused at every guard once the next holder has written;
@@ -55,13 +60,20 @@ which every grant of the lock raised to its token, so above the evicted holder's
 holder's release and extend raise LockNotOwnedError. A key that is no lock (not a
 string) is refused. Queued FencedLock waiters take the lock within their `sleep`.
 
+--rwlock: NAME is a read-write lock: it ends the writer's lease, or every reader's (the
+whole epoch), and the next token is above their token, so the evicted holders are
+refused at every guard once the next holder has claimed; their renew and release fail
+with LeaseLost. A waiting writer stays first in line. With --json, the ended leases as
+`fencing status --rwlock --json` prints them.
+
 --slot K: NAME is a semaphore; it ends the permit of slot K (the slot's fence,
 {NAME}#slot<K>), as for a fence: that slot's next token is above the evicted holder's,
 the other slots are untouched. With --json, the ended lease plus semaphore and slot, as
 `fencing status --semaphore --json` prints them.
 exit codes: 0 released, 1 backend failed or not set up, 2 usage (no --force, a bad --slot),
 3 not held (nothing changed), 4 the backend cannot force-release (with --lock: it keeps
-no locks); with --lock, 2 also when the key is not a lock (nothing changed)."""
+no locks; with --rwlock: no read-write locks); with --lock, 2 also when the key is not a
+lock (nothing changed)."""
 
 
 def register(subparsers: Any) -> None:
@@ -84,6 +96,11 @@ def register(subparsers: Any) -> None:
         help="NAME is a lock kept as redis-py's Lock keeps it (FencedLock, redis.lock.Lock)",
     )
     parser.add_argument(
+        "--rwlock",
+        action="store_true",
+        help="NAME is a read-write lock: end its writer's or all its readers' leases",
+    )
+    parser.add_argument(
         "--slot",
         type=int,
         metavar="K",
@@ -96,9 +113,9 @@ def register(subparsers: Any) -> None:
 def release(args: argparse.Namespace) -> int:
     name = checked_name(args.name)
     slot: int | None = args.slot
+    if args.lock + args.rwlock + (slot is not None) > 1:
+        raise CommandError(USAGE, "--lock, --rwlock and --slot exclude each other; nothing changed")
     if slot is not None:
-        if args.lock:
-            raise CommandError(USAGE, "--slot and --lock exclude each other; nothing changed")
         if not 0 <= slot < MAX_PERMITS:
             raise CommandError(
                 USAGE, f"--slot must be from 0 to {MAX_PERMITS - 1}, not {slot}; nothing changed"
@@ -110,6 +127,8 @@ def release(args: argparse.Namespace) -> int:
             f"refusing to release {name!r} without --force: it evicts whoever holds the "
             "lease (see `fencing status`); nothing changed",
         )
+    if args.rwlock:
+        return _release_rwlock(args, name)
     with opened(args) as backend:
         if args.lock:
             ended = on_lock(lock_operator(backend).force_release_lock, name)
@@ -146,6 +165,39 @@ def release(args: argparse.Namespace) -> int:
             f"released {'lock ' if args.lock else ''}{what} on {shown(url)}: {evicted}; "
             f"the next token will be above {above}, so that holder is refused at every "
             "guard once the next holder writes"
+        )
+    sys.stdout.flush()
+    return OK
+
+
+def _release_rwlock(args: argparse.Namespace, name: str) -> int:
+    """``--rwlock``: end every lease of the read-write lock ``name``."""
+    with opened(args) as backend:
+        ended = rw_operator(backend).rw_force_release(name)
+    url = backend.url
+    if args.json:
+        print(as_json(ended))
+    if not ended.held:
+        raise CommandError(NOT_HELD, f"{name!r} is not held on {shown(url)}; nothing changed")
+    holders = ", ".join(sorted(ended.holders))
+    release_log.warning(
+        "rwlock %r: %s leases of token %s (holders %s) force-released",
+        name,
+        ended.mode,
+        ended.token,
+        holders,
+    )
+    if not args.json:
+        count = len(ended.holders)
+        evicted = (
+            f"evicted writer {holders} (token {ended.token})"
+            if ended.mode == WRITE
+            else f"evicted {count} reader{'s' * (count != 1)} {holders} (epoch {ended.token})"
+        )
+        print(
+            f"released read-write lock {name!r} on {shown(url)}: {evicted}; the next token "
+            f"will be above {ended.token}, so they are refused at every guard once the next "
+            "holder claims"
         )
     sys.stdout.flush()
     return OK

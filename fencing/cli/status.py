@@ -1,7 +1,9 @@
-"""``fencing status [--lock | --semaphore [--permits N] | --limiter --per S [--window W]
-[--limit N]] NAME... [--json] [--url URL]``: the state of fences (with ``--lock``, of locks
-kept as redis-py's ``Lock`` keeps them; with ``--semaphore``, of every slot of a
-semaphore; with ``--limiter``, a rate limiter's use and reset time), for operators.
+"""``fencing status [--lock | --rwlock | --semaphore [--permits N] | --limiter --per S
+[--window W] [--limit N]] NAME... [--json] [--url URL]``: the state of fences (with
+``--lock``, of locks kept as redis-py's ``Lock`` keeps them; with ``--rwlock``, of
+read-write locks: the writer, or the readers and their epoch; with ``--semaphore``, of
+every slot of a semaphore; with ``--limiter``, a rate limiter's use and reset time), for
+operators.
 
 Imports the shared operators' helpers (``_operate``), the semaphore's slot names and the
 limiter's checks.
@@ -31,6 +33,8 @@ from ._operate import (
     opened,
     reader,
     run_command,
+    rw_as_text,
+    rw_operator,
     shown,
 )
 
@@ -40,6 +44,7 @@ examples:
   fencing status --url redis://localhost:6379/0 invoice:42 report
   fencing status --json invoice:42 | jq '.expires_in'
   fencing status --lock --url redis://localhost:6379/0 invoice:42
+  fencing status --rwlock --url redis://localhost:6379/0 catalog
   fencing status --semaphore --permits 3 render
   fencing status --limiter --per 1 --limit 5 --url redis://localhost partner-api
 
@@ -54,6 +59,13 @@ redis.lock.Lock): the Redis key NAME itself. The holder shown is its lock token;
 fence token is not stored with it (token null: the holder has it as lock.fence_token),
 and last_token, the fence's counter, is at least that token.
 
+--rwlock: NAME is a read-write lock (backend.rwlock(NAME)): "written by HOLDER with
+token T", or "read by N readers with epoch E" and each reader's holder id, each with its
+seconds left; a writer whose waiting stops new readers; the last token issued. JSON
+keys: name, held, mode ("write", "read" or null), token (the writer's, or the readers'
+epoch), holders (holder id -> seconds left), waiting (the waiting writer's holder id),
+last_token.
+
 --semaphore: NAME is a semaphore; one line per slot (the slot's fence, {NAME}#slot<k>),
 then "NAME: H of N slots held". Without --permits, the slots on record (every slot that
 was ever taken); with it, slots 0 to N-1, those never taken shown free. JSON: one object
@@ -65,7 +77,8 @@ many seconds that goes down (sliding: the oldest counted turns --per old; fixed:
 window ends), by the store's clock; nothing is admitted. JSON keys: limiter, window,
 per, limit, used, resets_in, at (the store's time of the reading).
 exit codes: 0 done, 1 backend failed or not set up, 2 usage (with --lock: the key is
-not a lock), 4 not inspectable (with --lock: no locks on that backend)."""
+not a lock), 4 not inspectable (with --lock: no locks on that backend; with --rwlock: no
+read-write locks)."""
 
 
 def register(subparsers: Any) -> None:
@@ -82,6 +95,11 @@ def register(subparsers: Any) -> None:
         "--lock",
         action="store_true",
         help="NAME is a lock kept as redis-py's Lock keeps it (FencedLock, redis.lock.Lock)",
+    )
+    parser.add_argument(
+        "--rwlock",
+        action="store_true",
+        help="NAME is a read-write lock: its writer, or its readers and their epoch",
     )
     parser.add_argument(
         "--semaphore",
@@ -110,8 +128,8 @@ def register(subparsers: Any) -> None:
 
 def status(args: argparse.Namespace) -> int:
     names = [checked_name(name) for name in args.names]
-    if args.semaphore + args.lock + args.limiter > 1:
-        raise CommandError(USAGE, "--semaphore, --lock and --limiter exclude each other")
+    if args.semaphore + args.lock + args.rwlock + args.limiter > 1:
+        raise CommandError(USAGE, "--semaphore, --lock, --rwlock and --limiter exclude each other")
     if args.limiter:
         return _limiters(args, names)
     if args.per is not None or args.limit is not None:
@@ -125,6 +143,13 @@ def status(args: argparse.Namespace) -> int:
             issuer = inspector(backend)
             for name in names:
                 _semaphore(issuer, name, args.permits, args.json)
+        return OK
+    if args.rwlock:
+        show_lock = as_json if args.json else rw_as_text
+        with opened(args) as backend:
+            operator = rw_operator(backend)
+            for name in names:
+                print(show_lock(operator.rw_status(name)), flush=True)
         return OK
     show = as_json if args.json else as_text
     with opened(args) as backend:

@@ -6,17 +6,18 @@ Imports the etcd issuer.
 from __future__ import annotations
 
 from .._base.owned import owned
-from .._connect import NoLimiter, NoRWLock
+from .._connect import NoLimiter
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
 from .._primitives.election import AsyncElection, Election
+from .._primitives.rwlock import AsyncRWLock, RWLock
 from .._primitives.semaphore import AsyncSemaphore, Semaphore
 from ._issuer import AsyncEtcdFence, AsyncEtcdIssuer, EtcdFence, EtcdIssuer
 from ._url import parse_etcd_url
 
 
-class EtcdBackend(NoLimiter, NoRWLock):
+class EtcdBackend(NoLimiter):
     """Fences on the etcd cluster of ``url`` (one issuer, so one set of channels, for all
     blocking fences; each asyncio fence, election and semaphore has an issuer of its own,
     its channels opened on the event loop that uses it and closed by its ``aclose()``)."""
@@ -63,6 +64,16 @@ class EtcdBackend(NoLimiter, NoRWLock):
         """The asyncio ``semaphore``: the same keys, on the asyncio issuer."""
         issuer = AsyncEtcdIssuer(self.options)
         return owned(AsyncSemaphore(issuer, name, permits, ttl), issuer)
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock of this cluster (docs/rwlock.md): its writer's and readers'
+        keys on etcd leases, revisions as tokens (``fencing.etcd._rw_messages``)."""
+        return RWLock(self.issuer, name, ttl)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio ``rwlock``: the same keys, on the asyncio issuer."""
+        issuer = AsyncEtcdIssuer(self.options)
+        return owned(AsyncRWLock(issuer, name, ttl), issuer)
 
     def close(self) -> None:
         """Close the blocking fences' channels (they reopen if a fence is used again);

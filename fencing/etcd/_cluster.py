@@ -98,6 +98,12 @@ class _Failover:
     def _open(self, endpoint: str) -> Any:
         raise NotImplementedError
 
+    def _forget_members(self) -> list[_Member]:
+        """Take every open member out (``close``: each port closes their channels)."""
+        with self._lock:
+            members, self._members = list(self._members.values()), {}
+        return members
+
     def member(self) -> tuple[int, _Member]:
         with self._lock:
             index = self._current
@@ -266,9 +272,7 @@ class Cluster(_Failover):
         return reply
 
     def close(self) -> None:
-        with self._lock:
-            members, self._members = list(self._members.values()), {}
-        for member in members:
+        for member in self._forget_members():
             member.channel.close()
 
 
@@ -306,7 +310,6 @@ class AsyncCluster(_Failover):
         return reply
 
     async def close(self) -> None:
-        with self._lock:
-            members, self._members, self._loop = list(self._members.values()), {}, None
-        for member in members:
+        self._loop = None
+        for member in self._forget_members():
             await member.channel.close()

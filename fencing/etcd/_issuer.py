@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -45,8 +45,9 @@ from .._base.owned import OldClose
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
-from ..issuer import Busy, FenceStatus, SlotBusy
+from ..issuer import READ, WRITE, Busy, FenceStatus, RWStatus, SlotBusy
 from . import _messages as msg
+from . import _rw_messages as rw
 from ._cluster import AsyncCluster, Cluster, client_core_failed
 from ._leases import Lease, LeasePool
 from ._url import EtcdOptions, parse_etcd_url
@@ -84,6 +85,44 @@ class Unary(Generic[R]):
         self.result = await port.call(self._attempt, missing_ok=self.missing_ok)  # type: ignore[assignment]
 
 
+class Received:
+    """The next reply of a stream call (a watch, a keep-alive), ``None`` at its end: the
+    steps of ``KeepAlive``'s and ``WatchRelease``'s attempts, so that each is written
+    once, as a flow (the port is unused: the call is the member's)."""
+
+    __slots__ = ("call", "result")
+    result: Any
+
+    def __init__(self, call: Any) -> None:
+        self.call = call
+
+    def perform(self, port: None) -> None:
+        self.result = next(self.call, None)
+
+    async def aperform(self, port: None) -> None:
+        reply = await self.call.read()
+        self.result = None if reply is grpc.aio.EOF else reply
+
+
+class LocalRead:
+    """A ``Range`` (a local, serializable read, ``msg.peek``) on the watch's member."""
+
+    __slots__ = ("member", "metadata", "request", "result", "seconds")
+    result: Any
+
+    def __init__(self, member: Any, request: Any, seconds: float, metadata: Any) -> None:
+        self.member, self.request, self.seconds, self.metadata = member, request, seconds, metadata
+
+    def _read(self) -> Any:
+        return self.member.kv.Range(self.request, timeout=self.seconds, metadata=self.metadata)
+
+    def perform(self, port: None) -> None:
+        self.result = self._read()
+
+    async def aperform(self, port: None) -> None:
+        self.result = await self._read()
+
+
 class KeepAlive:
     """One ``LeaseKeepAlive`` round: the lease's TTL restarted; ``result`` is its TTL in
     seconds, 0 when the lease no longer exists."""
@@ -97,23 +136,20 @@ class KeepAlive:
     def _open(self, member: Any, seconds: float, metadata: Any) -> Any:
         return member.lease.LeaseKeepAlive(iter([self.request]), timeout=seconds, metadata=metadata)
 
-    def _attempt(self, member: Any, seconds: float, metadata: Any) -> int:
+    def _round(self, member: Any, seconds: float, metadata: Any) -> Flow[Received, int]:
         call = self._open(member, seconds, metadata)
         try:
-            for reply in call:
-                return int(reply.TTL)
-            return 0
+            received = Received(call)
+            yield received
+            return 0 if received.result is None else int(received.result.TTL)
         finally:
             call.cancel()
 
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> int:
+        return run_sync(self._round(member, seconds, metadata), None)
+
     async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> int:
-        call = self._open(member, seconds, metadata)
-        try:
-            async for reply in call:
-                return int(reply.TTL)
-            return 0
-        finally:
-            call.cancel()
+        return await run_async(self._round(member, seconds, metadata), None)
 
     def perform(self, port: Cluster) -> None:
         self.result = port.call(self._attempt) or 0
@@ -161,16 +197,23 @@ class WatchRelease:
         """An error that only ends the wait (``_ran_out``)."""
         return _ran_out(exc)
 
-    def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
+    def _watch(
+        self, member: Any, seconds: float, metadata: Any
+    ) -> Flow[Received | LocalRead, None]:
+        """The watch's replies until one ends the wait (or the stream, or the time,
+        ends); after a ``_moved_on`` reply, the local reads of ``checks``."""
         call = self._open(member, seconds, metadata)
         try:
-            for reply in call:
-                if self._ended(reply):
+            while True:
+                received = Received(call)
+                yield received
+                reply = received.result
+                if reply is None or self._ended(reply):
                     return
                 if self._moved_on(reply):
-                    range_ = member.kv.Range
-                    peeks = [range_(c, timeout=seconds, metadata=metadata) for c in self.checks]
-                    if self._gone(peeks):
+                    peeks = [LocalRead(member, check, seconds, metadata) for check in self.checks]
+                    yield from peeks
+                    if self._gone([peek.result for peek in peeks]):
                         return
         except grpc.RpcError as exc:
             if not self._quiet(exc):
@@ -178,24 +221,11 @@ class WatchRelease:
         finally:
             call.cancel()
 
+    def _attempt(self, member: Any, seconds: float, metadata: Any) -> None:
+        run_sync(self._watch(member, seconds, metadata), None)
+
     async def _aattempt(self, member: Any, seconds: float, metadata: Any) -> None:
-        call = self._open(member, seconds, metadata)
-        try:
-            async for reply in call:
-                if self._ended(reply):
-                    return
-                if self._moved_on(reply):
-                    range_ = member.kv.Range
-                    peeks = [
-                        await range_(c, timeout=seconds, metadata=metadata) for c in self.checks
-                    ]
-                    if self._gone(peeks):
-                        return
-        except grpc.RpcError as exc:
-            if not self._quiet(exc):
-                raise
-        finally:
-            call.cancel()
+        await run_async(self._watch(member, seconds, metadata), None)
 
     def perform(self, port: Cluster) -> None:
         port.call(self._attempt, timeout=self.seconds)
@@ -265,6 +295,23 @@ class WatchSlots(WatchRelease):
         return _ran_out(exc) or exc.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
+class WatchEnds(WatchRelease):
+    """Block up to ``seconds`` until a key of a read-write lock is deleted after revision
+    ``after`` (a lease that ended, a marker gone: ``ReadWrites.rw_await``). When the
+    store has moved past ``after`` at the watch's creation, the wait ends at once (the
+    waiter reads the lock again) rather than wait for etcd's replay."""
+
+    __slots__ = ()
+
+    def __init__(self, keys: rw.RWKeys, after: int, seconds: float) -> None:
+        super().__init__(keys.base, after, seconds)
+        self.request = rw.watch_ends(keys, after)
+        self.checks = []
+
+    def _gone(self, peeks: list[Any]) -> bool:
+        return True
+
+
 def _ran_out(exc: grpc.RpcError) -> bool:
     """The call's deadline passed: said by the client, or by the member (etcd's gRPC
     server may end the stream first, with ``UNKNOWN: context deadline exceeded``, and
@@ -279,7 +326,7 @@ def _ran_out(exc: grpc.RpcError) -> bool:
     )
 
 
-Step = Unary[Any] | KeepAlive | WatchRelease | WatchChange | WatchSlots
+Step = Unary[Any] | KeepAlive | WatchRelease | WatchChange | WatchSlots | WatchEnds
 
 # -- flows: each operation once, for both ports ------------------------------------------------
 
@@ -478,6 +525,191 @@ class EtcdFlows:
         holder = bytes(kv.value).decode("utf-8", "replace")
         return FenceStatus(name, held=True, holder=holder, token=token, last_token=token)
 
+    # -- read-write locks (``ReadWrites``, ``OperatesReadWrites``; see ``_rw_messages``) ----
+
+    #: Readings of a read-write lock one ``rw_acquire`` acts on at most: each ``Txn`` that
+    #: found the lock changed since its reading costs one (then ``Busy``: the fence waits).
+    RW_TRIES = 4
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> Flow[Step, int | Busy]:
+        """A read or write lease of the read-write lock ``name``, decided on one reading of
+        its keys and taken by one ``Txn`` that holds only while that reading does."""
+        keys, seconds = rw.RWKeys.of(self.keys.of(name)), msg.lease_seconds(ttl_ms)
+        for _ in range(self.RW_TRIES):
+            state = yield from self._rw_state(keys)
+            if mode == READ:
+                taken = yield from self._rw_read(keys, state, holder, seconds)
+            else:
+                taken = yield from self._rw_write(keys, state, holder, seconds, queue_ms)
+            if taken is not None:
+                if isinstance(taken, Busy):
+                    self._saw(keys.base, state.revision)
+                return taken
+        return Busy(None)
+
+    def _saw(self, key: bytes, revision: int) -> None:
+        """Remember the revision a refused acquire read ``key`` at (the wait's start)."""
+        name = key.decode("utf-8", "replace")
+        if len(self.seen) >= self.MEMORY and name not in self.seen:
+            self.seen.clear()
+        self.seen[name] = revision
+
+    def _rw_state(self, keys: rw.RWKeys) -> Flow[Step, rw.RWState]:
+        read: Unary[Any] = Unary("kv", "Range", rw.read_all(keys))
+        yield read
+        return rw.parse_state(read.result, keys)
+
+    def _rw_read(
+        self, keys: rw.RWKeys, state: rw.RWState, holder: str, seconds: int
+    ) -> Flow[Step, int | Busy | None]:
+        """A reader's take: its token, ``Busy``, or ``None`` (changed: read again)."""
+        if state.writer is not None or state.marker is not None:
+            return Busy(None)  # a writer holds, or waits: readers wait
+        witness = state.readers[0] if state.readers else None
+        txn = yield from self._rw_take(rw.take_read(keys, holder, 0, witness), seconds)
+        if txn is None:
+            return None
+        return rw.epoch_of(witness) if witness is not None else int(txn.header.revision)
+
+    def _rw_write(
+        self, keys: rw.RWKeys, state: rw.RWState, holder: str, seconds: int, queue_ms: int
+    ) -> Flow[Step, int | Busy | None]:
+        """A writer's take: its token, ``Busy`` (with its marker set, kept alive or
+        cleared as ``queue_ms`` says), or ``None`` (changed: read again)."""
+        marker = state.marker
+        mine = marker is not None and rw.holder_of(marker) == holder
+        if state.writer is None and not state.readers:
+            txn = yield from self._rw_take(rw.take_write(keys, holder, 0, marker), seconds)
+            return None if txn is None else int(txn.header.revision)
+        if mine and not queue_ms:  # it waits no more
+            yield from _best_effort(Unary("kv", "Txn", rw.drop(marker)))
+        elif queue_ms and (marker is None or mine):
+            yield from self._rw_mark(keys, marker if mine else None, holder, queue_ms)
+        return Busy(None)
+
+    def _rw_take(self, request: Any, seconds: int) -> Flow[Step, Any]:
+        """``request`` (a take whose put is on lease 0) on a new lease of ``seconds``: the
+        ``Txn``'s reply if it succeeded, else ``None`` (the lease revoked)."""
+        lease = yield from self._grant(seconds)
+        request.success[0].request_put.lease = lease.id
+        try:
+            txn: Unary[Any] = Unary("kv", "Txn", request)
+            yield txn
+        except GeneratorExit:
+            raise
+        except BaseException:
+            yield from _best_effort(_revoke(lease.id))
+            raise
+        if txn.result.succeeded:
+            return txn.result
+        yield from _best_effort(_revoke(lease.id))
+        return None
+
+    def _rw_mark(
+        self, keys: rw.RWKeys, marker: Any, holder: str, queue_ms: int
+    ) -> Flow[Step, None]:
+        """Set the waiting writer's marker for ``queue_ms``, or keep ``marker`` (this
+        writer's own) alive that long; best effort (a writer not marked only waits
+        longer)."""
+        if marker is not None:
+            alive = KeepAlive(int(marker.lease))
+            yield from _best_effort(alive)
+            if getattr(alive, "result", 0) > 0:
+                return
+        with contextlib.suppress(FenceUnavailable):
+            yield from self._rw_take(rw.mark(keys, holder, 0), msg.lease_seconds(queue_ms))
+
+    def _rw_lease(self, name: str, mode: str, token: int, holder: str) -> Flow[Step, Any]:
+        """The key of the lease ``mode``/``token``/``holder`` as read now, ``None`` if it
+        is not held."""
+        keys = rw.RWKeys.of(self.keys.of(name))
+        read: Unary[Any] = Unary(
+            "kv", "Range", msg.read(keys.reader(holder) if mode == READ else keys.writer)
+        )
+        yield read
+        kv = read.result.kvs[0] if read.result.kvs else None
+        if kv is None:
+            return None
+        if mode == READ:
+            return kv if rw.epoch_of(kv) == token else None
+        held = int(kv.create_revision) == token and rw.holder_of(kv) == holder
+        return kv if held else None
+
+    def rw_renew(
+        self, name: str, mode: str, token: int, holder: str, ttl_ms: int
+    ) -> Flow[Step, bool]:
+        """Keep that exact lease's etcd lease alive; put its key on a longer one when the
+        ttl asked is above the lease's."""
+        seconds = msg.lease_seconds(ttl_ms)
+        kv = yield from self._rw_lease(name, mode, token, holder)
+        if kv is None:
+            return False
+        alive = KeepAlive(int(kv.lease))
+        yield alive
+        if alive.result <= 0:
+            return False
+        if alive.result >= seconds:
+            return True
+        txn = yield from self._rw_take(rw.moved(kv, 0), seconds)
+        if txn is not None:
+            yield from _best_effort(_revoke(int(kv.lease)))
+        return txn is not None
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> Flow[Step, bool]:
+        """Delete that exact lease's key, then revoke its etcd lease."""
+        kv = yield from self._rw_lease(name, mode, token, holder)
+        if kv is None:
+            return False
+        delete: Unary[Any] = Unary("kv", "Txn", rw.drop(kv))
+        yield delete
+        if delete.result.succeeded:
+            yield from _best_effort(_revoke(int(kv.lease)))
+        return bool(delete.result.succeeded)
+
+    def rw_await(self, name: str, seconds: float) -> Flow[Step, None]:
+        keys = rw.RWKeys.of(self.keys.of(name))
+        yield WatchEnds(keys, self.seen.get(keys.base.decode("utf-8", "replace"), 0), seconds)
+
+    def rw_status(self, name: str) -> Flow[Step, RWStatus]:
+        """One reading of the lock's keys, then each lease's time left."""
+        keys = rw.RWKeys.of(self.keys.of(name))
+        state = yield from self._rw_state(keys)
+        return (yield from self._rw_status(name, keys, state.writer, state.readers, state.marker))
+
+    def _rw_status(
+        self, name: str, keys: rw.RWKeys, writer: Any, readers: list[Any], marker: Any
+    ) -> Flow[Step, RWStatus]:
+        waiting = None if marker is None else rw.holder_of(marker)
+        if writer is not None:
+            token, leases = int(writer.create_revision), {rw.holder_of(writer): writer}
+            mode = WRITE
+        elif readers:
+            token, mode = rw.epoch_of(readers[0]), READ
+            leases = {rw.reader_holder(kv, keys): kv for kv in readers}
+        else:
+            return RWStatus(name, False, waiting=waiting)
+        left: dict[str, float | None] = {}
+        for holder, kv in leases.items():
+            ttl: Unary[Any] = Unary("lease", "LeaseTimeToLive", msg.time_to_live(int(kv.lease)))
+            yield ttl
+            left[holder] = max(0.0, float(ttl.result.TTL))
+        return RWStatus(name, True, mode, token, left, waiting, token)
+
+    def rw_force_release(self, name: str) -> Flow[Step, RWStatus]:
+        """Delete the writer's key and every reader's in one ``Txn``, then revoke their
+        leases; a later take's revision, so its token, is higher, as every one is."""
+        keys = rw.RWKeys.of(self.keys.of(name))
+        end: Unary[Any] = Unary("kv", "Txn", rw.end_all(keys))
+        yield end
+        writer = end.result.responses[0].response_delete_range.prev_kvs
+        readers = list(end.result.responses[1].response_delete_range.prev_kvs)
+        ended = yield from self._rw_status(name, keys, writer[0] if writer else None, readers, None)
+        for kv in [*writer, *readers]:
+            yield from _best_effort(_revoke(int(kv.lease)))
+        return ended
+
 
 def _refused(reply: Any, wait_ms: int) -> Busy:
     """A slot take's refusal: with ``wait_ms``, marked with the revision of its ``Txn``."""
@@ -499,7 +731,43 @@ def _options(cluster: str | EtcdOptions) -> EtcdOptions:
     return parse_etcd_url(cluster)
 
 
-class EtcdIssuer:
+class _Driven:
+    """What both issuers share, written once: the calls that are only a flow of
+    ``EtcdFlows`` run on the issuer's cluster by its ``_drive`` (blocking: to the flow's
+    value; asyncio: an awaitable of it, so the asyncio issuer's callers await them as
+    its coroutines). ``try_acquire_slot`` (``TakesSlots`` and ``WakesSlots``) and the
+    read-write locks' calls (``ReadWrites``; asyncio: their ``Async`` protocols)."""
+
+    flows: EtcdFlows
+
+    def _drive(self, flow: Flow[Any, Any]) -> Any:
+        raise NotImplementedError
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
+    ) -> Any:
+        """The slot ``<group><slot>``: see ``EtcdFlows.acquire``; the token or ``Busy``."""
+        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits, wait_ms)
+        return self._drive(flow)
+
+    def rw_acquire(self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int) -> Any:
+        """``ReadWrites.rw_acquire``: see ``EtcdFlows.rw_acquire``; the token or ``Busy``."""
+        return self._drive(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> Any:
+        """``ReadWrites.rw_renew``: whether that exact lease was still held."""
+        return self._drive(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> Any:
+        """``ReadWrites.rw_release``: whether that exact lease was still held."""
+        return self._drive(self.flows.rw_release(name, mode, token, holder))
+
+    def rw_await(self, name: str, seconds: float) -> Any:
+        """``ReadWrites.rw_await``: a watch of the lock's keys' deletions (``WatchEnds``)."""
+        return self._drive(self.flows.rw_await(name, seconds))
+
+
+class EtcdIssuer(_Driven):
     """Leases and tokens in an etcd cluster (``etcd://host:port,...`` or ``EtcdOptions``).
 
     Each lease is an etcd lease; the token is the revision at which the fence's key was
@@ -522,11 +790,7 @@ class EtcdIssuer:
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return run_sync(self.flows.acquire(name, holder, ttl_ms), self.cluster)
 
-    def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
-    ) -> int | Busy:
-        """``fencing.issuer.TakesSlots`` and ``WakesSlots``: see ``EtcdFlows.acquire``."""
-        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits, wait_ms)
+    def _drive(self, flow: Flow[Any, R]) -> R:
         return run_sync(flow, self.cluster)
 
     def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
@@ -563,6 +827,8 @@ class EtcdIssuer:
         while True:
             page, more = run_sync(self.flows.page(start, end, self.PAGE), self.cluster)
             for key in page:
+                if b"\x00" in key[skip:]:  # a read-write lock's key (``_rw_messages``)
+                    continue
                 with contextlib.suppress(UnicodeDecodeError):
                     yield key[skip:].decode("utf-8")
             if not more or not page:
@@ -573,11 +839,19 @@ class EtcdIssuer:
         """``ForceReleases``: end the lease of ``name`` whoever holds it."""
         return run_sync(self.flows.force_release(name), self.cluster)
 
+    def rw_status(self, name: str) -> RWStatus:
+        """``OperatesReadWrites``: the writer or the readers of the read-write lock ``name``."""
+        return run_sync(self.flows.rw_status(name), self.cluster)
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        """``OperatesReadWrites``: end every lease of the read-write lock ``name``."""
+        return run_sync(self.flows.rw_force_release(name), self.cluster)
+
     def close(self) -> None:
         self.cluster.close()
 
 
-class AsyncEtcdIssuer(OldClose):
+class AsyncEtcdIssuer(_Driven, OldClose):
     """``EtcdIssuer`` on ``grpc.aio``: the same flows, keys, leases and tokens."""
 
     def __init__(self, cluster: str | EtcdOptions) -> None:
@@ -590,13 +864,8 @@ class AsyncEtcdIssuer(OldClose):
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await run_async(self.flows.acquire(name, holder, ttl_ms), self.cluster)
 
-    async def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
-    ) -> int | Busy:
-        """``fencing.issuer.AsyncTakesSlots`` and ``AsyncWakesSlots``: see
-        ``EtcdFlows.acquire``."""
-        flow = self.flows.acquire(f"{group}{slot}", holder, ttl_ms, group, permits, wait_ms)
-        return await run_async(flow, self.cluster)
+    def _drive(self, flow: Flow[Any, R]) -> Awaitable[R]:
+        return run_async(flow, self.cluster)
 
     async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
         """See ``EtcdIssuer.release_slot``."""

@@ -51,9 +51,16 @@ from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL, millis
 from .._lease.fence import Fence
 from .._primitives.limiter import Admission, LimitUse
-from ..issuer import Busy, FenceStatus
+from ..issuer import Busy, FenceStatus, RWStatus
 from ._errors import drop_unread_replies, redis_failure
 from ._limits import admitted, limit_call, parse_admission, parse_use, use_call
+from ._rwlock_operate import (
+    RW_FORCE_RELEASE,
+    RW_STATUS,
+    parse_rw_status,
+    rw_force_release_args,
+    rw_status_args,
+)
 from ._rwlock_scripts import (
     RW_ACQUIRE,
     RW_RELEASE,
@@ -786,6 +793,15 @@ class RedisIssuer:
         step = self.flows.rw_await(name, seconds)
         if step is not None:
             self.result_of(step)
+
+    def rw_status(self, name: str) -> RWStatus:
+        """``fencing.issuer.OperatesReadWrites``: one script (``RW_STATUS``)."""
+        return self.result_of(Eval(RW_STATUS, rw_status_args(name), partial(parse_rw_status, name)))
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        """``fencing.issuer.OperatesReadWrites``: one script (``RW_FORCE_RELEASE``)."""
+        args = rw_force_release_args(name, self.flows._idle_ms)
+        return self.result_of(Eval(RW_FORCE_RELEASE, args, partial(parse_rw_status, name)))
 
     def status(self, name: str) -> FenceStatus:
         return self.result_of(self.flows.status(name))

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from kazoo.client import KazooClient
 
-from .._connect import NoLimiter, NoRWLock
+from .._connect import NoLimiter
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
 from .._primitives.election import AsyncElection, Election
+from .._primitives.rwlock import AsyncRWLock, RWLock
 from .._primitives.semaphore import AsyncSemaphore, Semaphore
 from ._issuer import AsyncZooKeeperIssuer, Starter, ZooKeeperIssuer
 from ._layout import ZooKeeperUrl
 
 
-class ZooKeeperBackend(NoLimiter, NoRWLock):
+class ZooKeeperBackend(NoLimiter):
     """Fences on the ensemble of ``url`` (see ``ZooKeeperUrl`` for its options)."""
 
     def __init__(self, url: str) -> None:
@@ -70,6 +71,16 @@ class ZooKeeperBackend(NoLimiter, NoRWLock):
     def aio_semaphore(self, name: str, permits: int, ttl: float = DEFAULT_TTL) -> AsyncSemaphore:
         """The asyncio ``semaphore``: the same znodes and session."""
         return AsyncSemaphore(self._async_issuer, name, permits, ttl)
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock of this ensemble (docs/rwlock.md; ``fencing.zookeeper.
+        _rw_flows``): a lease lives as long as this backend's session (``ttl`` only paces
+        ``hold()``'s checks), its token a zxid."""
+        return RWLock(self._issuer, name, ttl)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio ``rwlock``: the same znodes and session."""
+        return AsyncRWLock(self._async_issuer, name, ttl)
 
     def close(self) -> None:
         """End the session: every lease of this backend's fences is released with it."""

@@ -54,7 +54,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .._base.errors import issuer_error
-from .._base.flow import Flow
+from .._base.flow import Flow, run_async, run_sync
 from ..issuer import Busy, FenceStatus, SlotBusy
 from ._layout import ROOT, FencePaths, decode_name, width_path
 
@@ -133,36 +133,30 @@ class Request(Generic[R]):
         self.unsettled = unsettled
 
     def perform(self, port: Port) -> None:
-        deadline = time.monotonic() + port.timeout
-        while True:
-            pending = self.start(port.client)
-            try:
-                reply = pending.get(timeout=port.timeout)
-            except self.answers as exc:
-                reply = exc
-            except BaseException as exc:
-                if _between_sessions(exc) and time.monotonic() < deadline:
-                    time.sleep(RECONNECT_POLL)
-                    continue
-                raise self._failed(port, pending, exc) from exc
-            self.result = self.parse(reply)
-            return
+        run_sync(self._attempts(port), port)
 
     async def aperform(self, port: Port) -> None:
+        await run_async(self._attempts(port), port)
+
+    def _attempts(self, port: Port) -> Flow[_Reply | Pause, None]:
+        """Send the call and keep its reply (an error in ``answers`` too) in ``result``;
+        sent again while the client sets up its next session (``_between_sessions``), up
+        to ``port.timeout``; any other error is raised, as ``_failed`` makes it. A flow
+        of its own, so ``perform`` and ``aperform`` only drive it."""
         deadline = time.monotonic() + port.timeout
         while True:
             pending = self.start(port.client)
-            future = future_of(pending, asyncio.get_running_loop())
+            reply = _Reply(pending)
             try:
-                reply = await asyncio.wait_for(future, port.timeout)
+                yield reply
             except self.answers as exc:
-                reply = exc
+                reply.result = exc
             except BaseException as exc:
                 if _between_sessions(exc) and time.monotonic() < deadline:
-                    await asyncio.sleep(RECONNECT_POLL)
+                    yield Pause(RECONNECT_POLL)
                     continue
                 raise self._failed(port, pending, exc) from exc
-            self.result = self.parse(reply)
+            self.result = self.parse(reply.result)
             return
 
     def _failed(self, port: Port, pending: Pending, exc: BaseException) -> BaseException:
@@ -171,6 +165,40 @@ class Request(Generic[R]):
         if isinstance(exc, (KazooException, KazooTimeoutError, asyncio.TimeoutError)):
             return issuer_error("zookeeper", exc)
         return exc  # an interrupt or a cancellation goes on as it is
+
+
+class _Reply:
+    """One attempt of a ``Request``: wait for the kazoo call's outcome, at most the
+    port's timeout (an error is raised into the ``Request``'s attempts)."""
+
+    __slots__ = ("pending", "result")
+    result: Any
+
+    def __init__(self, pending: Pending) -> None:
+        self.pending = pending
+
+    def perform(self, port: Port) -> None:
+        self.result = self.pending.get(timeout=port.timeout)
+
+    async def aperform(self, port: Port) -> None:
+        future = future_of(self.pending, asyncio.get_running_loop())
+        self.result = await asyncio.wait_for(future, port.timeout)
+
+
+class Pause:
+    """A pause of ``seconds`` in a flow: a look at a client setting up its next session
+    (``RECONNECT_POLL``), a read-write lock's waiter between two looks."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def perform(self, port: object) -> None:
+        time.sleep(self.seconds)
+
+    async def aperform(self, port: object) -> None:
+        await asyncio.sleep(self.seconds)
 
 
 #: Seconds between two looks at a client that is setting up its next session.

@@ -36,9 +36,13 @@ from .._base.validate import check_name
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
-from ..issuer import Busy, FenceStatus
+from ..issuer import Busy, FenceStatus, RWStatus
 from ._flows import Request, Versions, ZooKeeperFlows
 from ._layout import DEFAULT_TIMEOUT, FencePaths
+from ._rw_flows import RWFlows, WatchLock
+
+#: What the issuers' flows yield: kazoo requests, and a waiting read-write lock's watch.
+Step = Request[Any] | WatchLock
 
 T = TypeVar("T")
 
@@ -90,6 +94,7 @@ class _Base:
         self.client = client
         self.timeout = timeout
         self.flows = ZooKeeperFlows(Versions())
+        self.rw = RWFlows()
         self.releases = Releases()
         self._start = start
 
@@ -98,6 +103,32 @@ class _Base:
 
     def lease_path(self, name: str) -> str:
         return FencePaths.of(name).lease
+
+    def _run(self, flow: Flow[Step, Any]) -> Any:
+        """Drive ``flow``: blocking, its value; asyncio, an awaitable of it."""
+        raise NotImplementedError
+
+    def rw_acquire(self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int) -> Any:
+        """``ReadWrites.rw_acquire`` (asyncio: ``AsyncReadWrites``, awaited), as all the
+        read-write locks' calls here: a flow of ``RWFlows`` run by ``_run``."""
+        return self._run(self.rw.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> Any:
+        return self._run(self.rw.rw_renew(name, mode, token, holder, ttl_ms))
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> Any:
+        return self._run(self.rw.rw_release(name, mode, token, holder))
+
+    def rw_await(self, name: str, seconds: float) -> Any:
+        return self._run(self.rw.rw_await(name, seconds))
+
+    def try_acquire_slot(
+        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
+    ) -> Any:
+        """``fencing.issuer.TakesSlots`` and ``WakesSlots`` (``AsyncTakesSlots`` and
+        ``AsyncWakesSlots``, awaited): see ``ZooKeeperFlows.acquire_slot``; the token or
+        ``Busy``, as ``_run`` gives it (written once for both issuers)."""
+        return self._run(self.flows.acquire_slot(group, slot, permits, holder, wait_ms))
 
     @contextmanager
     def _on_any_change(self, name: str, wake: Callable[[], None]) -> Iterator[None]:
@@ -137,20 +168,13 @@ class ZooKeeperIssuer(_Base):
     by ``fencing.connect`` is started on first use.
     """
 
-    def _run(self, flow: Flow[Request[Any], T]) -> T:
+    def _run(self, flow: Flow[Step, T]) -> T:
         if self._start is not None:
             self._start()
         return run_sync(flow, self)
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self._run(self.flows.acquire(name, holder))
-
-    def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
-    ) -> int | Busy:
-        """``fencing.issuer.TakesSlots`` and ``WakesSlots``: see
-        ``ZooKeeperFlows.acquire_slot``."""
-        return self._run(self.flows.acquire_slot(group, slot, permits, holder, wait_ms))
 
     def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
         """``fencing.issuer.WakesSlots``: ``release``; the znode's deletion is the wake-up."""
@@ -189,6 +213,14 @@ class ZooKeeperIssuer(_Base):
         """``fencing.issuer.Inspects``: the fences under ``/fencing`` (below the chroot)."""
         return iter(self._run(self.flows.names(prefix)))
 
+    def rw_status(self, name: str) -> RWStatus:
+        """``OperatesReadWrites``: the writer or the readers of the read-write lock."""
+        return self._run(self.rw.rw_status(name))
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        """``OperatesReadWrites``: end every lease of the read-write lock ``name``."""
+        return self._run(self.rw.rw_force_release(name))
+
     def force_release(self, name: str) -> FenceStatus:
         """``fencing.issuer.ForceReleases``: delete the lease znode, whoever holds it."""
         check_name(name)
@@ -216,20 +248,13 @@ class AsyncZooKeeperIssuer(_Base):
     ``call_soon_threadsafe``, so the loop never blocks on ZooKeeper.
     """
 
-    async def _run(self, flow: Flow[Request[Any], T]) -> T:
+    async def _run(self, flow: Flow[Step, T]) -> T:
         if self._start is not None and not self._start.started:
             await asyncio.to_thread(self._start)
         return await run_async(flow, self)
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await self._run(self.flows.acquire(name, holder))
-
-    async def try_acquire_slot(
-        self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int = 0
-    ) -> int | Busy:
-        """``fencing.issuer.AsyncTakesSlots`` and ``AsyncWakesSlots``: see
-        ``ZooKeeperFlows.acquire_slot``."""
-        return await self._run(self.flows.acquire_slot(group, slot, permits, holder, wait_ms))
 
     async def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
         """See ``ZooKeeperIssuer.release_slot``."""

@@ -1,7 +1,7 @@
 # Generated from docs/operations.md by tests/docs_blocks.py: edit the page, then run
 # `python tests/docs_blocks.py`. tests/test_docs.py runs it and checks it is current.
 
-# docs/operations.md:306
+# docs/operations.md:342
 
 import os
 

@@ -19,12 +19,13 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from ... import AcquireTimeout, LeaseLost
-from ..._primitives.rwlock import AsyncRWLock, ReadToken, RWLock
+from ... import AcquireTimeout, LeaseLost, MemoryMark, StaleTokenError
+from ..._primitives.rwlock import AsyncRWLock, ReadToken, RWLock, Side
+from ...issuer import READ, WRITE, OperatesReadWrites, RWStatus
 from ._helpers import BAD_NAMES, BAD_TIMEOUTS, BAD_TOKENS, BAD_TTLS, _Background, _ids, _run_threads
 from ._terms import LeaseTerms
 
@@ -200,15 +201,15 @@ class RWLockContract(LeaseTerms):
     def test_a_crashed_reader_or_writer_frees_its_share_at_its_lease_end(
         self, make_rwlock: MakeRWLock
     ) -> None:
-        if not self.expires_while_held:
-            pytest.fail("RWLockContract checks leases that expire (expires_while_held)")
         name = self.fresh_name("rw-expiry")
         crashed, live = make_rwlock(name, self.short_ttl), make_rwlock(name, self.long_ttl)
         epoch = crashed.read.acquire(timeout=0)  # never released
+        self._crash(crashed.read)
         write = live.write.acquire(timeout=self.patience)
         assert write > epoch, f"write token {write} after the read epoch {epoch}"
         live.write.release(write)
         stale = crashed.write.acquire(timeout=0)  # never released
+        self._crash(crashed.write)
         read = live.read.acquire(timeout=self.patience)
         assert read > stale, f"read epoch {read} after the write token {stale}"
         live.read.release(read)
@@ -216,6 +217,12 @@ class RWLockContract(LeaseTerms):
             crashed.read.release(epoch)
         with pytest.raises(LeaseLost):
             crashed.write.renew(stale)
+
+    def _crash(self, side: Any) -> None:
+        """A holder of ``side`` crashes: its lease expires (``short_ttl``), or where a
+        lease lives with its session (``expires_while_held`` False) the session ends."""
+        if not self.expires_while_held:
+            self.end_session(side)
 
     def test_renew_and_release_act_only_for_the_exact_lease(self, make_rwlock: MakeRWLock) -> None:
         name = self.fresh_name("rw-holder")
@@ -335,6 +342,42 @@ class RWLockContract(LeaseTerms):
         errors = _run_threads(racers, self.patience)
         _check(inside, errors, len(racers) * self.rw_rounds)
 
+    def test_an_operator_sees_the_holders_and_force_release_ends_their_leases(
+        self, make_rwlock: MakeRWLock
+    ) -> None:
+        name = self.fresh_name("rw-operate")
+        rw, other = make_rwlock(name, self.long_ttl), make_rwlock(name, self.long_ttl)
+        operator = cast(Side, rw.read.issuer).issuer
+        if not isinstance(operator, OperatesReadWrites):
+            pytest.fail(f"{operator!r} has no OperatesReadWrites (fencing status --rwlock)")
+        assert not operator.rw_status(name).held, "a lock never used is held"
+        assert not operator.rw_force_release(name).held, "released a lock never used"
+        first, second = rw.read.acquire(timeout=0), other.read.acquire(timeout=0)
+        assert isinstance(first, ReadToken) and isinstance(second, ReadToken)
+        seen = operator.rw_status(name)
+        _check_status(seen, READ, first, {first.lease, second.lease}, self.long_ttl)
+        ended = operator.rw_force_release(name)
+        _check_status(ended, READ, first, {first.lease, second.lease}, self.long_ttl)
+        assert not operator.rw_status(name).held, f"held after a force release: {seen}"
+        assert not operator.rw_force_release(name).held, "a second force release ended a lease"
+        with pytest.raises(LeaseLost):
+            rw.read.renew(first)
+        with pytest.raises(LeaseLost):
+            other.read.release(second)
+        mark = MemoryMark()  # the resource the evicted readers claimed
+        mark.claim(first)
+        write = other.write.acquire(timeout=0)  # no reader is left to keep a writer out
+        _check_status(operator.rw_status(name), WRITE, write, None, self.long_ttl)
+        _check_status(operator.rw_force_release(name), WRITE, write, None, self.long_ttl)
+        with pytest.raises(LeaseLost):
+            other.write.renew(write)
+        after = rw.write.acquire(timeout=0)
+        assert after > write > first, f"tokens {first}, {write}, {after} after force releases"
+        mark.claim(after)  # the next holder claims: the evicted writer is refused
+        with pytest.raises(StaleTokenError):
+            mark.claim(write)
+        rw.write.release(after)
+
     async def test_blocking_and_asyncio_share_leases_and_tokens(
         self, make_rwlock: MakeRWLock, make_async_rwlock: MakeAsyncRWLock
     ) -> None:
@@ -360,3 +403,14 @@ def _check(inside: _Inside, errors: Sequence[BaseException], entries: int) -> No
     assert not errors, f"racers failed: {errors!r}"
     assert not inside.breaches, f"the rules broke: {inside.breaches[:5]}"
     assert inside.entries == entries, f"{inside.entries} of {entries} entries"
+
+
+def _check_status(
+    status: RWStatus, mode: str, token: int, holders: set[str] | None, ttl: float
+) -> None:
+    """``status`` shows live leases of ``mode`` with ``token`` (and, if given, exactly
+    ``holders``; else one holder), each with at most ``ttl`` left."""
+    assert (status.held, status.mode, status.token) == (True, mode, token), status
+    assert set(status.holders) == holders if holders else len(status.holders) == 1, status
+    assert all(left is None or 0 < left <= ttl for left in status.holders.values()), status
+    assert status.last_token is not None and status.last_token >= token, status
