@@ -10,13 +10,27 @@
 
 Rounds alternate between the variants; the medians of each are printed, and their ratio.
 
+``--instructions``: instead of time, the instructions the client process executes per
+operation, counted by callgrind (``valgrind`` on ``PATH``) over ``LOW`` and ``HIGH``
+operations after the same warm-up (``benchmarks/instructions.py``'s method): what
+fencing adds on the client, which the machine's load does not move (the server's work
+and the round trips' wait are not in it).
+
 Imports SQLAlchemy, fencing and the benchmark harness.
 """
 
 from __future__ import annotations
 
+import argparse
+import gc
+import os
+import re
 import statistics
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,6 +41,8 @@ from fencing.testing.servers import MariaDBServer
 from harness import timed
 
 ROUNDS, PER_ROUND = 7, 300
+#: Operations counted by ``--instructions``, after ``PER_ROUND`` of warm-up.
+LOW, HIGH = 300, 1300
 
 
 def _medians(variants: dict[str, Callable[[], Any]]) -> dict[str, float]:
@@ -66,6 +82,7 @@ def _guard(url: str) -> dict[str, Callable[[], Any]]:
         sa.Column("fence_token", sa.BigInteger, nullable=False),
     )
     engine = sa.create_engine(url)
+    rows.drop_all(engine)  # a fresh row per run (--instructions runs it once per count)
     rows.create_all(engine)
     with engine.begin() as conn:
         conn.execute(table.insert().values(id=1, value=0, fence_token=1))
@@ -82,14 +99,60 @@ def _guard(url: str) -> dict[str, Callable[[], Any]]:
     return {"plain UPDATE": unguarded, "guarded_update": guarded}
 
 
+FAMILIES = {"acquire + release": _issuer, "UPDATE": _guard}
+
+
+def _instructions(url: str, family: str, variant: str, n: int, out: Path) -> int:
+    """Instructions of this script's client running ``n`` operations of ``variant``."""
+    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
+    command += [__file__, "--child", url, family, variant, str(n)]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
+    if match is None:
+        raise RuntimeError(f"no instruction total in {out}")
+    return int(match.group(1))
+
+
+def _child(url: str, family: str, variant: str, n: int) -> None:
+    op = FAMILIES[family](url)[variant]
+    for _ in range(PER_ROUND):
+        op()
+    gc.disable()
+    for _ in range(n):
+        op()
+
+
 def main() -> None:
-    with MariaDBServer() as server:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        url, family, variant, n = args.child
+        _child(url, family, variant, int(n))
+        return
+    with MariaDBServer() as server, tempfile.TemporaryDirectory() as scratch:
         create_tables(sa.create_engine(server.url))
-        for title, variants in (("acquire + release", _issuer), ("UPDATE", _guard)):
-            medians = _medians(variants(server.url))
-            (base, base_us), (ours, ours_us) = medians.items()
-            print(f"{title}: {base} {base_us:.0f} µs, {ours} {ours_us:.0f} µs", end="")
-            print(f" ({ours_us / base_us:.2f}x)")
+        for title, variants in FAMILIES.items():
+            if args.instructions:
+                names = list(variants(server.url))
+                out = Path(scratch) / "out"
+                count = {
+                    name: (
+                        _instructions(server.url, title, name, HIGH, out)
+                        - _instructions(server.url, title, name, LOW, out)
+                    )
+                    / (HIGH - LOW)
+                    / 1000
+                    for name in names
+                }
+                unit = "k instructions"
+            else:
+                count, unit = _medians(variants(server.url)), "µs"
+            (base, base_n), (ours, ours_n) = count.items()
+            print(f"{title}: {base} {base_n:.0f} {unit}, {ours} {ours_n:.0f} {unit}", end="")
+            print(f" ({ours_n / base_n:.2f}x)")
 
 
 if __name__ == "__main__":

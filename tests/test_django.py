@@ -318,6 +318,38 @@ def test_a_guarded_write_that_changes_nothing_is_not_taken_for_a_stale_one(
         changed_only.close()
 
 
+def test_fenced_update_sees_a_token_raised_after_its_transactions_snapshot(
+    Account: Any,
+) -> None:
+    """MariaDB at REPEATABLE READ (a project's ``isolation_level``): a read inside the
+    caller's ``atomic()`` fixes the transaction's snapshot, then another holder raises a
+    row's token to 9 and commits. ``fenced_update`` with 5 must still refuse, all or
+    nothing: its check reads the newest rows, not the snapshot. The control: a plain
+    read in that transaction still shows the row's old token, which a check reading the
+    snapshot would have let pass (writing the other row)."""
+    db = "maria"
+    a, b = new_row(Account, db), new_row(Account, db)
+    both = Account.objects.using(db).filter(pk__in=[a.pk, b.pk])
+
+    def raise_b() -> None:  # another holder, on its thread's own connection
+        fd.fenced_update(Account.objects.using(db).filter(pk=b.pk), 9, balance=90)
+        connections[db].close()
+
+    with transaction.atomic(using=db):
+        with connections[db].cursor() as cursor:  # the level of the next transaction
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        assert sorted(row.fence_token for row in both) == [0, 0]  # the snapshot
+        other = threading.Thread(target=raise_b)
+        other.start()
+        joined(other)
+        assert Account.objects.using(db).get(pk=b.pk).fence_token == 0  # control
+        with pytest.raises(fd.StaleRowError) as refused:
+            fd.fenced_update(both, 5, balance=50)
+        assert refused.value.current == 9
+    assert stored(Account, db, a.pk) == (0, 0)  # nothing written
+    assert stored(Account, db, b.pk) == (90, 9)
+
+
 def test_claims_raise_the_token_without_changing_data(Account: Any, db: str) -> None:
     row = new_row(Account, db, balance=4)
     with fd.unfenced():  # another holder's delete, outside the guard

@@ -21,7 +21,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connections, models, router, transaction
-from django.db.models import Max, signals
+from django.db.models import signals
 
 from .._base.validate import check_mark_token
 from ._errors import StaleRowError
@@ -102,8 +102,22 @@ def _stamp(rows: Any, pk: Any, value: int, changes: Sequence[tuple[Any, Any]] = 
             guarded = rows.filter(pk=pk, fence_token__lte=value)
             written = _write(guarded, fence_token=value, **values)
     if not written:
-        current = rows.filter(pk=pk).values_list(FENCE_FIELD, flat=True).first()
+        current = _now(rows.filter(pk=pk)).values_list(FENCE_FIELD, flat=True).first()
         raise StaleRowError(value, current, _resource(model, pk))
+
+
+def _now(rows: Any) -> Any:
+    """``rows`` (a queryset) read as they are now. On MySQL and MariaDB a plain read in a
+    REPEATABLE READ transaction (a project's ``isolation_level``; Django's default is
+    READ COMMITTED) shows the snapshot of the transaction's first read, which may miss a
+    token raised since: inside a transaction it is read with ``FOR UPDATE``, the newest
+    committed rows, as the guarded ``UPDATE`` itself reads them. Elsewhere, and outside a
+    transaction (each read is its own, and Django refuses ``select_for_update`` there),
+    ``rows`` as they are."""
+    connection = connections[rows.db]
+    if connection.vendor == "mysql" and connection.in_atomic_block:
+        return rows.select_for_update()
+    return rows
 
 
 def _holds(instance: Any, value: int) -> None:
@@ -201,9 +215,11 @@ def fenced_update(queryset: Any, token: int, **values: Any) -> int:
         raise ValueError(f"{FENCE_FIELD} is set by the guard: pass the token as `token`")
     with transaction.atomic(using=queryset.db):
         written = _write(queryset.filter(fence_token__lte=value), fence_token=value, **values)
-        newer = queryset.filter(fence_token__gt=value).aggregate(newest=Max(FENCE_FIELD))
-        if newer["newest"] is not None:
-            raise StaleRowError(value, newer["newest"], _resource(model))
+        # the newest token by ORDER BY, not Max(): Django drops FOR UPDATE from an aggregate
+        newer = _now(queryset.filter(fence_token__gt=value)).order_by(f"-{FENCE_FIELD}")
+        newest = newer.values_list(FENCE_FIELD, flat=True).first()
+        if newest is not None:
+            raise StaleRowError(value, newest, _resource(model))
     return written
 
 
@@ -238,7 +254,7 @@ def fenced_get(source: Any, token: int, **lookup: Any) -> Any:
     with transaction.atomic(using=rows.db):
         claimed = _write(rows.filter(fence_token__lte=value), fence_token=value)
         if claimed == 0:
-            current = rows.values_list(FENCE_FIELD, flat=True).first()
+            current = _now(rows).values_list(FENCE_FIELD, flat=True).first()
             if current is None:
                 return None
             raise StaleRowError(value, current, _resource(model))

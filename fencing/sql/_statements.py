@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import Column, ColumnElement, Delete, Table, Update, inspect
 
 from .._base.validate import check_mark_token
-from ._guard import GUARD_OPTION, CoreGuard, FencedDelete, FencedUpdate, fence_column
+from ._guard import GUARD_OPTION, CoreGuard, FencedDelete, FencedUpdate, at_most, fence_column
 from ._mixin import COLUMN
 
 #: target -> (fence column, {(verb, expect_rows): empty guarded statement}).
@@ -113,7 +113,7 @@ def guarded_update(
     else:
         sets = _check_values(values, column)
         sets[column.key] = value
-    statement: Update = base.where(*where, column <= value).values(sets)
+    statement: Update = base.where(*where, at_most(column, value)).values(sets)
     return statement
 
 
@@ -124,5 +124,5 @@ def guarded_delete(
     value = check_mark_token(token)
     expect = _check_expect(expect_rows)
     base, column = _base(target, "delete", expect)
-    statement: Delete = base.where(*where, column <= value)
+    statement: Delete = base.where(*where, at_most(column, value))
     return statement
