@@ -25,6 +25,6 @@ with needs_extra("fencing.redis"):  # say which extra brings a missing driver
     from ._issuer import RedisFence, RedisIssuer
     from ._lock import FencedLock
     from ._mark import RedisMark
-    from ._redlock import RedlockFence, RedlockIssuer
+    from ._redlock_issuer import RedlockFence, RedlockIssuer
 
 __all__ = ["FencedLock", "RedisFence", "RedisIssuer", "RedisMark", "RedlockFence", "RedlockIssuer"]
