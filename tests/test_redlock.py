@@ -284,7 +284,7 @@ def test_a_waiter_on_a_node_that_hangs_or_is_down_still_gets_the_lease(
         redis.Redis(port=server.port, socket_timeout=30, retry=Retry(NoBackoff(), 0))
         for server in own_nodes
     ]
-    monkeypatch.setattr("fencing.redis._redlock_issuer.random.randrange", lambda n: 0)
+    monkeypatch.setattr("fencing.redis._redlock_flows.random.randrange", lambda n: 0)
     issuer = RedlockIssuer(clients)
     holder = RedlockFence(clients, "hangs", ttl=0.5, issuer=issuer)
     waiter = RedlockFence(clients, "hangs", ttl=2, issuer=issuer)

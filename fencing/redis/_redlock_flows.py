@@ -18,6 +18,7 @@ redis-py's errors.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -142,6 +143,41 @@ class Broadcast:
         await port.broadcast(self)
 
 
+class AwaitWake:
+    """A waiter's ``BLPOP`` on ``node``'s wake list ``key``, for up to ``seconds``:
+    ``result`` True once woken, False when the wait is over (the node may hang), ``None``
+    when the node failed or the wait is too short to block."""
+
+    __slots__ = ("key", "node", "result", "seconds")
+    result: bool | None
+
+    def __init__(self, node: int, key: bytes, seconds: float) -> None:
+        self.node = node
+        self.key = key
+        self.seconds = seconds
+
+    def perform(self, port: RedlockPort) -> None:
+        self.result = port.await_wake(self.node, self.key, self.seconds)
+
+    async def aperform(self, port: AsyncRedlockPort) -> None:
+        self.result = await port.await_wake(self.node, self.key, self.seconds)
+
+
+class Sleep:
+    """Pause the flow for ``seconds``."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def perform(self, port: RedlockPort) -> None:
+        port.sleep(self.seconds)
+
+    async def aperform(self, port: AsyncRedlockPort) -> None:
+        await port.sleep(self.seconds)
+
+
 class RunIds:
     """Every node's ``run_id`` (``INFO server``), asked of all at once; ``None`` for a
     node that does not answer within ``seconds`` (down, frozen) or may not be asked."""
@@ -160,7 +196,17 @@ class RunIds:
 
 
 #: The steps of Redlock's flows.
-RedlockStep = Broadcast | RunIds
+RedlockStep = Broadcast | RunIds | AwaitWake | Sleep
+
+#: A woken waiter starts its attempt after a random part of this (seconds): waiters
+#: woken together (several nodes' wake-ups, or the give-backs of a split vote, which
+#: wake the others too) do not all ask again at the same instant.
+WAKE_JITTER = 0.005
+
+
+def wake_jitter(left: float) -> float:
+    """How long a woken waiter waits before its attempt (within the ``left`` of its wait)."""
+    return max(0.0, min(left, random.random() * WAKE_JITTER))
 
 
 def same_servers(run_ids: list[object]) -> None:
@@ -461,6 +507,23 @@ class RedlockFlows:
         if released < self.quorum <= released + unknown:
             raise self._errors(name, step.result, "release")
         return released >= self.quorum
+
+    def await_release(self, name: str, seconds: float) -> Flow[RedlockStep, None]:
+        """``WakesOnRelease``: block up to ``seconds`` on one node's wake list (``BLPOP``),
+        a node taken at random at each wait; return early once a release (or a give-back)
+        pushed to it. A node that hangs delays no node's calls and no waiter past
+        ``seconds`` (and the port's ``WAIT_GRACE``); a node that fails makes the waiter
+        sleep out the ``seconds`` (see docs/redlock.md)."""
+        if seconds <= 0:
+            return
+        start = self.clock()
+        wake = AwaitWake(random.randrange(self.nodes), wake_key(name), seconds)
+        yield wake
+        left = seconds - (self.clock() - start)
+        if wake.result is None:  # failed, or too short to block: the wait is slept out
+            yield Sleep(max(0.0, left))
+        elif wake.result:
+            yield Sleep(wake_jitter(left))
 
     def status(self, name: str) -> Flow[Broadcast, FenceStatus]:
         """The lease a majority holds (committed), the highest counter among the nodes

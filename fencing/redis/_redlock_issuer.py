@@ -10,9 +10,6 @@ redis-py.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import random
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -30,7 +27,7 @@ from .._validate import check_ttl
 from ..issuer import Busy, FenceStatus
 from ._redlock_flows import DEFAULT_RELEASE_TIMEOUT, RedlockFlows
 from ._redlock_ports import AsyncRedlockPort, RedlockPort
-from ._redlock_scripts import name_of, names_pattern, wake_key
+from ._redlock_scripts import name_of, names_pattern
 
 SyncClients = Sequence[redis.Redis]
 AsyncClients = Sequence[redis.asyncio.Redis]
@@ -49,11 +46,6 @@ def _address(client: Any) -> tuple[Any, ...] | None:
         return None
     where = kwargs.get("path") or (kwargs.get("host", "localhost"), kwargs.get("port", 6379))
     return (where, kwargs.get("db", 0))
-
-
-def _socket_timeout(client: Any) -> object:
-    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
-    return kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
 
 
 def check_clients(clients: object, kind: type, wanted: str, other: str) -> tuple[Any, ...]:
@@ -102,37 +94,6 @@ def check_clients(clients: object, kind: type, wanted: str, other: str) -> tuple
     return found
 
 
-#: The most ``BLPOP``s a blocking issuer's waiters run at once (each on a thread of its
-#: own; more waiters queue, and wait out their time if no thread frees up).
-WAIT_THREADS = 32
-
-
-def blpop_seconds(seconds: float, socket_timeout: object) -> float | None:
-    """How long a waiter's ``BLPOP`` may block: ``seconds``, but less than the client's
-    ``socket_timeout`` (a read that outlasts it fails), never below 10 ms (Redis takes
-    a timeout that rounds to 0 ms as "for ever"). ``None``: too short to block at all."""
-    block = seconds
-    if isinstance(socket_timeout, (int, float)) and socket_timeout > 0:
-        block = min(block, socket_timeout * 0.8)
-    return block if block >= 0.01 else None
-
-
-#: How much longer than the ``BLPOP``'s own timeout a waiter waits for its reply, so that
-#: a ``BLPOP`` that times out on the server is not also cut off by the client (which, in
-#: asyncio, would close its connection); a node that hangs costs the wait this much more.
-WAIT_GRACE = 0.05
-
-#: A woken waiter starts its attempt after a random part of this (seconds): waiters
-#: woken together (several nodes' wake-ups, or the give-backs of a split vote, which
-#: wake the others too) do not all ask again at the same instant.
-WAKE_JITTER = 0.005
-
-
-def wake_jitter(left: float) -> float:
-    """How long a woken waiter waits before its attempt (within the ``left`` of its wait)."""
-    return max(0.0, min(left, random.random() * WAKE_JITTER))
-
-
 def check_release_timeout(seconds: object) -> float:
     return check_ttl(seconds, "release_timeout")
 
@@ -154,25 +115,15 @@ class RedlockIssuer:
         self.clients: tuple[redis.Redis, ...] = found
         self.flows = RedlockFlows(len(found), check_release_timeout(release_timeout))
         self.port = RedlockPort(found)
-        # the waiters' BLPOPs (threads start on demand): apart from the nodes' threads
-        self._waits = self._new_waits()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.clients)} nodes)"
-
-    @staticmethod
-    def _new_waits() -> concurrent.futures.ThreadPoolExecutor:
-        return concurrent.futures.ThreadPoolExecutor(
-            WAIT_THREADS, thread_name_prefix="fencing-redlock-wait"
-        )
 
     def close(self) -> None:
         """Stop the issuer's threads once their calls are done (the clients stay open:
         they are the caller's). Closing twice is fine; used again, the issuer starts new
         threads."""
         self.port.close()
-        waits, self._waits = self._waits, self._new_waits()
-        waits.shutdown(wait=False)
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return run_sync(self.flows.try_acquire(name, holder, ttl_ms), self.port)
@@ -184,29 +135,8 @@ class RedlockIssuer:
         return run_sync(self.flows.release(name, token, holder), self.port)
 
     def await_release(self, name: str, seconds: float) -> None:
-        """``WakesOnRelease``: block up to ``seconds`` on one node's wake list (``BLPOP``),
-        a node taken at random at each wait; return early once a release (or a give-back)
-        pushed to it. The ``BLPOP`` runs on a thread of its own (``WAIT_THREADS`` at most),
-        so a node that hangs delays no node's calls and no waiter past ``seconds`` (and
-        ``WAIT_GRACE``); a node that fails makes the waiter sleep out the ``seconds``
-        (see docs/redlock.md)."""
-        if seconds <= 0:
-            return
-        start = time.monotonic()
-        node = random.randrange(len(self.clients))
-        client = self.clients[node]
-        block = blpop_seconds(seconds, _socket_timeout(client))
-        try:
-            if block is not None:
-                future = self._waits.submit(client.blpop, [wake_key(name)], block)
-                if future.result(timeout=seconds + WAIT_GRACE) is not None:  # woken
-                    time.sleep(wake_jitter(seconds - (time.monotonic() - start)))
-                return
-        except concurrent.futures.TimeoutError:
-            return  # waited the whole time (the node hangs)
-        except RedisError:
-            pass
-        time.sleep(max(0.0, seconds - (time.monotonic() - start)))
+        """``WakesOnRelease``: see ``RedlockFlows.await_release``."""
+        run_sync(self.flows.await_release(name, seconds), self.port)
 
     def status(self, name: str) -> FenceStatus:
         """``fencing status`` (``Inspects``): the lease a majority holds, the last token."""
@@ -264,24 +194,7 @@ class AsyncRedlockIssuer:
         return await run_async(self.flows.release(name, token, holder), self.port)
 
     async def await_release(self, name: str, seconds: float) -> None:
-        """See ``RedlockIssuer.await_release``: ``BLPOP`` on one node taken at random, as
-        a task cancelled at ``seconds``."""
-        if seconds <= 0:
-            return
-        start = time.monotonic()
-        client = self.clients[random.randrange(len(self.clients))]
-        block = blpop_seconds(seconds, _socket_timeout(client))
-        try:
-            if block is not None:
-                wake = client.blpop([wake_key(name)], block)
-                if await asyncio.wait_for(wake, seconds + WAIT_GRACE):
-                    await asyncio.sleep(wake_jitter(seconds - (time.monotonic() - start)))
-                return
-        except asyncio.TimeoutError:
-            return
-        except RedisError:
-            pass
-        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - start)))
+        await run_async(self.flows.await_release(name, seconds), self.port)
 
     async def status(self, name: str) -> FenceStatus:
         """``AsyncInspects``: see ``RedlockIssuer.status`` (the same flow)."""
