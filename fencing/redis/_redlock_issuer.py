@@ -98,7 +98,19 @@ def check_release_timeout(seconds: object) -> float:
     return check_ttl(seconds, "release_timeout")
 
 
-class RedlockIssuer:
+class BaseRedlockIssuer:
+    """What the blocking and the asyncio issuer share: the clients, the flows and the port."""
+
+    def __init__(self, clients: tuple[Any, ...], release_timeout: float, port: Any) -> None:
+        self.clients = clients
+        self.flows = RedlockFlows(len(clients), check_release_timeout(release_timeout))
+        self.port = port
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self.clients)} nodes)"
+
+
+class RedlockIssuer(BaseRedlockIssuer):
     """Leases and tokens on N independent Redis masters (``redis.Redis`` clients), by
     Redlock with a quorum token (see the module docstring and docs/redlock.md).
 
@@ -112,12 +124,9 @@ class RedlockIssuer:
         self, clients: SyncClients, *, release_timeout: float = DEFAULT_RELEASE_TIMEOUT
     ) -> None:
         found = check_clients(clients, redis.Redis, "redis.Redis", "fencing.redis.aio.RedlockFence")
-        self.clients: tuple[redis.Redis, ...] = found
-        self.flows = RedlockFlows(len(found), check_release_timeout(release_timeout))
-        self.port = RedlockPort(found)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({len(self.clients)} nodes)"
+        super().__init__(found, release_timeout, RedlockPort(found))
+        self.clients: tuple[redis.Redis, ...]
+        self.port: RedlockPort
 
     def close(self) -> None:
         """Stop the issuer's threads once their calls are done (the clients stay open:
@@ -167,7 +176,7 @@ class RedlockIssuer:
             raise self.flows._errors(f"{prefix}*", list(failures), "scan")
 
 
-class AsyncRedlockIssuer:
+class AsyncRedlockIssuer(BaseRedlockIssuer):
     """``RedlockIssuer`` on ``redis.asyncio.Redis`` clients: the same flows, keys and
     scripts (sync and asyncio fences of one name exclude each other)."""
 
@@ -177,12 +186,9 @@ class AsyncRedlockIssuer:
         found = check_clients(
             clients, redis.asyncio.Redis, "redis.asyncio.Redis", "fencing.redis.RedlockFence"
         )
-        self.clients: tuple[redis.asyncio.Redis, ...] = found
-        self.flows = RedlockFlows(len(found), check_release_timeout(release_timeout))
-        self.port = AsyncRedlockPort(found)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({len(self.clients)} nodes)"
+        super().__init__(found, release_timeout, AsyncRedlockPort(found))
+        self.clients: tuple[redis.asyncio.Redis, ...]
+        self.port: AsyncRedlockPort
 
     async def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return await run_async(self.flows.try_acquire(name, holder, ttl_ms), self.port)
