@@ -1,13 +1,16 @@
 """The Redis issuer's operations, written once: ``RedisFlows`` (and ``LockFlows``, a
 ``FencedLock``'s), and the steps their flows yield.
 
-Each operation that is one script is a ``Call`` (the script, its KEYS and ARGV, its reply
-parser), which ``RedisFlows`` builds and an issuer runs directly (``RedisIssuer.run``,
-one EVALSHA: every acquire's and release's path makes no step object). What is more
-than one script is a flow (``_flow``) of steps carried out on a redis-py client, the
-only I/O here, each a few lines written blocking (``perform``) and awaited
-(``aperform``): ``Eval`` (a ``Call`` inside a flow), ``Pop`` (the BLPOP of a hand-off),
-``ReadReleased`` (the XREAD of a release stream), ``Probe`` and ``Replicated``.
+An operation that acquires, releases or reads is one script: a ``Call`` (the script, its
+KEYS and ARGV, its reply parser), which ``RedisFlows`` builds and an issuer runs directly
+(``RedisIssuer.run``, one EVALSHA: every acquire's and release's path makes no step
+object). The rest are flows (``_flow``): the waits, and the writes that renew a lease or
+take a read-write lease, each its script as an ``Eval`` step followed, with
+``min_replicas``, by the replicas' acknowledgement (``write``; an acquire's ``Call``
+becomes such a flow when replicated). Their steps are carried out on a redis-py client,
+the only I/O here, each a few lines written blocking (``perform``) and awaited
+(``aperform``): ``Eval``, ``Pop`` (the BLPOP of a hand-off), ``ReadReleased`` (the XREAD
+of a release stream), ``Probe`` and ``Replicated``.
 
 With ``min_replicas`` N > 0, a write that grants or renews a lease (the acquire script,
 the renew script, the BLPOP that takes a handed-over lease) is followed by ``WAIT N ms``
@@ -386,9 +389,6 @@ class RedisFlows:
         args = (fence_keys(name).lease, b"%d:%s" % (token, holder.encode("latin-1")))
         return RELEASE, args, parse_release
 
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Call[bool]:
-        return RENEW, renew_args(name, lease_value(token, holder), ttl_ms), _parse_renew
-
     def slot_acquire(
         self, group: str, slot: int, permits: int, holder: str, ttl_ms: int, wait_ms: int
     ) -> Call[int | Busy]:
@@ -401,23 +401,8 @@ class RedisFlows:
         """``SLOT_RELEASE``: ``release`` of a semaphore's slot, waking its waiters."""
         return SLOT_RELEASE, slot_release_args(group, slot, token, holder), parse_release
 
-    def rw_acquire(
-        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
-    ) -> Call[int | Busy]:
-        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``."""
-        args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
-        return RW_ACQUIRE, args, parse_acquire
-
-    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> Call[bool]:
-        return RW_RENEW, rw_renew_args(name, mode, token, holder, ttl_ms), _parse_rw_renew
-
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Call[bool]:
         return RW_RELEASE, rw_release_args(name, mode, token, holder), _parse_rw_release
-
-    def rw_give_back(self, name: str, mode: str, holder: str) -> GiveBack:
-        """The release of a read-write lease of ``holder`` that the replicas did not
-        acknowledge (``replicated``'s ``give_back``)."""
-        return lambda token: self.rw_release(name, mode, token, holder)
 
     def status(self, name: str) -> Call[FenceStatus]:
         return STATUS, status_args(name), partial(parse_status, name)
@@ -448,6 +433,31 @@ class RedisFlows:
         return (*use_call(name, per_ms, window), parse_use)
 
     # -- flows: waits, and writes the replicas acknowledge
+
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[RedisStep, bool]:
+        """``RENEW``, a write (with ``min_replicas``, one the replicas acknowledge)."""
+        call = RENEW, renew_args(name, lease_value(token, holder), ttl_ms), _parse_renew
+        return (yield from self.write(call, name, holder, token))
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> Flow[RedisStep, int | Busy]:
+        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``, a write;
+        a lease the replicas did not acknowledge is given back by ``RW_RELEASE``."""
+        args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
+        call = RW_ACQUIRE, args, parse_acquire
+
+        def back(token: int) -> Call[bool]:
+            return self.rw_release(name, mode, token, holder)
+
+        return (yield from self.write(call, name, holder, None, back))
+
+    def rw_renew(
+        self, name: str, mode: str, token: int, holder: str, ttl_ms: int
+    ) -> Flow[RedisStep, bool]:
+        """``RW_RENEW``, a write."""
+        call = RW_RENEW, rw_renew_args(name, mode, token, holder, ttl_ms), _parse_rw_renew
+        return (yield from self.write(call, name, holder, token))
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> Flow[RedisStep, int | None]:
         """The BLPOP of ``holder``'s wake key (a lease it takes is replicated as any
@@ -581,7 +591,7 @@ class LockFlows(RedisFlows):
         """End the lock holding ``value`` (hand it to a queued waiter, if any)."""
         return LOCK_RELEASE, lock_release_args(self.keys, value), parse_release
 
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Call[bool]:
+    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[RedisStep, bool]:
         raise NotImplementedError("a FencedLock renews with redis-py's extend and reacquire")
 
     def status(self, name: str) -> Call[FenceStatus]:

@@ -175,8 +175,7 @@ class RedisIssuer(BaseRedisIssuer):
         return self.run(call) if self.direct else self.drive(self.flows.write(call, name, holder))
 
     def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        call = self.flows.renew(name, token, holder, ttl_ms)
-        return self.drive(self.flows.write(call, name, holder, token))
+        return self.drive(self.flows.renew(name, token, holder, ttl_ms))
 
     def release(self, name: str, token: int, holder: str) -> bool:
         return self.run(self.flows.release(name, token, holder))
@@ -207,14 +206,11 @@ class RedisIssuer(BaseRedisIssuer):
     ) -> int | Busy:
         """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``); with
         ``min_replicas``, a lease the replicas did not acknowledge is given back."""
-        call = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
-        back = self.flows.rw_give_back(name, mode, holder)
-        return self.drive(self.flows.write(call, name, holder, None, back))
+        return self.drive(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
 
     def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         """``fencing.issuer.ReadWrites``: one script (``RW_RENEW``)."""
-        call = self.flows.rw_renew(name, mode, token, holder, ttl_ms)
-        return self.drive(self.flows.write(call, name, holder, token))
+        return self.drive(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
         """``fencing.issuer.ReadWrites``: one script (``RW_RELEASE``), which wakes waiters."""
@@ -339,8 +335,7 @@ class AsyncRedisIssuer(BaseRedisIssuer):
         return await self.drive(self.flows.write(call, name, holder))
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
-        call = self.flows.renew(name, token, holder, ttl_ms)
-        return await self.drive(self.flows.write(call, name, holder, token))
+        return await self.drive(self.flows.renew(name, token, holder, ttl_ms))
 
     async def release(self, name: str, token: int, holder: str) -> bool:
         return await self.run(self.flows.release(name, token, holder))
@@ -365,13 +360,10 @@ class AsyncRedisIssuer(BaseRedisIssuer):
     async def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> int | Busy:
-        call = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
-        back = self.flows.rw_give_back(name, mode, holder)
-        return await self.drive(self.flows.write(call, name, holder, None, back))
+        return await self.drive(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
 
     async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
-        call = self.flows.rw_renew(name, mode, token, holder, ttl_ms)
-        return await self.drive(self.flows.write(call, name, holder, token))
+        return await self.drive(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
 
     async def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
         return await self.run(self.flows.rw_release(name, mode, token, holder))
