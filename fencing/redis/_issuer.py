@@ -188,10 +188,8 @@ class RedisIssuer(BaseRedisIssuer):
     ) -> int | Busy:
         """``fencing.issuer.TakesSlots`` and ``WakesSlots``: one script (``SLOT_ACQUIRE``)."""
         call = self.flows.slot_acquire(group, slot, permits, holder, ttl_ms, wait_ms)
-        slot_name = f"{group}{slot}"
-        return (
-            self.run(call) if self.direct else self.drive(self.flows.write(call, slot_name, holder))
-        )
+        lease = f"{group}{slot}"  # the slot's lease, as a fence's name
+        return self.run(call) if self.direct else self.drive(self.flows.write(call, lease, holder))
 
     def release_slot(self, group: str, slot: int, token: int, holder: str) -> bool:
         """``fencing.issuer.WakesSlots``: one script (``SLOT_RELEASE``)."""
