@@ -163,7 +163,7 @@ class RedisIssuer(BaseRedisIssuer):
         drop_unread_replies(self.client, exc)
         return exc
 
-    # -- the operations: one line each on the drivers
+    # -- the operations: a line or two each on the drivers
 
     def try_acquire(self, name: str, holder: str, ttl_ms: int) -> int | Busy:
         return self.try_acquire_queued(name, holder, ttl_ms, 0, False)
