@@ -28,7 +28,7 @@ import fencing
 import fencing.aio
 from fencing import FencedLock, FenceUnavailable, RedisFence, RedisMark
 from fencing.redis._backend import RedisClusterBackend
-from fencing.redis._issuer import socket_timeout_of
+from fencing.redis._clients import socket_timeout_of
 from fencing.redis._scripts import RELEASE, fence_keys, hash_tag, key_prefix, key_slot
 from fencing.testing.servers import RedisCluster
 

@@ -19,7 +19,8 @@ from waiting import joined, wait_until
 
 import fencing
 import fencing.aio
-from fencing.redis._issuer import Probe, RedisIssuer, WaitFor
+from fencing.redis._flows import Probe, WaitFor
+from fencing.redis._issuer import RedisIssuer
 from fencing.redis._scripts import lease_key
 from fencing.testing.servers import SentinelGroup, ServerError
 

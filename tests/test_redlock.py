@@ -31,7 +31,7 @@ import fencing
 import fencing.aio
 from fencing import FenceUnavailable, LeaseLost
 from fencing.redis import RedlockFence, RedlockIssuer
-from fencing.redis._redlock import Broadcast
+from fencing.redis._redlock_flows import Broadcast
 from fencing.redis._redlock_scripts import redlock_keys
 from fencing.redis.aio import RedlockFence as AsyncRedlockFence
 from fencing.redis.aio import RedlockIssuer as AsyncRedlockIssuer
@@ -284,7 +284,7 @@ def test_a_waiter_on_a_node_that_hangs_or_is_down_still_gets_the_lease(
         redis.Redis(port=server.port, socket_timeout=30, retry=Retry(NoBackoff(), 0))
         for server in own_nodes
     ]
-    monkeypatch.setattr("fencing.redis._redlock.random.randrange", lambda n: 0)
+    monkeypatch.setattr("fencing.redis._redlock_flows.random.randrange", lambda n: 0)
     issuer = RedlockIssuer(clients)
     holder = RedlockFence(clients, "hangs", ttl=0.5, issuer=issuer)
     waiter = RedlockFence(clients, "hangs", ttl=2, issuer=issuer)
@@ -416,14 +416,14 @@ def _after_round_one(
     """Faults to make right after an acquire's first round (one per acquire, in order
     of their adding): its replies are in, round 2 (if any) is not sent yet."""
     faults: list[Callable[[], None]] = []
-    broadcast = issuer.nodes.broadcast
+    broadcast = issuer.port.broadcast
 
     def with_faults(step: Broadcast) -> None:
         broadcast(step)
         if step.fresh and faults:  # an acquire's first round is its only fresh step
             faults.pop(0)()
 
-    monkeypatch.setattr(issuer.nodes, "broadcast", with_faults)
+    monkeypatch.setattr(issuer.port, "broadcast", with_faults)
     return faults
 
 

@@ -44,7 +44,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fencing.issuer import Busy
-from fencing.redis._redlock import Broadcast, RedlockFlows
+from fencing.redis._redlock_flows import Broadcast, RedlockFlows
 from fencing.redis._redlock_scripts import (
     ACQUIRE,
     COMMIT,

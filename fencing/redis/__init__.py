@@ -8,11 +8,16 @@
 - ``RedlockFence`` / ``RedlockIssuer``: Redlock over N independent masters, with a
   quorum token (docs/redlock.md; asyncio twins in ``fencing.redis.aio``).
 
-Modules: ``_scripts`` (the Lua scripts, key layout, argument builders and reply parsers,
-no I/O), ``_issuer`` (the issuer, written once and driven blocking or asyncio),
-``_lock`` (and ``_async_lock``), ``_mark``, ``_errors`` (redis-py errors to ``FenceUnavailable``),
-``_backend`` (``fencing.connect("redis://...")``), ``_redlock_scripts`` and ``_redlock``
-(Redlock: the per-node scripts and quorum arithmetic, no I/O; the flows, issuers, fences).
+Modules, one job each: ``_scripts`` (the Lua scripts, key layout, argument builders and
+reply parsers: one ``Call`` per script, no I/O; ``_rwlock_scripts`` and ``_limits``
+beside it), ``_clients`` (the port: redis-py's clients and the EVALSHA that reloads
+after NOSCRIPT), ``_flows`` (the operations written once, ``RedisFlows`` and
+``LockFlows``, and the steps their flows yield), ``_issuer`` (the issuers, two drivers
+each, and the fences), ``_lock`` and ``_async_lock`` (``FencedLock``), ``_mark``,
+``_errors`` (redis-py errors to ``FenceUnavailable``), ``_watch`` (keyspace
+notifications), ``_sentinel``, ``_backend`` (``fencing.connect("redis://...")``), and
+Redlock in the same shape: ``_redlock_scripts``, ``_redlock_flows``, ``_redlock_ports``,
+``_redlock_issuer``.
 
 Imports the core and redis-py; never another backend.
 """
@@ -25,6 +30,6 @@ with needs_extra("fencing.redis"):  # say which extra brings a missing driver
     from ._issuer import RedisFence, RedisIssuer
     from ._lock import FencedLock
     from ._mark import RedisMark
-    from ._redlock import RedlockFence, RedlockIssuer
+    from ._redlock_issuer import RedlockFence, RedlockIssuer
 
 __all__ = ["FencedLock", "RedisFence", "RedisIssuer", "RedisMark", "RedlockFence", "RedlockIssuer"]

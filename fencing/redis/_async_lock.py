@@ -3,7 +3,7 @@
 ``await r.lock("invoice:42", timeout=10, lock_class=fencing.aio.FencedLock).acquire()``
 behaves like redis-py's asyncio ``Lock`` and adds ``lock.fence_token``. It shares keys,
 scripts, the acquire plan and the fence token with the blocking ``FencedLock``
-(``_lock.LockBase``) and runs the same acquire flow, awaited (``acquire_async``).
+(``_lock.BaseFencedLock``) and runs the same acquire flow, awaited (``acquire_async``).
 
 Cancellation (redis-py issue #3847): a cancelled ``release`` makes sure of its outcome
 (it releases again, shielded, to the end) before the cancellation goes on, so the lock
@@ -26,8 +26,8 @@ from redis.exceptions import LockError, LockNotOwnedError
 from .._base.errors import AcquireTimeout
 from .._base.flow import run_async
 from .._lease.protocol import AsyncCalls, acquire_async
-from ._issuer import ASYNC_CLIENTS
-from ._lock import AsyncLockIssuer, LockBase
+from ._clients import ASYNC_CLIENTS
+from ._lock import AsyncLockIssuer, BaseFencedLock
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ async def _redis_py_sleep(seconds: float) -> bool:
     return False
 
 
-class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
+class AsyncFencedLock(BaseFencedLock, redis.asyncio.lock.Lock):
     """redis-py's asyncio ``Lock``, granted by the fencing scripts, with ``fence_token``.
 
     Everything ``fencing.FencedLock`` says holds here, awaited: the same keys (a
@@ -65,7 +65,8 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
 
     def __init__(self, redis: Any, name: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(redis, name, *args, **kwargs)
-        self._calls = AsyncCalls(AsyncLockIssuer(redis, self._flows), name, _redis_py_sleep)
+        self._issuer = AsyncLockIssuer(redis, self._flows)
+        self._calls = AsyncCalls(self._issuer, name, _redis_py_sleep)
 
     async def acquire(
         self,
@@ -87,8 +88,9 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
             raise
         return self._granted(holder, granted)
 
+    # redis-py's hooks: see ``FencedLock``'s
+
     async def do_acquire(self, token: str | bytes) -> bool:
-        """One attempt with lock token ``token`` (redis-py's hook); sets ``local``."""
         holder = self._holder_of(token)
         return self._granted(holder, await self._calls.attempt(holder, self._ttl_ms, 0))
 
@@ -128,27 +130,16 @@ class AsyncFencedLock(LockBase, redis.asyncio.lock.Lock):
         self._forget()
 
     async def do_release(self, expected_token: str | bytes) -> None:
-        """redis-py's hook: release the lock held with ``expected_token``."""
-        step = self._release_step(expected_token)
-        await step.aperform(self.redis)
-        if not step.result:
+        if not await self._issuer.run(self._release_call(expected_token)):
             raise self._not_owned()
 
     async def do_extend(self, additional_time: float, replace_ttl: bool) -> Any:
-        """redis-py's hook; a reentrant lock found gone forgets its count."""
-        try:
+        with self._forgets_if_lost():
             return await super().do_extend(additional_time, replace_ttl)
-        except LockNotOwnedError:
-            self._found_lost()
-            raise
 
     async def do_reacquire(self) -> Any:
-        """redis-py's hook; a reentrant lock found gone forgets its count."""
-        try:
+        with self._forgets_if_lost():
             return await super().do_reacquire()
-        except LockNotOwnedError:
-            self._found_lost()
-            raise
 
 
 async def finish(work: Awaitable[T]) -> T:

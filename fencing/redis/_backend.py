@@ -34,16 +34,10 @@ from .._primitives.election import AsyncElection, Election
 from .._primitives.limiter import AsyncLimiter, Limiter
 from .._primitives.rwlock import AsyncRWLock, RWLock
 from .._primitives.semaphore import AsyncSemaphore, Semaphore
-from ._issuer import (
-    AsyncClient,
-    AsyncRedisFence,
-    AsyncRedisIssuer,
-    RedisFence,
-    RedisIssuer,
-    SyncClient,
-    check_min_replicas,
-)
-from ._redlock import MIN_NODES, AsyncRedlockFence, RedlockFence, RedlockIssuer
+from ._clients import AsyncClient, SyncClient
+from ._flows import check_min_replicas
+from ._issuer import AsyncRedisFence, AsyncRedisIssuer, RedisFence, RedisIssuer
+from ._redlock_issuer import MIN_NODES, AsyncRedlockFence, RedlockFence, RedlockIssuer
 from ._sentinel import (
     SentinelURL,
     async_sentinel_client,

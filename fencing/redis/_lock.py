@@ -13,9 +13,13 @@ The token counter lives beside it, under ``key_prefix(name)`` (see ``_scripts``)
 same counter as a ``RedisFence`` of that name, whose lease is another key, so the two
 share tokens but do not exclude each other.
 
-``LockBase`` is everything but I/O, shared with the asyncio lock (``_async_lock``):
-arguments, keys, the plan of an acquire (run by ``_protocol``'s one acquire flow), and
-the fence token. Imports the core's protocol, the Redis issuer and scripts, redis-py.
+``BaseFencedLock`` is everything but I/O, shared with the asyncio lock (``_async_lock``):
+arguments, keys, the plan of an acquire (run by ``_protocol``'s one acquire flow), the
+fence token and what a lost lock forgets; redis-py's hooks (``do_acquire``,
+``do_release``, ``do_extend``, ``do_reacquire``) are a line or two on it, each side. The
+lock's operations are ``LockFlows`` (``_flows``), run by the Redis issuer's drivers
+(``LockIssuer``, ``AsyncLockIssuer``). Imports the core's protocol, the Redis flows,
+issuers, clients and scripts, redis-py.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis.lock
@@ -43,72 +47,11 @@ from .._lease.protocol import (
     first_queue_millis,
     leave_queue,
 )
-from ..issuer import Busy, FenceStatus
-from ._issuer import (
-    SYNC_CLIENTS,
-    AsyncRedisIssuer,
-    Eval,
-    Pop,
-    RedisFlows,
-    RedisIssuer,
-    ScriptCall,
-    check_client,
-    client_encoder,
-    parse_release,
-    socket_timeout_of,
-)
-from ._scripts import (
-    DEFAULT_COUNTER_IDLE,
-    LOCK_ACQUIRE,
-    LOCK_RELEASE,
-    LockKeys,
-    block_seconds,
-    holder_bytes,
-    lock_acquire_args,
-    lock_keys,
-    lock_release_args,
-)
-
-
-class LockFlows(RedisFlows):
-    """The Redis flows of one lock: ``LOCK_ACQUIRE``/``LOCK_RELEASE`` on its own keys.
-
-    The ``name`` the protocol passes is the lock's own; the keys were built once, with
-    the client's encoder. A lock renews through redis-py's ``extend``/``reacquire``.
-    ``status`` and ``force_release`` act on the lock too, never on the fence's lease.
-    """
-
-    def __init__(
-        self, keys: LockKeys, counter_idle: float | None, socket_timeout: float | None
-    ) -> None:
-        super().__init__(counter_idle, socket_timeout)
-        self.keys = keys
-
-    def acquire_call(
-        self, name: str, holder: str, ttl_ms: int, queue_ms: int = 0, queued: bool = False
-    ) -> ScriptCall:
-        args = lock_acquire_args(self.keys, holder, ttl_ms, self._idle_ms, queue_ms, queued)
-        return LOCK_ACQUIRE, args
-
-    def release_call(self, name: str, token: int, holder: str) -> ScriptCall:
-        return LOCK_RELEASE, lock_release_args(self.keys, holder_bytes(holder))
-
-    def release_value(self, name: str, value: bytes) -> Eval[bool]:
-        """End the lock holding ``value`` (hand it to a queued waiter, if any)."""
-        return Eval(LOCK_RELEASE, lock_release_args(self.keys, value), parse_release)
-
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Eval[bool]:
-        raise NotImplementedError("a FencedLock renews with redis-py's extend and reacquire")
-
-    def status(self, name: str) -> Eval[FenceStatus]:
-        return self.lock_status(name, self.keys)
-
-    def force_release(self, name: str) -> Eval[FenceStatus]:
-        return self.force_release_lock(name, self.keys)
-
-    def await_handoff(self, name: str, holder: str, seconds: float) -> Pop | None:
-        wait = block_seconds(seconds, self._socket_timeout)
-        return None if wait is None else Pop(self.keys.wake(holder), wait)
+from ..issuer import Busy
+from ._clients import SYNC_CLIENTS, check_client, client_encoder, socket_timeout_of
+from ._flows import LockFlows
+from ._issuer import AsyncRedisIssuer, RedisIssuer
+from ._scripts import DEFAULT_COUNTER_IDLE, Call, holder_bytes, lock_keys
 
 
 class LockIssuer(RedisIssuer):
@@ -119,6 +62,7 @@ class LockIssuer(RedisIssuer):
     def __init__(self, client: Any, flows: LockFlows) -> None:
         self.client = client
         self.flows = flows
+        self.direct = True
 
 
 class AsyncLockIssuer(AsyncRedisIssuer):
@@ -129,10 +73,11 @@ class AsyncLockIssuer(AsyncRedisIssuer):
     def __init__(self, client: Any, flows: LockFlows) -> None:
         self.client = client
         self.flows = flows
+        self.direct = True
         self._ready = None
 
 
-class LockBase:
+class BaseFencedLock:
     """What the blocking and the asyncio ``FencedLock`` share: everything but I/O.
 
     A mixin placed before redis-py's ``Lock`` class; the subclass names its clients.
@@ -237,11 +182,17 @@ class LockBase:
         self.local.token = self.local.fence = self.local.owner = None
         self.local.depth = 0
 
-    def _found_lost(self) -> None:
-        """``extend``/``reacquire`` found the lock gone: a reentrant lock forgets its
-        count, so the owner's next ``acquire`` asks Redis for a new lease and token."""
-        if self.reentrant:
-            self._forget()
+    @contextlib.contextmanager
+    def _forgets_if_lost(self) -> Iterator[None]:
+        """Around redis-py's ``do_extend``/``do_reacquire``: when they find the lock gone,
+        a reentrant lock forgets its count, so the owner's next ``acquire`` asks Redis
+        for a new lease and token."""
+        try:
+            yield
+        except LockNotOwnedError:
+            if self.reentrant:
+                self._forget()
+            raise
 
     def _holder_of(self, token: str | bytes) -> str:
         """The holder id of lock token ``token`` (latin-1: any bytes pass unchanged)."""
@@ -268,9 +219,9 @@ class LockBase:
         self.local.depth = 1
         return True
 
-    def _release_step(self, expected_token: str | bytes) -> Eval[bool]:
+    def _release_call(self, expected_token: str | bytes) -> Call[bool]:
         """The release of the lock held with ``expected_token`` (a hand-off if queued)."""
-        return self._flows.release_value(self.name, self._encode(expected_token))
+        return self._flows.release_value(self._encode(expected_token))
 
     def _not_owned(self) -> LockNotOwnedError:
         return LockNotOwnedError(
@@ -305,7 +256,7 @@ def _redis_py_sleep(seconds: float) -> bool:
     return False
 
 
-class FencedLock(LockBase, redis.lock.Lock):
+class FencedLock(BaseFencedLock, redis.lock.Lock):
     """redis-py's ``Lock``, granted by the fencing scripts, with ``fence_token``.
 
     Differences from ``redis.lock.Lock``, all compatible:
@@ -365,8 +316,9 @@ class FencedLock(LockBase, redis.lock.Lock):
                 run_sync(self._abandon_flow(holder, timeout, waiting), self._calls)
             raise
 
+    # redis-py's hooks: a line or two on ``BaseFencedLock``'s parts
+
     def do_acquire(self, token: str | bytes) -> bool:
-        """One attempt with lock token ``token`` (redis-py's hook); sets ``local``."""
         holder = self._holder_of(token)
         return self._granted(holder, self._calls.attempt(holder, self._ttl_ms, 0))
 
@@ -377,26 +329,17 @@ class FencedLock(LockBase, redis.lock.Lock):
             super().release()
 
     def do_release(self, expected_token: str | bytes) -> None:
-        """redis-py's hook: release the lock held with ``expected_token``."""
         self._forget()
-        if not self._issuer.result_of(self._release_step(expected_token)):
+        if not self._issuer.run(self._release_call(expected_token)):
             raise self._not_owned()
 
     def do_extend(self, additional_time: float, replace_ttl: bool) -> Any:
-        """redis-py's hook; a reentrant lock found gone forgets its count."""
-        try:
+        with self._forgets_if_lost():
             return super().do_extend(additional_time, replace_ttl)
-        except LockNotOwnedError:
-            self._found_lost()
-            raise
 
     def do_reacquire(self) -> Any:
-        """redis-py's hook; a reentrant lock found gone forgets its count."""
-        try:
+        with self._forgets_if_lost():
             return super().do_reacquire()
-        except LockNotOwnedError:
-            self._found_lost()
-            raise
 
 
 def _check_sleep(sleep: object) -> float:

@@ -29,8 +29,8 @@ from typing import Any
 
 from .._base.errors import FenceUnavailable
 from .._resource.marks import Mark, rejected
+from ._clients import SYNC_CLIENTS, SYNC_KINDS, SyncClient, check_client
 from ._errors import redis_errors
-from ._issuer import SYNC_CLIENTS, SYNC_KINDS, SyncClient, check_client
 
 #: The compare-and-set. Tokens are compared as canonical decimal strings (length first,
 #: then byte by byte), never as Lua numbers: those are doubles, exact only below 2**53.

@@ -44,7 +44,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from .._base.errors import FenceUnavailable, issuer_error
 from .._lease.core import millis
@@ -76,6 +76,14 @@ class Script:
         object.__setattr__(self, "sha", sha)
         object.__setattr__(self, "sha_arg", sha.encode())
         object.__setattr__(self, "numkeys_arg", b"%d" % self.numkeys)
+
+
+R = TypeVar("R")
+
+#: One operation of a Redis issuer: a script, its KEYS and ARGV, and the parser of its
+#: reply. Its one representation: an issuer runs it directly (``run``), a flow yields it
+#: wrapped in a step (``_flows.Eval``).
+Call = tuple[Script, tuple[Any, ...], Callable[[Any], R]]
 
 
 #: Lua shared by the scripts that issue tokens (and by those that queue waiters). A
@@ -976,6 +984,12 @@ def parse_flag(reply: Any, script: str) -> bool:
     if reply == 0:
         return False
     raise _unexpected(script, reply)
+
+
+def parse_release(reply: Any) -> bool:
+    """``RELEASE``'s (and ``SLOT_RELEASE``'s, ``LOCK_RELEASE``'s) reply: True if the lease
+    was held. On the path of every release: its usual reply taken first."""
+    return True if reply == 1 else parse_flag(reply, "release")
 
 
 def parse_status(name: str, reply: Any) -> FenceStatus:

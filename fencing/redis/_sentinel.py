@@ -38,6 +38,7 @@ Imports redis-py only.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -140,9 +141,8 @@ class _Pool(redis.sentinel.SentinelConnectionPool):
 
     def disconnect(self, inuse_connections: bool = True) -> None:
         super().disconnect(inuse_connections)
-        if inuse_connections:  # closing the client, not a rediscovery's idle clean-up
-            for sentinel in self.sentinel_manager.sentinels:
-                sentinel.close()
+        for sentinel in _closed_with(self, inuse_connections):
+            sentinel.close()
 
 
 class _AsyncPool(redis.asyncio.sentinel.SentinelConnectionPool):
@@ -150,9 +150,13 @@ class _AsyncPool(redis.asyncio.sentinel.SentinelConnectionPool):
 
     async def disconnect(self, inuse_connections: bool = True) -> None:
         await super().disconnect(inuse_connections)
-        if inuse_connections:
-            for sentinel in self.sentinel_manager.sentinels:
-                await sentinel.aclose()
+        await asyncio.gather(*(s.aclose() for s in _closed_with(self, inuse_connections)))
+
+
+def _closed_with(pool: Any, inuse_connections: bool) -> list[Any]:
+    """The Sentinel clients a pool's ``disconnect`` closes: all, when the client is closed
+    (``inuse_connections``), none for a rediscovery's clean-up of idle connections."""
+    return list(pool.sentinel_manager.sentinels) if inuse_connections else []
 
 
 def sentinel_client(url: SentinelURL) -> redis.Redis:

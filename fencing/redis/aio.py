@@ -9,7 +9,7 @@ from __future__ import annotations
 from ._async_lock import AsyncFencedLock as FencedLock
 from ._issuer import AsyncRedisFence as RedisFence
 from ._issuer import AsyncRedisIssuer as RedisIssuer
-from ._redlock import AsyncRedlockFence as RedlockFence
-from ._redlock import AsyncRedlockIssuer as RedlockIssuer
+from ._redlock_issuer import AsyncRedlockFence as RedlockFence
+from ._redlock_issuer import AsyncRedlockIssuer as RedlockIssuer
 
 __all__ = ["FencedLock", "RedisFence", "RedisIssuer", "RedlockFence", "RedlockIssuer"]
