@@ -7,7 +7,6 @@ Imports the core, protocol and flow modules; knows no backend.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from types import TracebackType
 from typing import Generic, TypeVar
 
@@ -16,6 +15,7 @@ from .._base.flow import run_async
 from .._base.owned import Owner
 from .._base.token import FenceToken
 from .._base.validate import check_timeout
+from .._base.waits import wait_event
 from ..issuer import AsyncIssuer
 from .core import DEFAULT_TTL, Clock, FenceCore, HoldBase, OnLost
 from .protocol import AsyncCalls, acquire_async, capabilities, release_async
@@ -175,16 +175,11 @@ class AsyncHolding(HoldBase, Generic[E]):
         lease released. Any task of the hold's event loop may wait."""
         seconds = check_timeout(timeout)
         if not self._signal.settled:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._settled.wait(), seconds)
+            await wait_event(self._settled, seconds)
         return self._signal.lost
 
     async def _wait_stop(self, seconds: float) -> bool:
-        try:
-            await asyncio.wait_for(self._stop.wait(), seconds)
-        except asyncio.TimeoutError:
-            return False
-        return True
+        return await wait_event(self._stop, seconds)
 
     async def __aexit__(
         self,

@@ -33,6 +33,7 @@ from kazoo.client import KazooClient
 from .._base.errors import issuer_error
 from .._base.flow import Flow, run_async, run_sync
 from .._base.validate import check_name
+from .._base.waits import wait_event
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
@@ -275,8 +276,7 @@ class AsyncZooKeeperIssuer(_Base):
         with self._slot_waits(group, count, wake):
             gone = await self._run(self.flows.first_released(group, count, self.releases.fire))
             if gone is None:
-                with suppress(asyncio.TimeoutError):  # TimeoutError since Python 3.11
-                    await asyncio.wait_for(released.wait(), seconds)
+                await wait_event(released, seconds)
         return gone if gone is not None else next(iter(woken), None)
 
     async def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> bool:
@@ -300,8 +300,7 @@ class AsyncZooKeeperIssuer(_Base):
 
         with self.releases.waiting(self.lease_path(name), wake):
             if await self._run(_one(self.flows.lease_exists(name, self.releases.fire))):
-                with suppress(asyncio.TimeoutError):  # TimeoutError since Python 3.11
-                    await asyncio.wait_for(released.wait(), seconds)
+                await wait_event(released, seconds)
 
     async def await_change(self, name: str, token: int | None, seconds: float) -> None:
         """``fencing.issuer.AsyncWatchesLease``: see ``ZooKeeperIssuer.await_change``."""
@@ -314,8 +313,7 @@ class AsyncZooKeeperIssuer(_Base):
 
         with self._on_any_change(name, wake):
             if await self._run(_one(self.flows.lease_token(name, self.releases.fire))) == token:
-                with suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(changed.wait(), seconds)
+                await wait_event(changed, seconds)
 
 
 def _one(request: Request[T]) -> Flow[Request[T], T]:

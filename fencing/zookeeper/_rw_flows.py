@@ -43,6 +43,7 @@ from typing import Any
 from kazoo.exceptions import NoNodeError
 
 from .._base.flow import Flow
+from .._base.waits import wait_event
 from ..issuer import READ, WRITE, Busy, RWStatus
 from ._flows import _REFUSALS, Request, parse_done, unexpected
 from ._layout import encode_name
@@ -222,8 +223,7 @@ class WatchLock:
                 loop.call_soon_threadsafe(woken.set)
 
         if not await asyncio.to_thread(self._changed, port.client, fire):
-            with suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(woken.wait(), self.seconds)
+            await wait_event(woken, self.seconds)
 
 
 class RWFlows:
