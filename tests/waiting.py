@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fencing._lease.protocol import Waiting
-from fencing._primitives.semaphore import SemaphoreCore
+from fencing._primitives.semaphore import BaseSemaphore
 
 #: How long a test waits for something that should happen at once: only a bug makes
 #: it take this long, a loaded machine does not.
@@ -64,7 +64,7 @@ def woken_only(fence: Any) -> None:
     """Make ``fence``'s (or a semaphore's) blocked acquires wait ``NEVER`` between
     attempts (instead of at most 1 s), so a waiter served within ``PATIENCE`` was served
     by the wake-up."""
-    if isinstance(fence, SemaphoreCore):
+    if isinstance(fence, BaseSemaphore):
         fence._max_block = NEVER
         return
     waiting = fence._waiting

@@ -1,1 +1,1 @@
-"""The lease layer: the fence protocol without I/O, FenceCore, the blocking and asyncio fences."""
+"""The lease layer: the fence protocol without I/O, BaseFence, the blocking and asyncio fences."""

@@ -1,4 +1,4 @@
-"""``AsyncFence``: the asyncio fence, driving ``FenceCore``'s flows against an ``AsyncIssuer``.
+"""``AsyncFence``: the asyncio fence, driving ``BaseFence``'s flows against an ``AsyncIssuer``.
 
 The same flows as ``Fence``; only the driver and the renewal task differ.
 Imports the core, protocol and flow modules; knows no backend.
@@ -17,7 +17,7 @@ from .._base.token import FenceToken
 from .._base.validate import check_timeout
 from .._base.waits import wait_event
 from ..issuer import AsyncIssuer
-from .core import DEFAULT_TTL, Clock, FenceCore, HoldBase, OnLost
+from .core import DEFAULT_TTL, BaseFence, BaseHold, Clock, OnLost
 from .protocol import AsyncCalls, acquire_async, capabilities, release_async
 
 
@@ -26,7 +26,7 @@ async def _pause(seconds: float) -> bool:
     return False
 
 
-class AsyncFence(FenceCore, Owner):
+class AsyncFence(BaseFence, Owner):
     """A named lease plus its token counter, on an asyncio issuer (see ``Fence``).
 
     ``clock`` gives the deadlines' time; waiting itself is ``asyncio.sleep``.
@@ -102,7 +102,7 @@ class AsyncFence(FenceCore, Owner):
 E = TypeVar("E")
 
 
-class AsyncHolding(HoldBase, Generic[E]):
+class AsyncHolding(BaseHold, Generic[E]):
     """An asyncio hold: on entry it takes a lease (``_take``, which says on which fence
     and what the ``async with`` gives), renews it every ttl/3 in a task, and releases it
     on exit; with its own ``lost`` flag, ``on_lost`` callbacks, ``wait_lost`` and, if

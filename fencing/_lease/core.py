@@ -1,4 +1,4 @@
-"""``FenceCore``: everything a fence does that is not I/O, shared by sync and async fences.
+"""``BaseFence``: everything a fence does that is not I/O, shared by sync and async fences.
 
 It checks arguments, mints holder ids, remembers which leases this object granted,
 writes the logs and expresses each operation as a flow (see ``_protocol``). The sync
@@ -69,7 +69,7 @@ def pause_with(clock: Clock) -> Callable[[float], bool]:
     return pause
 
 
-class FenceCore:
+class BaseFence:
     """A named lease plus its token counter, minus the I/O.
 
     A fence object may be shared by threads like a ``threading.Lock``: it remembers the
@@ -452,7 +452,7 @@ def _call(callback: OnLost, error: LeaseLost) -> None:
         )
 
 
-class HoldBase:
+class BaseHold:
     """What the blocking ``Hold`` and the asyncio ``AsyncHold`` share: no I/O."""
 
     _state: HoldState | None = None
@@ -475,7 +475,7 @@ class HoldBase:
         return self._clock.monotonic()
 
     def _start_flow(
-        self, fence: FenceCore, token: FenceToken, started: float
+        self, fence: BaseFence, token: FenceToken, started: float
     ) -> Flow[Op, HoldState]:
         """Once ``fence`` granted ``token`` (its acquire began at ``started``): the hold's
         state, its deadline anchored (``_anchor_flow``); a lease found gone already
@@ -536,7 +536,7 @@ class HoldState:
     __slots__ = ("_fence", "deadline", "presumed", "sent", "signal", "token")
 
     def __init__(
-        self, fence: FenceCore, token: FenceToken, signal: LossSignal, sent: float
+        self, fence: BaseFence, token: FenceToken, signal: LossSignal, sent: float
     ) -> None:
         self._fence = fence
         self.token = token

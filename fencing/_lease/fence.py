@@ -1,4 +1,4 @@
-"""``Fence``: the blocking fence, driving ``FenceCore``'s flows against an ``Issuer``.
+"""``Fence``: the blocking fence, driving ``BaseFence``'s flows against an ``Issuer``.
 
 Imports the core, protocol and flow modules; knows no backend.
 """
@@ -14,11 +14,11 @@ from .._base.flow import Flow, run_sync
 from .._base.token import FenceToken
 from .._base.validate import check_timeout
 from ..issuer import Issuer
-from .core import DEFAULT_TTL, Clock, FenceCore, HoldBase, OnLost, pause_with
+from .core import DEFAULT_TTL, BaseFence, BaseHold, Clock, OnLost, pause_with
 from .protocol import Calls, Op, acquire_sync, capabilities, release_sync
 
 
-class Fence(FenceCore):
+class Fence(BaseFence):
     """A named lease plus its token counter, on a blocking issuer.
 
     ``acquire`` grants the lease and returns a ``FenceToken`` larger than every token
@@ -113,7 +113,7 @@ class Fence(FenceCore):
 E = TypeVar("E")
 
 
-class Holding(HoldBase, Generic[E]):
+class Holding(BaseHold, Generic[E]):
     """A blocking hold: on entry it takes a lease (``_take``, which says on which fence
     and what the ``with`` gives), renews it every ttl/3 in a background thread, and
     releases it on exit; with its own ``lost`` flag, ``on_lost`` callbacks and

@@ -42,7 +42,7 @@ from .._base.owned import Owner
 from .._base.token import FenceToken
 from .._base.validate import check_name, check_timeout, check_ttl
 from .._lease.async_fence import AsyncFence, AsyncHold
-from .._lease.core import DEFAULT_TTL, Clock, HoldBase, OnLost
+from .._lease.core import DEFAULT_TTL, BaseHold, Clock, OnLost
 from .._lease.fence import Fence, Hold
 from .._lease.protocol import Call
 from ..issuer import AsyncIssuer, AsyncWatchesLease, FenceStatus, Issuer, WatchesLease
@@ -178,7 +178,7 @@ def _not_elected(name: str) -> Iterator[None]:
         raise AcquireTimeout(name, exc.timeout, "election") from None
 
 
-class _ElectionBase:
+class BaseElection:
     """What both elections check and keep: no I/O."""
 
     #: Whether the issuer's ``status`` must be a coroutine function.
@@ -200,11 +200,11 @@ class _ElectionBase:
         return f"{type(self).__name__}({self.name!r}, ttl={self.ttl})"
 
 
-class TermBase:
+class BaseTerm:
     """What both terms share: the hold of the term's lease, its token and value, and
     the claim that ends the term once (resigning, or leaving the ``with``)."""
 
-    def __init__(self, hold: HoldBase, value: str) -> None:
+    def __init__(self, hold: BaseHold, value: str) -> None:
         self._hold = hold
         self.value = value
         token = hold.token
@@ -234,7 +234,7 @@ class TermBase:
         return not over
 
 
-class Term(TermBase):
+class Term(BaseTerm):
     """One term of office in a blocking ``Election``, from ``campaign``.
 
     ``token`` (a ``FenceToken``: pass it with every write to a guarded resource),
@@ -265,7 +265,7 @@ class Term(TermBase):
             self._hold.__exit__(*exc_info)
 
 
-class Election(_ElectionBase):
+class Election(BaseElection):
     """A leader election on a blocking issuer whose term is a fence token.
 
     ``Election(issuer, name, ttl)``, or ``backend.election(name, ttl=...)``. The issuer
@@ -343,7 +343,7 @@ def _sleep(seconds: float) -> None:
     threading.Event().wait(seconds)
 
 
-class AsyncTerm(TermBase):
+class AsyncTerm(BaseTerm):
     """One term of office in an ``AsyncElection`` (see ``Term``); ``await
     term.resign()``, ``async with`` resigns on exit."""
 
@@ -366,7 +366,7 @@ class AsyncTerm(TermBase):
             await self._hold.__aexit__(*exc_info)
 
 
-class AsyncElection(_ElectionBase, Owner):
+class AsyncElection(BaseElection, Owner):
     """The asyncio ``Election`` (``fencing.aio.Election``), on an asyncio issuer with
     ``status`` (``fencing.issuer.AsyncInspects``); ``aclose`` as ``AsyncFence.aclose``."""
 

@@ -187,7 +187,7 @@ class Stores:
         return self.store.admit(*self.args)
 
 
-class LimiterCore:
+class BaseLimiter:
     """What both limiters share: the checks and the acquire flow; no I/O."""
 
     store: object  # the subclass's: ``Admits``, or ``AsyncAdmits``
@@ -256,7 +256,7 @@ class LimiterCore:
             yield Call("sleep", wait)
 
 
-class Limiter(LimiterCore):
+class Limiter(BaseLimiter):
     """At most ``limit`` admissions per ``per`` seconds on a blocking store (see the module
     docstring); ``backend.limiter(name, limit=5, per=1.0)`` on what ``fencing.connect``
     returns, or ``MemoryIssuer().limiter(...)``."""
@@ -312,7 +312,7 @@ class Limiter(LimiterCore):
             return run_sync(self._acquire_flow(wait), self._port)
 
 
-class AsyncLimiter(LimiterCore, Owner):
+class AsyncLimiter(BaseLimiter, Owner):
     """The asyncio ``Limiter`` (``fencing.aio.Limiter``): the same windows in the same
     store as a blocking limiter of that name; ``aclose`` as ``AsyncFence.aclose``."""
 

@@ -28,7 +28,7 @@ from .._base.owned import Owner
 from .._base.token import FenceToken
 from .._base.validate import check_name, check_token_for
 from .._lease.async_fence import AsyncFence
-from .._lease.core import DEFAULT_TTL, Clock, FenceCore
+from .._lease.core import DEFAULT_TTL, BaseFence, Clock
 from .._lease.fence import Fence
 from ..issuer import READ, WRITE, AsyncIssuer, AsyncReadWrites, Issuer, ReadWrites
 
@@ -104,7 +104,7 @@ class Side:
         return self.issuer.rw_await(name, seconds)
 
 
-class ReadLeases(FenceCore):
+class ReadLeases(BaseFence):
     """The read side's bookkeeping (no I/O), ahead of ``Fence``/``AsyncFence`` in the
     read fences' bases: one entry per read lease, keyed by its holder id, since the
     leases of one epoch share a token value (a fence keys its leases by token)."""
@@ -145,7 +145,7 @@ class ReadLeases(FenceCore):
         super()._released(int(token), held)
 
 
-class WriteLeases(FenceCore):
+class WriteLeases(BaseFence):
     """The write side's difference from a fence (no I/O): its tokens are ``WriteToken``s,
     and a read token passed to it is a ``ValueError``."""
 

@@ -184,7 +184,7 @@ def slot_release(
     return lambda _name, token, holder: release_slot(group, slot, token, holder)
 
 
-class SemaphoreCore(Generic[F]):
+class BaseSemaphore(Generic[F]):
     """What the blocking and asyncio semaphores share: checks, the acquire flow, the
     permits' bookkeeping (in the slot fences); no I/O."""
 
@@ -318,7 +318,7 @@ class SemaphoreCore(Generic[F]):
         return self.fences[permit.slot]
 
 
-class Semaphore(SemaphoreCore[Fence]):
+class Semaphore(BaseSemaphore[Fence]):
     """N permits on a blocking issuer; each permit a lease of one slot, with that slot's
     strictly increasing token (see the module docstring and docs/limits.md).
 
@@ -371,7 +371,7 @@ class Semaphore(SemaphoreCore[Fence]):
         return SemaphoreHold(self, timeout)
 
 
-class AsyncSemaphore(SemaphoreCore[AsyncFence], Owner):
+class AsyncSemaphore(BaseSemaphore[AsyncFence], Owner):
     """The asyncio ``Semaphore`` (``fencing.aio.Semaphore``): the same slots, leases and
     tokens as a blocking semaphore of that name on the same issuer; ``aclose`` as
     ``AsyncFence.aclose``."""
@@ -417,7 +417,7 @@ class AsyncSemaphore(SemaphoreCore[AsyncFence], Owner):
 class PermitHold:
     """What both semaphore holds add to a hold: the permit, counted until the hold ends."""
 
-    _semaphore: SemaphoreCore[Any]
+    _semaphore: BaseSemaphore[Any]
     _permit: Permit | None = None
 
     @property

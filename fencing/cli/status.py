@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from .._primitives.limiter import WINDOWS, InspectsLimits, LimiterCore
+from .._primitives.limiter import WINDOWS, BaseLimiter, InspectsLimits
 from .._primitives.semaphore import MAX_PERMITS, slot_name
 from ..issuer import FenceStatus, Inspects
 from ._operate import (
@@ -184,7 +184,7 @@ def _limiters(args: argparse.Namespace, names: list[str]) -> int:
         raise CommandError(USAGE, "--limiter needs --per (the limiter's window, in seconds)")
     try:
         limit = 1 if args.limit is None else args.limit  # checked as a limiter's
-        checked = [LimiterCore(name, limit, args.per, args.window, float) for name in names]
+        checked = [BaseLimiter(name, limit, args.per, args.window, float) for name in names]
     except (TypeError, ValueError) as exc:
         raise CommandError(USAGE, str(exc)) from exc
     with opened(args) as backend:

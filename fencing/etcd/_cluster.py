@@ -24,7 +24,7 @@ So no call blocks longer than ``timeout`` (a ``Watch`` longer than that is asked
 explicitly, gets its whole time on one member, and ends quietly at its deadline).
 
 That loop is written once, as a flow (``_Failover.failover``) of ``_Attempt`` and
-``_Pause`` steps, which ``Cluster.call`` drives with ``run_sync`` and ``AsyncCluster.call``
+``_Sleep`` steps, which ``Cluster.call`` drives with ``run_sync`` and ``AsyncCluster.call``
 with ``run_async``.
 
 Imports the core's errors and flows, the URL options and grpcio.
@@ -144,7 +144,7 @@ class _Failover:
 
     def failover(
         self, attempt: Callable[[_Member, float, Any], Any], timeout: float | None, missing_ok: bool
-    ) -> Flow[_Attempt | _Pause, Any]:
+    ) -> Flow[_Attempt | _Sleep, Any]:
         """The flow of one call (see ``Cluster.call``): ``attempt`` on the current member,
         authenticated first when the port has a user and no token, failing over per
         ``_next_move``; its value is ``attempt``'s reply (``None`` for ``NOT_FOUND`` when
@@ -172,7 +172,7 @@ class _Failover:
                 if move == _AUTH:
                     self.metadata, reauthed = None, True
                     continue
-                yield _Pause(min(backoff, left))
+                yield _Sleep(min(backoff, left))
                 backoff = min(2 * backoff, MAX_BACKOFF)
 
     def _authenticate(self, member: _Member, seconds: float, metadata: Any) -> Any:
@@ -207,7 +207,7 @@ class _Attempt:
         self.result = await self.call(self.member, self.seconds, self.metadata)
 
 
-class _Pause:
+class _Sleep:
     """A step of ``failover``: the back-off before the next member."""
 
     __slots__ = ("seconds",)

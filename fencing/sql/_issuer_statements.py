@@ -294,7 +294,7 @@ def read(result: CursorResult[Any]) -> Reply:
     return Reply(result.rowcount, rows)
 
 
-class _Port:
+class BaseSqlPort:
     """What both ports share: the statements, and the constructs one of them runs in
     order in the flow's transaction (the reply is the last one's)."""
 
@@ -308,7 +308,7 @@ class _Port:
         return one if isinstance(one, tuple) else (one,)
 
 
-class SqlPort(_Port):
+class SqlPort(BaseSqlPort):
     """Runs the flows' statements (those of ``statements(dialect)``) on ``conn``, in its
     transaction (``Executes``)."""
 
@@ -322,7 +322,7 @@ class SqlPort(_Port):
         return read([self.conn.execute(one, params) for one in self.steps(statement)][-1])
 
 
-class AsyncSqlPort(_Port):
+class AsyncSqlPort(BaseSqlPort):
     """The asyncio ``SqlPort`` on an ``AsyncConnection`` (``AsyncExecutes``)."""
 
     __slots__ = ("conn",)

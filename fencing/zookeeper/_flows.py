@@ -69,7 +69,7 @@ _REFUSALS = (BadVersionError, NoNodeError, NodeExistsError, RolledBackError, Run
 _SESSION_ENDED = (SessionExpiredError,)
 
 
-class Pending(Protocol):
+class KazooResult(Protocol):
     """What a kazoo ``..._async`` call returns (``kazoo.interfaces.IAsyncResult``)."""
 
     def get(self, block: bool = True, timeout: float | None = None) -> Any: ...
@@ -86,7 +86,7 @@ class Port(Protocol):
     timeout: float
 
 
-def future_of(pending: Pending, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
+def future_of(pending: KazooResult, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
     """An asyncio future settled, on ``loop``, with the outcome of a kazoo call."""
     future: asyncio.Future[Any] = loop.create_future()
 
@@ -121,11 +121,11 @@ class Request(Generic[R]):
 
     def __init__(
         self,
-        start: Callable[[Any], Pending],
+        start: Callable[[Any], KazooResult],
         parse: Callable[[Any], R],
         *,
         answers: tuple[type[Exception], ...] = (),
-        unsettled: Callable[[Any, Pending], None] | None = None,
+        unsettled: Callable[[Any, KazooResult], None] | None = None,
     ) -> None:
         self.start = start
         self.parse = parse
@@ -138,7 +138,7 @@ class Request(Generic[R]):
     async def aperform(self, port: Port) -> None:
         await run_async(self._attempts(port), port)
 
-    def _attempts(self, port: Port) -> Flow[_Reply | Pause, None]:
+    def _attempts(self, port: Port) -> Flow[_Reply | Sleep, None]:
         """Send the call and keep its reply (an error in ``answers`` too) in ``result``;
         sent again while the client sets up its next session (``_between_sessions``), up
         to ``port.timeout``; any other error is raised, as ``_failed`` makes it. A flow
@@ -153,13 +153,13 @@ class Request(Generic[R]):
                 reply.result = exc
             except BaseException as exc:
                 if _between_sessions(exc) and time.monotonic() < deadline:
-                    yield Pause(RECONNECT_POLL)
+                    yield Sleep(RECONNECT_POLL)
                     continue
                 raise self._failed(port, pending, exc) from exc
             self.result = self.parse(reply.result)
             return
 
-    def _failed(self, port: Port, pending: Pending, exc: BaseException) -> BaseException:
+    def _failed(self, port: Port, pending: KazooResult, exc: BaseException) -> BaseException:
         if self.unsettled is not None:
             self.unsettled(port.client, pending)
         if isinstance(exc, (KazooException, KazooTimeoutError, asyncio.TimeoutError)):
@@ -174,7 +174,7 @@ class _Reply:
     __slots__ = ("pending", "result")
     result: Any
 
-    def __init__(self, pending: Pending) -> None:
+    def __init__(self, pending: KazooResult) -> None:
         self.pending = pending
 
     def perform(self, port: Port) -> None:
@@ -185,7 +185,7 @@ class _Reply:
         self.result = await asyncio.wait_for(future, port.timeout)
 
 
-class Pause:
+class Sleep:
     """A pause of ``seconds`` in a flow: a look at a client setting up its next session
     (``RECONNECT_POLL``), a read-write lock's waiter between two looks."""
 
@@ -248,7 +248,7 @@ class Granted:
 
 
 @dataclass(frozen=True)
-class Owner:
+class FenceNode:
     """What the fence znode says: the last acquirer, its token (mzxid), ``V``, and
     whether its lease znode exists (the fence znode's one possible child)."""
 
@@ -328,11 +328,15 @@ def unexpected(reply: object) -> KazooException:
     return KazooException(f"unexpected reply {reply!r}")
 
 
-def parse_owner(reply: tuple[bytes, Any] | NoNodeError | SessionExpiredError) -> Owner | None:
+def parse_fence_node(
+    reply: tuple[bytes, Any] | NoNodeError | SessionExpiredError,
+) -> FenceNode | None:
     if isinstance(reply, (NoNodeError, *_SESSION_ENDED)):
         return None
     data, stat = reply
-    return Owner(data.decode("utf-8", "replace"), stat.mzxid, stat.version, stat.numChildren > 0)
+    return FenceNode(
+        data.decode("utf-8", "replace"), stat.mzxid, stat.version, stat.numChildren > 0
+    )
 
 
 class ZooKeeperFlows:
@@ -542,10 +546,10 @@ def _refused(permits: int, wait_ms: int, width: int) -> Busy:
 
 def _owner(
     paths: FencePaths, answers: tuple[type[Exception], ...] = (NoNodeError,)
-) -> Flow[Request[Any], Owner | None]:
+) -> Flow[Request[Any], FenceNode | None]:
     """Read the fence znode; ``None`` if it does not exist (or, per ``answers``, if the
     session ended)."""
-    read = Request(lambda client: client.get_async(paths.fence), parse_owner, answers=answers)
+    read = Request(lambda client: client.get_async(paths.fence), parse_fence_node, answers=answers)
     yield read
     return read.result
 
@@ -567,7 +571,7 @@ def _take(
     paths: FencePaths,
     value: bytes,
     width: tuple[str, int, int | None] | None = None,
-) -> Pending:
+) -> KazooResult:
     """Send acquire's multi[setData(fence), create(lease)]; with ``width`` (path,
     version, grown), a slot's: also check(path, version), or setData(path, grown,
     version) when ``grown`` is not ``None``."""
@@ -580,32 +584,32 @@ def _take(
             txn.check(path, version)
         else:
             txn.set_data(path, b"%d" % grown, version=version)
-    pending: Pending = txn.commit_async()
+    pending: KazooResult = txn.commit_async()
     return pending
 
 
-def _get(client: Any, path: str) -> Pending:
-    pending: Pending = client.get_async(path)
+def _get(client: Any, path: str) -> KazooResult:
+    pending: KazooResult = client.get_async(path)
     return pending
 
 
-def _exists(client: Any, path: str) -> Pending:
-    pending: Pending = client.exists_async(path)
+def _exists(client: Any, path: str) -> KazooResult:
+    pending: KazooResult = client.exists_async(path)
     return pending
 
 
-def _create(client: Any, path: str) -> Pending:
+def _create(client: Any, path: str) -> KazooResult:
     """Create a width znode (``0``), and its parent if missing."""
-    pending: Pending = client.create_async(path, b"0", makepath=True)
+    pending: KazooResult = client.create_async(path, b"0", makepath=True)
     return pending
 
 
-def _ensure(client: Any, path: str) -> Pending:
-    pending: Pending = client.ensure_path_async(path)
+def _ensure(client: Any, path: str) -> KazooResult:
+    pending: KazooResult = client.ensure_path_async(path)
     return pending
 
 
-def _versioned(client: Any, paths: FencePaths, version: int, *, delete: bool) -> Pending:
+def _versioned(client: Any, paths: FencePaths, version: int, *, delete: bool) -> KazooResult:
     """Send renew's multi[check(fence, V), check(lease)] or, with ``delete``, release's
     multi[check(fence, V), delete(lease)], ``version`` as V: it acts on the lease only if
     the lease is the one granted with V."""
@@ -615,7 +619,7 @@ def _versioned(client: Any, paths: FencePaths, version: int, *, delete: bool) ->
         txn.delete(paths.lease)
     else:
         txn.check(paths.lease, -1)
-    pending: Pending = txn.commit_async()
+    pending: KazooResult = txn.commit_async()
     return pending
 
 
@@ -640,7 +644,7 @@ def reclaim(client: Any, paths: FencePaths, holder: str) -> None:
     chain the two calls); a lease left over still ends with this client's session.
     """
 
-    def read(done: Pending) -> None:
+    def read(done: KazooResult) -> None:
         try:
             data, stat = done.get_nowait()
             if data == holder.encode():

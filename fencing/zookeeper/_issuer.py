@@ -80,7 +80,7 @@ class Releases:
             wake()
 
 
-class _Base:
+class BaseZooKeeperIssuer:
     """What both issuers share: the client, the timeout, the flows and the waiters."""
 
     def __init__(
@@ -159,7 +159,7 @@ class _Base:
             yield
 
 
-class ZooKeeperIssuer(_Base):
+class ZooKeeperIssuer(BaseZooKeeperIssuer):
     """Leases and tokens in ZooKeeper, on a ``kazoo.client.KazooClient`` (see the module
     docstring). It can be inspected and force-released (``fencing.issuer.Inspects``,
     ``ForceReleases``: ``fencing status``, ``list``, ``release --force``).
@@ -242,7 +242,7 @@ class ZooKeeperIssuer(_Base):
                 changed.wait(seconds)
 
 
-class AsyncZooKeeperIssuer(_Base):
+class AsyncZooKeeperIssuer(BaseZooKeeperIssuer):
     """``ZooKeeperIssuer`` for asyncio: the same flows, each kazoo call awaited.
 
     kazoo does its I/O in its own threads; their results reach the event loop through

@@ -13,10 +13,10 @@ from fencing.celery import FencedTask
 
 app = Celery("tasks", broker="redis://localhost:6379/1", backend="redis://localhost:6379/2")
 app.conf.update(
-    task_acks_late=True,                 # a task a worker dies on is delivered again
-    task_reject_on_worker_lost=True,     # also when only the pool child died
+    task_acks_late=True,  # a task a worker dies on is delivered again
+    task_reject_on_worker_lost=True,  # also when only the pool child died
     worker_prefetch_multiplier=1,
-    fencing_url="redis://localhost:6379/0",   # the issuer (else $FENCING_URL)
+    fencing_url="redis://localhost:6379/0",  # the issuer (else $FENCING_URL)
 )
 
 
@@ -29,7 +29,7 @@ app.conf.update(
 )
 def deposit(self, account, amount):
     store = fencing.FileStore(Path(f"{account}.json"))
-    store.claim(self.fence_token)        # claim before read: older runs are shut out
+    store.claim(self.fence_token)  # claim before read: older runs are shut out
     try:
         balance = json.loads(store.read())["balance"]
     except FileNotFoundError:
@@ -38,7 +38,7 @@ def deposit(self, account, amount):
     store.write(json.dumps({"balance": balance}).encode(), self.fence_token)
     return balance
 
-# docs/celery.md:218
+# docs/celery.md:222
 
 from celery import Celery
 
@@ -51,7 +51,8 @@ def build_report(day):
     return {"day": day, "revenue": 1200}
 
 
-@app.task(bind=True, base=FencedTask, fence_key="report:{day}", fence_once=True,
-          fence_once_ttl=7 * 86400)
+@app.task(
+    bind=True, base=FencedTask, fence_key="report:{day}", fence_once=True, fence_once_ttl=7 * 86400
+)
 def daily_report(self, day):
-    return build_report(day)            # JSON-serializable
+    return build_report(day)  # JSON-serializable

@@ -11,7 +11,7 @@ url = os.environ.get("FENCING_URL", "etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3
 store = fencing.FileStore("invoice-42.json")  # any guarded resource
 backend = fencing.connect(url)
 fence = backend.fence("invoice:42", ttl=10)
-with fence.hold() as token:          # renewed in the background
+with fence.hold() as token:  # renewed in the background
     store.write(b'{"total": 100}', token)  # the store refuses tokens older than one it saw
 
 # or directly, sharing one issuer (one set of connections) between fences

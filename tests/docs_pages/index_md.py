@@ -10,7 +10,7 @@ import fencing
 fence = fencing.connect().fence("invoice:42", ttl=10.0)  # FENCING_URL, else an embedded SQLite file
 store = fencing.FileStore("invoice-42.json")
 
-with fence.hold() as token:         # acquire, renew in the background, release on exit
+with fence.hold() as token:  # acquire, renew in the background, release on exit
     store.write(b'{"total": 120}', token)
 
 # docs/index.md:103

@@ -6,11 +6,11 @@
 import fencing
 
 election = fencing.connect().election("scheduler", ttl=10)  # or fencing.Election(issuer, name, ttl)
-state = fencing.FileStore("scheduler-state.json")           # what the leader writes, guarded
+state = fencing.FileStore("scheduler-state.json")  # what the leader writes, guarded
 
-with election.campaign("host-1:8080") as term:   # blocks until this candidate leads
-    state.write(b"ran at 09:00", term.token)      # the term token guards the leader's writes
-    ...                                           # term.lost / term.on_lost / term.wait_lost
+with election.campaign("host-1:8080") as term:  # blocks until this candidate leads
+    state.write(b"ran at 09:00", term.token)  # the term token guards the leader's writes
+    ...  # term.lost / term.on_lost / term.wait_lost
 # leaving the block resigns: the next candidate is elected at once
 
 # docs/leadership.md:99
@@ -133,11 +133,12 @@ import os
 import redis
 
 r = redis.Redis.from_url(os.environ.get("FENCING_URL", "redis://localhost:6379/0"))
-lock = r.lock("ledger", timeout=10,
-              lock_class=functools.partial(fencing.FencedLock, reentrant=True))
+lock = r.lock(
+    "ledger", timeout=10, lock_class=functools.partial(fencing.FencedLock, reentrant=True)
+)
 with lock:
     token = lock.fence_token
-    with lock:                           # the owner again: True at once, no Redis call
+    with lock:  # the owner again: True at once, no Redis call
         assert lock.fence_token == token  # the same token, counted
     # the inner exit only counted down: the lock is still held
 # the outer exit released it in Redis

@@ -14,7 +14,7 @@ r = redis.Redis.from_url(url, socket_timeout=2)
 fence = fencing.RedisFence(r, "invoice:42", ttl=10)
 store = fencing.FileStore("invoice-42.json")  # any guarded resource
 
-with fence.hold(timeout=30) as token:      # acquire, renew every ttl/3, release
+with fence.hold(timeout=30) as token:  # acquire, renew every ttl/3, release
     store.write(b'{"total": 100}', token)  # the store refuses tokens below its mark
 
 # docs/redis.md:32
@@ -47,18 +47,23 @@ asyncio.run(main())
 
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-r = redis.Redis(host="localhost", socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 1))
 
-# docs/redis.md:377
+r = redis.Redis(
+    host="localhost", socket_timeout=0.5, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 1)
+)
 
-r = redis.Redis.from_url(url, socket_timeout=2)  # longer than replica_timeout: a ValueError otherwise
+# docs/redis.md:382
+
+r = redis.Redis.from_url(
+    url, socket_timeout=2
+)  # longer than replica_timeout: a ValueError otherwise
 fence = fencing.RedisFence(r, "invoice:42", ttl=10, min_replicas=1, replica_timeout=0.5)
 fencing.connect("redis://primary:6379/0?min_replicas=1&replica_timeout=0.5")
 
-# docs/redis.md:428
+# docs/redis.md:435
 
 backend = fencing.connect(
     "redis+sentinel://:secret@s1:26379,s2:26379,s3:26379/orders/0"
     "?socket_timeout=1&sentinel_password=watch&min_replicas=1"
 )
-fence = backend.fence("invoice:42", ttl=10)      # backend.aio_fence(...) for asyncio
+fence = backend.fence("invoice:42", ttl=10)  # backend.aio_fence(...) for asyncio

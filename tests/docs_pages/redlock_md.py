@@ -16,12 +16,17 @@ nodes = [redis.Redis.from_url(f"redis://{h}", socket_timeout=1) for h in hosts]
 fence = RedlockFence(nodes, "invoice:42", ttl=10)
 store = fencing.FileStore("invoice-42.json")  # any guarded resource
 
-with fence.hold(timeout=30) as token:      # acquire, renew every ttl/3, release
+with fence.hold(timeout=30) as token:  # acquire, renew every ttl/3, release
     store.write(b'{"total": 100}', token)  # the store refuses tokens below its mark
 
 # docs/redlock.md:176
 
 from redis.backoff import NoBackoff
 from redis.retry import Retry
-nodes = [redis.Redis.from_url(f"redis://{h}", socket_timeout=1, socket_connect_timeout=1,
-                              retry=Retry(NoBackoff(), 0)) for h in hosts]
+
+nodes = [
+    redis.Redis.from_url(
+        f"redis://{h}", socket_timeout=1, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+    )
+    for h in hosts
+]

@@ -7,15 +7,17 @@ import os
 
 import fencing
 
-url = os.environ.get("FENCING_URL", "zookeeper://zk1:2181,zk2:2181,zk3:2181/myapp?session_timeout=10")
+url = os.environ.get(
+    "FENCING_URL", "zookeeper://zk1:2181,zk2:2181,zk3:2181/myapp?session_timeout=10"
+)
 zk = fencing.connect(url)
 fence = zk.fence("invoice:42")
 store = fencing.FileStore("invoice-42.json")  # any guarded resource
 
-with fence.hold(timeout=30) as token:      # acquire, confirm every ttl/3, release
+with fence.hold(timeout=30) as token:  # acquire, confirm every ttl/3, release
     store.write(b'{"total": 100}', token)  # the store refuses tokens below its mark
 
-# docs/zookeeper.md:27
+# docs/zookeeper.md:29
 
 from urllib.parse import urlsplit
 
@@ -26,8 +28,8 @@ from fencing.zookeeper.aio import ZooKeeperFence as AsyncZooKeeperFence
 
 client = KazooClient(hosts=urlsplit(url).netloc, timeout=10)  # "zk1:2181,zk2:2181,zk3:2181"
 client.start()
-fence = ZooKeeperFence(client, "invoice:42")          # blocking
-afence = AsyncZooKeeperFence(client, "invoice:42")    # asyncio, same session
+fence = ZooKeeperFence(client, "invoice:42")  # blocking
+afence = AsyncZooKeeperFence(client, "invoice:42")  # asyncio, same session
 token = fence.acquire(timeout=30)
 fence.release(token)
 client.stop()
