@@ -18,8 +18,9 @@ demo:
 # fencing.aio.FencedLock (`peer`); each one's output is printed whole once it ends, and
 # any failure fails the run. The suite runs on 6 pytest-xdist workers: its tests mostly
 # wait (for leases to expire, servers to fail over, processes to pause), so 6 fit on 2
-# CPUs, and the other three fill what CPU the waiting leaves. The budget is 5 minutes wall
-# for all of `make test` on a 2-vCPU machine (docs/testing.md).
+# CPUs, and the other three fill what CPU the waiting leaves. The budget is 4 minutes wall
+# for all of `make test` from a fresh clone on a 2-vCPU machine, green also beside other
+# work (docs/testing.md).
 test:
 	bash scripts/setup-test-env.sh
 	$(MAKE) --no-print-directory -j 4 --output-sync=target lint docs suite peer

@@ -15,6 +15,7 @@ the suite points ``$FENCING_URL`` at a throwaway server of that kind; without it
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import runpy
@@ -123,7 +124,10 @@ def run_script(script: str, env: dict[str, str], cwd: str, output: str) -> None:
     """Run a page's script as ``python script`` would, in this process: a child forked
     from the suite's forkserver (tests/processes.py), which imported fencing, redis-py and
     SQLAlchemy once, so a page costs its own code and not an interpreter's start-up. Its
-    environment and working directory are the page's, its output goes to ``output``."""
+    environment and working directory are the page's, its output goes to ``output``.
+    Processes it starts use Python's default start method, as under ``python script``
+    (a forkserver child's default is the forkserver)."""
+    multiprocessing.set_start_method(None, force=True)
     with open(output, "w") as out:
         for stream in (1, 2):
             os.dup2(out.fileno(), stream)

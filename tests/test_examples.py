@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
-import subprocess
-import sys
+import os
+import tempfile
 from pathlib import Path
 
+import docs_blocks
 import pytest
+from processes import CONTEXT
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -123,17 +125,25 @@ EXPECTED: dict[str, list[str]] = {
 
 @functools.cache
 def run(script: str) -> str:
-    """``script``'s output; it runs once per session, whichever tests read it."""
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / script)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=EXAMPLES.parent,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
+    """``script``'s output; it runs once per session, whichever tests read it. It runs
+    as ``python examples/<script>`` would, from the repository's root, in a child of the
+    suite's forkserver (``docs_blocks.run_script``, as the docs' pages do): a script costs
+    its own code, not an interpreter's start-up importing fencing, redis-py and SQLAlchemy
+    again (the installed ``fencing`` command's start-up is test_cli_operate.py's)."""
+    with tempfile.TemporaryDirectory() as directory:
+        output = Path(directory) / "output.txt"
+        child = CONTEXT.Process(
+            target=docs_blocks.run_script,
+            args=(str(EXAMPLES / script), dict(os.environ), str(EXAMPLES.parent), str(output)),
+        )
+        child.start()
+        child.join(60)
+        if child.exitcode is None:
+            child.kill()
+            child.join()
+        printed = output.read_text()
+    assert child.exitcode == 0, f"{script} ended with {child.exitcode}:\n{printed}"
+    return printed
 
 
 def test_every_example_is_tested() -> None:

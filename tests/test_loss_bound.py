@@ -143,7 +143,9 @@ def sqlite_freeze(tmp_path: Path) -> Freeze:
 
     @contextlib.contextmanager
     def freeze() -> Iterator[None]:
-        writer = sqlite3.connect(tmp_path / "fencing.db", isolation_level=None)
+        # the issuer's own writes hold the lock briefly: wait for it as long as a loaded
+        # machine may need (sqlite3's default of 5 s once ran out, under a load of 20)
+        writer = sqlite3.connect(tmp_path / "fencing.db", isolation_level=None, timeout=60)
         try:
             writer.execute("BEGIN IMMEDIATE")
             yield

@@ -284,17 +284,7 @@ async def test_asyncio_fence(otel: Telemetry) -> None:
 
 
 # -- every promise of the contract holds while telemetry records ---------------------------
-
-
-class TestMemoryFenceObserved(FenceContract):
-    @pytest.fixture
-    def make_fence(self, otel: Telemetry) -> MakeFence:
-        issuer = MemoryIssuer()
-
-        def make(name: str, ttl: float) -> Fence:
-            return fencing.MemoryFence(name, ttl, issuer=issuer)
-
-        return make
+# (the instruments are the fence's, whatever its issuer: blocking on Redis, asyncio on memory)
 
 
 class TestAsyncMemoryFenceObserved(AsyncFenceContract):

@@ -265,12 +265,14 @@ async def test_connect_cluster_url_gives_asyncio_cluster_fences(
     sync_fence.issuer.client.close()  # type: ignore[attr-defined]
 
 
-def test_a_semaphore_and_a_limiter_keep_their_keys_in_one_cluster_slot(
+def test_a_semaphore_a_limiter_and_a_rwlock_keep_their_keys_in_one_cluster_slot(
     redis_cluster: RedisCluster,
 ) -> None:
     """Every key of every slot of a semaphore (a permit held in each, and the release
-    stream a waiter made), and a limiter's keys of both windows, are in one cluster slot,
-    whatever master it is on; the limiter refuses past its limit there."""
+    stream a waiter made), a limiter's keys of both windows, and a read-write lock's (two
+    readers), are in one cluster slot, whatever master it is
+    on; each refuses there what it must. The rest of their contracts run on one Redis
+    (the same scripts: test_contract_semaphores.py, _limiters.py, _rwlocks.py)."""
     backend = fencing.connect(redis_cluster.url)
     client = backend.issuer.client  # type: ignore[attr-defined]
     name = f"bounded:{uuid.uuid4().hex}"
@@ -281,11 +283,23 @@ def test_a_semaphore_and_a_limiter_keep_their_keys_in_one_cluster_slot(
     for window in ("sliding", "fixed"):
         limiter = backend.limiter(name, 1, 30, window)
         assert limiter.try_acquire() and not limiter.try_acquire()
+    rwlock = backend.rwlock(name, ttl=30)
+    reads = [rwlock.read.acquire(timeout=0) for _ in range(2)]
+    assert int(reads[0]) == int(reads[1])  # one read epoch
+    with pytest.raises(fencing.AcquireTimeout):
+        rwlock.write.acquire(timeout=0)  # readers hold it
     keys = list(client.scan_iter(match=f"*{name}*", target_nodes=client.ALL_NODES))
-    assert len(keys) >= 4 + 2 and any(key.endswith(b":released") for key in keys), keys
+    assert len(keys) >= 4 + 2 + 1, keys
+    assert any(key.endswith(b":released") for key in keys), keys  # the semaphore's stream
+    assert any(key.endswith(b":rw:readers") for key in keys), keys  # the read-write lock's
     assert len({client.keyslot(key) for key in keys}) == 1, keys
     for permit in permits:
         semaphore.release(permit)
+    for read in reads:
+        rwlock.read.release(read)
+    written = rwlock.write.acquire(timeout=10)
+    assert int(written) > int(reads[0])
+    rwlock.write.release(written)
     client.close()
 
 

@@ -1,41 +1,36 @@
 """The public contracts (``fencing.testing.contract``) against Redis Cluster: the issuer
 blocking and asyncio (``redis.cluster.RedisCluster``,
-``redis.asyncio.cluster.RedisCluster``), its operations (status, names, force release),
-the mark, the semaphore, the read-write lock and the limiter (through ``fencing.connect``), on the
-session's cluster of 3 masters with a replica each.
+``redis.asyncio.cluster.RedisCluster``), its operations (status, names, force release)
+and the mark, on the session's cluster of 3 masters with a replica each.
 
-Names are random, so the contract's fences land on all three masters.
+Names are random, so the contract's fences land on all three masters. The semaphore,
+the read-write lock and the limiter run the scripts the Redis contracts run
+(test_contract_semaphores.py, _rwlocks.py, _limiters.py); what a cluster adds, every key
+of one of them in one slot, is test_redis_cluster.py's.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 import redis.cluster
-from limiters import ThroughBackend as ThroughLimiters
-from rwlocks import ThroughBackend
 
 import fencing
 import fencing.aio
 from fencing import RedisMark
-from fencing._connect import Backend
 from fencing.testing.contract import (
     AsyncElectionContract,
     AsyncFenceContract,
-    AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
     InteropContract,
     MakeAsyncFence,
-    MakeAsyncSemaphore,
     MakeFence,
     MakeMark,
-    MakeSemaphore,
     MarkContract,
     OperationsContract,
-    SemaphoreContract,
 )
 from fencing.testing.servers import RedisCluster
 
@@ -87,38 +82,3 @@ class TestRedisClusterMark(MarkContract):
     @pytest.fixture
     def make_mark(self, cluster_client: redis.cluster.RedisCluster) -> MakeMark:
         return lambda: RedisMark(cluster_client, f"mark:{uuid.uuid4().hex}")
-
-
-class TestRedisClusterSemaphore(SemaphoreContract):
-    @pytest.fixture
-    def make_semaphore(self, redis_cluster: RedisCluster) -> Iterator[MakeSemaphore]:
-        backend = fencing.connect(redis_cluster.url)
-        yield backend.semaphore
-        backend.close()
-
-
-class TestAsyncRedisClusterSemaphore(AsyncSemaphoreContract):
-    @pytest.fixture
-    async def make_semaphore(
-        self, redis_cluster: RedisCluster
-    ) -> AsyncIterator[MakeAsyncSemaphore]:
-        client = redis_cluster.async_client()
-        issuer = fencing.aio.RedisIssuer(client)
-        yield lambda name, permits, ttl: fencing.aio.Semaphore(issuer, name, permits, ttl)
-        await client.aclose()
-
-
-class TestRedisClusterRWLock(ThroughBackend):
-    @pytest.fixture
-    def backend(self, redis_cluster: RedisCluster) -> Iterator[Backend]:
-        backend = fencing.connect(redis_cluster.url)
-        yield backend
-        backend.close()
-
-
-class TestRedisClusterLimiter(ThroughLimiters):
-    @pytest.fixture
-    def backend(self, redis_cluster: RedisCluster) -> Iterator[Backend]:
-        backend = fencing.connect(redis_cluster.url)
-        yield backend
-        backend.close()

@@ -62,6 +62,38 @@ def test_an_acknowledged_lease_is_on_the_replica(
     assert primary.get(lease_key("replicated")) is None
 
 
+def test_a_rwlocks_grants_are_acknowledged_or_given_back(
+    sentinel_group: SentinelGroup, primary: redis.Redis, replica: redis.Redis
+) -> None:
+    """A read-write lock with ``min_replicas``: a read and a write lease are on the
+    replica once granted; with the replica frozen a grant is ``NotReplicated`` and given
+    back (the rest of the lock's contract runs on one Redis: test_contract_rwlocks.py)."""
+    backend = fencing.connect(
+        f"redis://127.0.0.1:{sentinel_group.primary.port}/0?min_replicas=1&replica_timeout=2"
+    )
+    rwlock = backend.rwlock("replicated-rw", ttl=30)
+    state, readers = b"fencing:{replicated-rw}:rw", b"fencing:{replicated-rw}:rw:readers"
+    read = rwlock.read.acquire(timeout=0)
+    held = replica.zrange(readers, 0, -1, withscores=True)
+    assert held and held == primary.zrange(readers, 0, -1, withscores=True)
+    rwlock.read.release(read)
+    written = rwlock.write.acquire(timeout=5)
+    assert written > read
+    assert replica.hgetall(state) == primary.hgetall(state) != {}
+    rwlock.write.release(written)
+    lonely = fencing.connect(
+        f"redis://127.0.0.1:{sentinel_group.primary.port}/0?min_replicas=1&replica_timeout=0.2"
+    ).rwlock("replicated-rw", ttl=30)
+    sentinel_group.freeze_replica()
+    try:
+        with pytest.raises(fencing.NotReplicated):
+            lonely.read.acquire(timeout=0)
+    finally:
+        sentinel_group.thaw_replica(rejoin=True)
+    assert not primary.exists(readers)  # given back: nothing is held
+    backend.close()
+
+
 def test_too_few_acknowledgements_release_the_lease(
     sentinel_group: SentinelGroup, primary: redis.Redis
 ) -> None:
@@ -129,11 +161,24 @@ def test_a_semaphore_waiter_is_woken_through_wait(sentinel_group: SentinelGroup)
     client.close()
 
 
-def test_after_script_flush(primary: redis.Redis) -> None:
-    fence = fencing.RedisFence(primary, "flushed", min_replicas=1)
-    fence.release(fence.acquire(timeout=0))
+def test_after_script_flush(primary: redis.Redis, replica: redis.Redis) -> None:
+    """After ``SCRIPT FLUSH`` the acquire's and the release's scripts meet NOSCRIPT inside
+    WAIT's pipeline: each is loaded and the pipeline sent again, and does its work once,
+    acknowledged by the replica."""
+    fence = fencing.RedisFence(primary, "flushed", ttl=30, min_replicas=1)
+    before = fence.acquire(timeout=0)
+    fence.release(before)
     primary.script_flush()
-    fence.release(fence.acquire(timeout=0))  # NOSCRIPT inside the pipeline: loaded, sent again
+    token = fence.acquire(timeout=0)
+    assert token > before
+    held = fencing.RedisIssuer(primary).status("flushed")
+    assert held.held and held.token == token, held
+    assert replica.get(lease_key("flushed")) == primary.get(lease_key("flushed")) is not None
+    primary.script_flush()
+    fence.release(token)
+    assert primary.get(lease_key("flushed")) is None
+    assert replica.get(lease_key("flushed")) is None  # the release's WAIT covered it
+    assert not fencing.RedisIssuer(primary).status("flushed").held
 
 
 async def test_asyncio_fence(sentinel_group: SentinelGroup) -> None:

@@ -1,7 +1,9 @@
 """``fencing.connect("redis+sentinel://...")``: the URL, the issuer contract through
 Sentinel (blocking and asyncio, with ``min_replicas=1``), the semaphore contract (also
-with ``min_replicas=1``: a slot take, refused or not, goes through WAIT's pipeline), the
-limiter contract through it, and an unknown service.
+with ``min_replicas=1``: a slot take, refused or not, goes through WAIT's pipeline), and
+an unknown service. The read-write lock and the limiter run the scripts the Redis
+contracts run, on the client these fences use; the read-write lock's WAIT is in
+test_redis_replicas.py.
 
 A failover through Sentinel is in test_redis_sentinel_failover.py.
 """
@@ -12,24 +14,18 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from limiters import ThroughBackend as ThroughLimiters
-from rwlocks import ThroughBackend
 
 import fencing
 import fencing.aio
-from fencing._connect import Backend
 from fencing.redis._backend import RedisBackend, fence_options
 from fencing.redis._issuer import AsyncRedisIssuer, RedisIssuer
 from fencing.redis._sentinel import SentinelURL, parse_sentinel_url
 from fencing.testing.contract import (
-    AsyncElectionContract,
     AsyncFenceContract,
-    AsyncSemaphoreContract,
     ElectionContract,
     FenceContract,
     InteropContract,
     MakeAsyncFence,
-    MakeAsyncSemaphore,
     MakeElection,
     MakeFence,
     MakeSemaphore,
@@ -104,42 +100,11 @@ class TestSentinelElection(ElectionContract):
         backend.close()
 
 
-class TestAsyncSentinelElection(AsyncElectionContract):
-    make_fence = TestAsyncSentinelFence.make_fence
-
-
 class TestSentinelSemaphore(SemaphoreContract):
     @pytest.fixture
     def make_semaphore(self, stable_group: SentinelGroup) -> Iterator[MakeSemaphore]:
         backend = fencing.connect(stable_group.url + "?min_replicas=1")
         yield backend.semaphore
-        backend.close()
-
-
-class TestAsyncSentinelSemaphore(AsyncSemaphoreContract):
-    @pytest.fixture
-    async def make_semaphore(
-        self, stable_group: SentinelGroup
-    ) -> AsyncIterator[MakeAsyncSemaphore]:
-        backend = fencing.connect(stable_group.url + "?min_replicas=1")
-        made: list[fencing.aio.Semaphore] = []
-
-        def make(name: str, permits: int, ttl: float) -> fencing.aio.Semaphore:
-            made.append(backend.aio_semaphore(name, permits, ttl))
-            return made[-1]
-
-        yield make
-        for semaphore in made:  # a client of its own each
-            await semaphore.aclose()
-
-
-class TestSentinelLimiter(ThroughLimiters):
-    """The limiter contract through Sentinel."""
-
-    @pytest.fixture
-    def backend(self, stable_group: SentinelGroup) -> Iterator[Backend]:
-        backend = fencing.connect(stable_group.url)
-        yield backend
         backend.close()
 
 
@@ -255,13 +220,3 @@ def test_replication_options_in_any_redis_url() -> None:
     aio = sentinel.aio_fence("y").issuer
     assert isinstance(aio, AsyncRedisIssuer)
     assert (aio.flows.min_replicas, aio.flows.replica_timeout) == (1, 0.25)
-
-
-class TestSentinelRWLock(ThroughBackend):
-    """Each grant and renewal acknowledged by the replica (``min_replicas=1``)."""
-
-    @pytest.fixture
-    def backend(self, stable_group: SentinelGroup) -> Iterator[Backend]:
-        backend = fencing.connect(stable_group.url + "?min_replicas=1")
-        yield backend
-        backend.close()

@@ -142,8 +142,10 @@ def test_close_stops_the_threads_the_fence_made_and_only_those(
     shared.close()
 
 
-class TestRedlockFenceOnFive(FenceContract):
-    """The blocking contract on five masters (a majority of 3)."""
+class OnFive:
+    """Blocking fences on five masters (a majority of 3), for the operations and interop
+    contracts; the fence contract runs blocking on three (``TestRedlockFence``) and
+    asyncio on five (``TestAsyncRedlockFenceOnFive``): one flow code, both quorum sizes."""
 
     @pytest.fixture
     def make_fence(self, five_nodes: list[RedisServer]) -> Iterator[MakeFence]:
@@ -167,16 +169,13 @@ class TestAsyncRedlockFenceOnFive(AsyncFenceContract):
             await client.aclose()
 
 
-class TestRedlockOperationsOnFive(OperationsContract):
+class TestRedlockOperationsOnFive(OnFive, OperationsContract):
     """``fencing status``/``list``/``release --force`` on Redlock fences on five masters."""
 
-    make_fence = TestRedlockFenceOnFive.make_fence
 
-
-class TestRedlockInteropOnFive(InteropContract):
+class TestRedlockInteropOnFive(OnFive, InteropContract):
     """A blocking and an asyncio Redlock fence of one name on five masters."""
 
-    make_fence = TestRedlockFenceOnFive.make_fence
     make_async_fence = TestAsyncRedlockFenceOnFive.make_fence
 
 

@@ -18,12 +18,13 @@ logs and states to the independent ``checker``. The issuers (``ChaosConfig.issue
   each restarted empty in turn (no persistence), a minority at a time, at a quarter, a
   half and three quarters of the run;
 - with ``failover``: Redis behind Sentinel (a primary, a replica, three Sentinels); at a
-  quarter of the run the replica misses some writes, the primary is killed and the
-  replica promoted (``_fail_over``); ``failover.py`` runs that fenced and with both
-  controls (unfenced, and the INCR-only issuer of ``incr_only``);
-- with ``failover`` and ``cluster``: a Redis Cluster (3 masters, a replica each); at a
-  quarter of the run the replica of the master serving the fence's slot is frozen and
-  its link cut, the master is killed and the replica promoted (``_fail_over_cluster``);
+  quarter of the run the replica is cut off until a worker has taken a lease from the
+  primary alone, the primary is killed and the replica promoted (``_fail_over``), and
+  the run goes on until a lease has been taken from it; ``failover.py`` runs that
+  fenced and with both controls (unfenced, and the INCR-only issuer of ``incr_only``);
+- with ``failover`` and ``cluster``: a Redis Cluster (3 masters, a replica each); the
+  same with the replica of the master serving the fence's slot, promoted by
+  ``CLUSTER FAILOVER TAKEOVER`` (``_fail_over_cluster``);
 - ``ChaosConfig.url``: an issuer that is already running (no failures of ours).
 
 Imports the chaos resources, worker and checker, and the throwaway servers.
@@ -82,6 +83,13 @@ class ChaosOutcome:
     issuer_events: list[tuple[float, str]] = field(default_factory=list)
     staged: str | None = None  # what the staged pause did, once it is over
 
+    @property
+    def promoted_at(self) -> float | None:
+        """When (``time.monotonic``) the replica was the primary, once it is (failover runs)."""
+        if self.failover_at is None or self.promoted_after is None:
+            return None
+        return self.started + self.failover_at + self.promoted_after
+
 
 def _resources(spec: dict[str, Any], fenced: bool) -> list[Resource]:
     resources: list[Resource] = [
@@ -126,7 +134,9 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
             SqlRowResource.setup(url, [1])
     outcome = ChaosOutcome(report=checker.Report())
     fence_name = f"chaos-{os.getpid()}-{rng.randrange(1 << 30)}"
-    issuer = _ChaosIssuer.start(config, outcome, fence_name)
+    logs = [log_path(workdir, index) for index in range(config.workers)]
+    acquisitions = _Acquisitions(logs)
+    issuer = _ChaosIssuer.start(config, outcome, fence_name, acquisitions)
     mode = "fenced" if config.fenced else "UNFENCED"
     say(
         f"chaos ({mode}): {config.workers} workers, {config.duration:g}s, ttl {config.ttl:g}s, "
@@ -156,13 +166,12 @@ def run_chaos(config: ChaosConfig, say: Callable[[str], None] = print) -> ChaosO
             process = context.Process(target=_worker_main, args=(worker_config, spec))
             process.start()
             processes.append(process)
-        logs = [log_path(workdir, index) for index in range(config.workers)]
         _await_workers(processes, logs)
         # the run, its pauses and the issuer's failures count from here
         started = outcome.started = time.monotonic()
         deadline.value = started + config.duration
         staged = _StagedPause([process.pid for process in processes], logs)
-        _control(processes, issuer, config, rng, started, deadline, outcome, staged)
+        _control(processes, issuer, config, rng, started, deadline, outcome, staged, acquisitions)
     finally:
         for process in processes:
             if process.pid is not None and process.is_alive():
@@ -196,12 +205,13 @@ def _control(
     deadline: ctypes.c_double,
     outcome: ChaosOutcome,
     staged: _StagedPause,
+    acquisitions: _Acquisitions,
 ) -> None:
     frozen: dict[int, float] = {}  # pid -> when to resume
     failures = sorted(issuer.failures, key=lambda failure: failure[0])
     limit = max(1, len(processes) // 2)
     while (now := time.monotonic()) < deadline.value or _overtime(
-        deadline, started, config, outcome
+        deadline, started, config, outcome, acquisitions
     ):
         for pid, until in list(frozen.items()):
             if now >= until:
@@ -234,20 +244,50 @@ def _control(
         _fail(failure, started, outcome)
 
 
-#: How long a run may go on past its duration until its staged pause is over (a loaded
-#: machine, an issuer that took long to fail over): then it ends without.
-STAGED_GRACE = 60.0
+#: How long a run may go on past its duration until its staged pause is over and, in a
+#: failover run, a lease has been taken from the promoted replica (a loaded machine, an
+#: issuer that took long to fail over): then it ends without.
+OVERTIME_GRACE = 60.0
 
 
 def _overtime(
-    deadline: ctypes.c_double, started: float, config: ChaosConfig, outcome: ChaosOutcome
+    deadline: ctypes.c_double,
+    started: float,
+    config: ChaosConfig,
+    outcome: ChaosOutcome,
+    acquisitions: _Acquisitions,
 ) -> bool:
-    """At the deadline: move it on a little while the staged pause is not over yet."""
+    """At the deadline: move it on a little while the staged pause is not over yet, or a
+    failover run has not yet taken a lease from the promoted replica (what makes the
+    INCR-only control hand a token out again, on every run)."""
     now = time.monotonic()
-    if outcome.staged is not None or now >= started + config.duration + STAGED_GRACE:
+    if now >= started + config.duration + OVERTIME_GRACE:
+        return False
+    promoted = outcome.promoted_at
+    served = not config.failover or (promoted is not None and acquisitions.since(promoted))
+    if outcome.staged is not None and served:
         return False
     deadline.value = now + 4 * config.ttl
     return True
+
+
+class _Acquisitions:
+    """The leases the workers' logs show taken: whether one was asked for after a moment
+    (``time.monotonic``) and granted."""
+
+    def __init__(self, logs: list[Path]) -> None:
+        self.logs = logs
+
+    def since(self, moment: float) -> bool:
+        records = checker.read_logs(log for log in self.logs if log.exists())
+        return any(r["kind"] == "acquire" and r["t0"] >= moment for r in records)
+
+    def await_since(self, moment: float, limit: float) -> None:
+        """Return once a lease asked for after ``moment`` has been granted, or after
+        ``limit`` seconds (the workers all frozen or failing: the run reports that)."""
+        deadline = time.monotonic() + limit
+        while not self.since(moment) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 #: The resource of the staged pause: a SQL row (SQLite, in every run) keeps no
@@ -346,13 +386,19 @@ class _ChaosIssuer:
         self.close = close
 
     @classmethod
-    def start(cls, config: ChaosConfig, outcome: ChaosOutcome, fence_name: str) -> _ChaosIssuer:
+    def start(
+        cls,
+        config: ChaosConfig,
+        outcome: ChaosOutcome,
+        fence_name: str,
+        acquisitions: _Acquisitions,
+    ) -> _ChaosIssuer:
         if config.url is not None:
             return cls(config.url, config.url.partition("://")[0], [], lambda: None)
         if config.failover and config.cluster:
-            return cls._cluster(config, outcome, fence_name)
+            return cls._cluster(config, outcome, fence_name, acquisitions)
         if config.failover:
-            return cls._sentinel(config, outcome)
+            return cls._sentinel(config, outcome, acquisitions)
         if config.issuer == "etcd":
             return cls._etcd()
         if config.issuer == "redlock":
@@ -411,24 +457,32 @@ class _ChaosIssuer:
         )
 
     @classmethod
-    def _sentinel(cls, config: ChaosConfig, outcome: ChaosOutcome) -> _ChaosIssuer:
+    def _sentinel(
+        cls, config: ChaosConfig, outcome: ChaosOutcome, acquisitions: _Acquisitions
+    ) -> _ChaosIssuer:
         group = SentinelGroup(down_after_ms=500).start()
         tokens = "INCR-only tokens" if config.incr_only else "Redis"
         return cls._failing_over(
             group.close,
-            lambda: _fail_over(group, config, outcome),
+            lambda: _fail_over(group, outcome, acquisitions),
             group.url + "?socket_timeout=1",
             f"{tokens} behind Sentinel (primary killed, a replica that missed writes promoted)",
             "sentinel failover begun",
         )
 
     @classmethod
-    def _cluster(cls, config: ChaosConfig, outcome: ChaosOutcome, fence_name: str) -> _ChaosIssuer:
+    def _cluster(
+        cls,
+        config: ChaosConfig,
+        outcome: ChaosOutcome,
+        fence_name: str,
+        acquisitions: _Acquisitions,
+    ) -> _ChaosIssuer:
         cluster = RedisCluster(masters=3, replicas=1).start()
         tokens = "INCR-only tokens" if config.incr_only else "Redis"
         return cls._failing_over(
             cluster.close,
-            lambda: _fail_over_cluster(cluster, fence_name, config, outcome),
+            lambda: _fail_over_cluster(cluster, fence_name, outcome, acquisitions),
             cluster.url + "?socket_timeout=1&socket_connect_timeout=1",
             f"{tokens} on a Redis Cluster, 3 masters (the fence's master killed, its replica "
             "that missed writes promoted)",
@@ -456,31 +510,38 @@ class _ChaosIssuer:
         return cls(url, what, [(0.25, begun, failover.start)], close)
 
 
-def _fail_over(group: SentinelGroup, config: ChaosConfig, outcome: ChaosOutcome) -> None:
-    """Freeze the replica and cut its link, let the workers write on the primary for a
-    while (those writes never reach the replica), kill the primary, resume the replica,
-    and wait until Sentinel has promoted it. In a thread: the pauses go on meanwhile."""
+#: How long a failover waits, its replica cut off, for a lease granted by the primary
+#: alone (the workers all frozen or failing that long: the failover goes on without)
+LOST_WRITES_LIMIT = 30.0
+
+
+def _fail_over(group: SentinelGroup, outcome: ChaosOutcome, acquisitions: _Acquisitions) -> None:
+    """Freeze the replica and cut its link, wait until a worker has taken a lease from the
+    primary alone (a write the replica never gets: an INCR the INCR-only control will hand
+    out again), kill the primary, resume the replica, and wait until Sentinel has promoted
+    it. In a thread: the pauses go on meanwhile."""
     group.freeze_replica()
-    time.sleep(min(0.4, max(0.1, 2 * config.ttl)))  # under down-after: still promotable
+    acquisitions.await_since(time.monotonic(), LOST_WRITES_LIMIT)
     group.kill_primary()
     outcome.failover_at = time.monotonic() - outcome.started
     group.thaw_replica()
-    group.wait_for_failover()
+    group.wait_for_failover(timeout=60.0)
     outcome.promoted_after = time.monotonic() - outcome.started - outcome.failover_at
 
 
 def _fail_over_cluster(
-    cluster: RedisCluster, fence_name: str, config: ChaosConfig, outcome: ChaosOutcome
+    cluster: RedisCluster, fence_name: str, outcome: ChaosOutcome, acquisitions: _Acquisitions
 ) -> None:
     """``_fail_over`` on a Redis Cluster: freeze the replica of the master serving the
     fence's slot and cut its link (freezing alone does not stop the stream: the kernel
-    buffers it), let the workers write, kill the master, thaw the replica and promote it
-    (``CLUSTER FAILOVER TAKEOVER``); wait until every node sees it serving the slot."""
+    buffers it), wait for a lease taken from the master alone, kill the master, thaw the
+    replica and promote it (``CLUSTER FAILOVER TAKEOVER``); wait until every node sees it
+    serving the slot."""
     master = cluster.master_for(fence_name)
     replica = cluster.replicas_of(master)[0]
     replica.freeze()
     cluster.cut_replication(master)
-    time.sleep(min(0.4, max(0.1, 2 * config.ttl)))
+    acquisitions.await_since(time.monotonic(), LOST_WRITES_LIMIT)
     master.kill()
     outcome.failover_at = time.monotonic() - outcome.started
     replica.thaw()
