@@ -272,9 +272,8 @@ BAD_IDLES = [(True, TypeError), ("1", TypeError), (-1, ValueError), (0, ValueErr
 
 
 def test_bad_input_is_refused_before_any_io() -> None:
-    """``RedisFence``'s own arguments (the client, ``counter_idle``), and one bad value of
-    each kind the contract checks on every issuer (``FenceContract``'s bad-input tables,
-    with nothing taken), refused here before any I/O."""
+    """``RedisFence``'s own arguments (the client, ``counter_idle``) refused before any
+    I/O; the arguments every fence takes are ``FenceContract``'s bad-input checks."""
     # Nothing listens on this port: any I/O would raise FenceUnavailable instead.
     client = failing_fast(free_port(), 0.2)
     for idle, error in BAD_IDLES:
@@ -283,17 +282,7 @@ def test_bad_input_is_refused_before_any_io() -> None:
     for wrong in ("redis://localhost", None, redis.asyncio.Redis(port=1)):
         with pytest.raises(TypeError):
             RedisFence(wrong, "x")  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        RedisFence(client, "")
-    with pytest.raises(ValueError):
-        RedisFence(client, "x", -1)
     fence = RedisFence(client, "x")
-    with pytest.raises(ValueError):
-        fence.acquire(-1)
-    with pytest.raises(TypeError):
-        fence.renew(True)
-    with pytest.raises(ValueError):
-        fence.release(fencing.FenceToken(5, "another"))
     with pytest.raises(fencing.FenceUnavailable):  # the same client, now doing I/O
         fence.acquire(timeout=0)
 
