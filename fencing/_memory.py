@@ -50,6 +50,49 @@ class _ReadWrite:
             self.waiting = None
 
 
+class MemoryWindows:
+    """The windows of a memory store: per limiter name, the times of its admissions
+    (sliding) or its window's start and count (fixed), in whole microseconds of
+    ``clock`` (so that a waiter that slept exactly ``retry_in`` finds the admission free,
+    whatever the float rounding). Not thread-safe by itself: the memory issuer calls it
+    under its lock."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._logs: dict[str, collections.deque[int]] = {}
+        self._fixed: dict[str, tuple[int, int]] = {}
+
+    def use(self, name: str, per_ms: int, window: str) -> LimitUse:
+        now, per = round(self._clock() * 1e6), per_ms * 1000
+        if window == "fixed":
+            start, count = self._fixed.get(name, (now - per, 0))
+            if now >= start + per or not count:
+                return LimitUse(0, None, now / 1e6)
+            return LimitUse(count, (start + per - now) / 1e6, now / 1e6)
+        counted = [at for at in self._logs.get(name, ()) if at > now - per]
+        if not counted:
+            return LimitUse(0, None, now / 1e6)
+        return LimitUse(len(counted), (counted[0] + per - now) / 1e6, now / 1e6)
+
+    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
+        now, per = round(self._clock() * 1e6), per_ms * 1000
+        if window == "fixed":
+            start, count = self._fixed.get(name, (now - per, 0))
+            if now >= start + per:
+                start, count = now, 0
+            if count < limit:
+                self._fixed[name] = (start, count + 1)
+                return Admission(True, 0.0, now / 1e6)
+            return Admission(False, (start + per - now) / 1e6, now / 1e6)
+        log = self._logs.setdefault(name, collections.deque())
+        while log and log[0] <= now - per:
+            log.popleft()
+        if len(log) < limit:
+            log.append(now)
+            return Admission(True, 0.0, now / 1e6)
+        return Admission(False, (log[len(log) - limit] + per - now) / 1e6, now / 1e6)
+
+
 class MemoryIssuer:
     """Leases and counters in this process's memory; thread-safe; wakes waiters on release.
 
@@ -379,46 +422,3 @@ class AsyncMemoryFence(AsyncFence):
         super().__init__(
             AsyncMemoryIssuer(issuer or default_memory_issuer), name, ttl, reentrant=reentrant
         )
-
-
-class MemoryWindows:
-    """The windows of a memory store: per limiter name, the times of its admissions
-    (sliding) or its window's start and count (fixed), in whole microseconds of
-    ``clock`` (so that a waiter that slept exactly ``retry_in`` finds the admission free,
-    whatever the float rounding). Not thread-safe by itself: the memory issuer calls it
-    under its lock."""
-
-    def __init__(self, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        self._logs: dict[str, collections.deque[int]] = {}
-        self._fixed: dict[str, tuple[int, int]] = {}
-
-    def use(self, name: str, per_ms: int, window: str) -> LimitUse:
-        now, per = round(self._clock() * 1e6), per_ms * 1000
-        if window == "fixed":
-            start, count = self._fixed.get(name, (now - per, 0))
-            if now >= start + per or not count:
-                return LimitUse(0, None, now / 1e6)
-            return LimitUse(count, (start + per - now) / 1e6, now / 1e6)
-        counted = [at for at in self._logs.get(name, ()) if at > now - per]
-        if not counted:
-            return LimitUse(0, None, now / 1e6)
-        return LimitUse(len(counted), (counted[0] + per - now) / 1e6, now / 1e6)
-
-    def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
-        now, per = round(self._clock() * 1e6), per_ms * 1000
-        if window == "fixed":
-            start, count = self._fixed.get(name, (now - per, 0))
-            if now >= start + per:
-                start, count = now, 0
-            if count < limit:
-                self._fixed[name] = (start, count + 1)
-                return Admission(True, 0.0, now / 1e6)
-            return Admission(False, (start + per - now) / 1e6, now / 1e6)
-        log = self._logs.setdefault(name, collections.deque())
-        while log and log[0] <= now - per:
-            log.popleft()
-        if len(log) < limit:
-            log.append(now)
-            return Admission(True, 0.0, now / 1e6)
-        return Admission(False, (log[len(log) - limit] + per - now) / 1e6, now / 1e6)
