@@ -25,11 +25,13 @@ import redis.asyncio
 import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from rwlocks import ThroughBackend
 from waiting import NEVER, PATIENCE, await_until, joined, wait_until, woken_only
 
 import fencing
 import fencing.aio
 from fencing import FenceUnavailable, LeaseLost
+from fencing._connect import Backend
 from fencing.redis import RedlockFence, RedlockIssuer
 from fencing.redis._redlock_flows import Broadcast
 from fencing.redis._redlock_scripts import redlock_keys
@@ -105,6 +107,18 @@ class TestRedlockFence(FenceContract):
     @pytest.fixture
     def make_fence(self, nodes: list[RedisServer]) -> Iterator[MakeFence]:
         yield from _make_fences(nodes)
+
+
+class TestRedlockRWLock(ThroughBackend):
+    """Read-write locks on three masters through ``fencing.connect("redis+redlock://...")``,
+    blocking and asyncio: the fence's quorum flows on the read-write scripts."""
+
+    @pytest.fixture
+    def backend(self, nodes: list[RedisServer]) -> Iterator[Backend]:
+        hosts = ",".join(f"127.0.0.1:{server.port}" for server in nodes)
+        backend = fencing.connect(f"redis+redlock://{hosts}?socket_timeout=2")
+        yield backend
+        backend.close()
 
 
 def _redlock_threads(since: set[threading.Thread]) -> set[threading.Thread]:
