@@ -34,6 +34,7 @@ from fencing import FenceUnavailable, LeaseLost
 from fencing._connect import Backend
 from fencing.redis import RedlockFence, RedlockIssuer
 from fencing.redis._redlock_flows import Broadcast
+from fencing.redis._redlock_rw_scripts import redlock_rw_keys
 from fencing.redis._redlock_scripts import redlock_keys
 from fencing.redis.aio import RedlockFence as AsyncRedlockFence
 from fencing.redis.aio import RedlockIssuer as AsyncRedlockIssuer
@@ -685,3 +686,42 @@ def test_two_addresses_of_one_server_are_refused_before_anything_is_taken(
             await client.aclose()
 
     asyncio.run(asyncio_side())
+
+
+def test_rwlock_readers_join_the_majoritys_epoch_and_writers_stay_above_it(
+    own_nodes: list[RedisServer],
+) -> None:
+    """A node left in another read epoch (readers that formed there alone, its counter
+    far ahead: no token of a majority) is outvoted: two readers still share one epoch,
+    the majority's, above the writer before them; the next writer is above that epoch;
+    with that node down (a minority), the next epoch is above that writer. The control:
+    node 0 still says the stray epoch, which a reader taking one node's word would have
+    got, and with which those two readers would have refused each other."""
+    clients = [_client(server) for server in own_nodes]
+    issuer = RedlockIssuer(clients)
+    rw = fencing.RWLock(issuer, "rw-stray", ttl=30)
+    first = rw.write.acquire(timeout=0)
+    rw.write.release(first)
+    keys = redlock_rw_keys("rw-stray")
+    stray = first + 10**12  # an epoch and counter far ahead, on node 0 alone
+    clients[0].set(keys.counter, stray)
+    clients[0].hset(keys.lock, "epoch", stray)
+    clients[0].zadd(keys.readers, {"stray-reader": 2**50})
+    one, two = rw.read.acquire(timeout=0), rw.read.acquire(timeout=0)
+    assert one == two, f"readers holding together have tokens {one} and {two}"
+    assert first < one, "the read epoch is not above the write before it"
+    assert int(clients[0].hget(keys.lock, "epoch")) == stray  # the control: node 0 alone
+    assert int(clients[1].hget(keys.lock, "epoch")) == one  # said another epoch
+    rw.read.renew(one)  # a majority renews
+    rw.read.release(one)
+    rw.read.release(two)
+    writer = rw.write.acquire(timeout=0)  # nodes 1 and 2 (node 0's stray reader is in)
+    assert writer > one, f"the writer's {writer} is not above the read epoch {one}"
+    rw.write.release(writer)
+    own_nodes[0].stop()  # a minority down: the stray node
+    again = rw.read.acquire(timeout=0)
+    assert again > writer, f"a new read epoch {again} is not above the write {writer}"
+    rw.read.release(again)
+    issuer.close()
+    for client in clients:
+        client.close()
