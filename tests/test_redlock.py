@@ -23,6 +23,7 @@ import pytest
 import redis
 import redis.asyncio
 import redis.cluster
+import test_rwlock_processes as frozen_rw
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from rwlocks import ThroughBackend
@@ -120,6 +121,22 @@ class TestRedlockRWLock(ThroughBackend):
         backend = fencing.connect(f"redis+redlock://{hosts}?socket_timeout=2")
         yield backend
         backend.close()
+
+
+@pytest.fixture
+def url(nodes: list[RedisServer]) -> str:
+    """``redis+redlock://`` over the three masters, for the frozen processes' tests."""
+    return "redis+redlock://" + ",".join(f"127.0.0.1:{server.port}" for server in nodes)
+
+
+# Readers and writers frozen past their leases (SIGSTOP), each with its control, on
+# Redlock: tests/test_rwlock_processes.py's tests, run with this module's ``url``.
+test_a_reader_frozen_past_its_lease_is_refused_once_a_writer_claimed = (
+    frozen_rw.test_a_reader_frozen_past_its_lease_is_refused_once_a_writer_claimed
+)
+test_a_writer_frozen_past_its_lease_is_refused_once_a_reader_claimed = (
+    frozen_rw.test_a_writer_frozen_past_its_lease_is_refused_once_a_reader_claimed
+)
 
 
 def _redlock_threads(since: set[threading.Thread]) -> set[threading.Thread]:
