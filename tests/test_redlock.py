@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -35,8 +36,9 @@ from fencing import FenceUnavailable, LeaseLost
 from fencing._connect import Backend
 from fencing.redis import RedlockFence, RedlockIssuer
 from fencing.redis._redlock_flows import Broadcast
+from fencing.redis._redlock_rw_flows import RedlockRWFlows
 from fencing.redis._redlock_rw_scripts import redlock_rw_keys
-from fencing.redis._redlock_scripts import redlock_keys
+from fencing.redis._redlock_scripts import Grant, redlock_keys
 from fencing.redis.aio import RedlockFence as AsyncRedlockFence
 from fencing.redis.aio import RedlockIssuer as AsyncRedlockIssuer
 from fencing.testing.contract import (
@@ -705,40 +707,63 @@ def test_two_addresses_of_one_server_are_refused_before_anything_is_taken(
     asyncio.run(asyncio_side())
 
 
+class OneNodeEpoch(RedlockRWFlows):
+    """Broken on purpose: a token that one node holds for the lease is the token (not
+    only one a majority holds), and the nodes that granted are left as they are."""
+
+    def decided(self, granted: list[Grant], proposal: int) -> int | None:
+        return next((grant.held for grant in granted if grant.held is not None), None)
+
+    @staticmethod
+    def make_same(*args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["quorum", "control"])
 def test_rwlock_readers_join_the_majoritys_epoch_and_writers_stay_above_it(
-    own_nodes: list[RedisServer],
+    own_nodes: list[RedisServer], broken: bool
 ) -> None:
     """A node left in another read epoch (readers that formed there alone, its counter
     far ahead: no token of a majority) is outvoted: two readers still share one epoch,
     the majority's, above the writer before them; the next writer is above that epoch;
-    with that node down (a minority), the next epoch is above that writer. The control:
-    node 0 still says the stray epoch, which a reader taking one node's word would have
-    got, and with which those two readers would have refused each other."""
+    with that node down (a minority), the next epoch is above that writer. The control
+    takes one node's word for the epoch: the readers get the stray epoch, and the next
+    writer's token is below it (a reader's claim would refuse that writer's writes)."""
     clients = [_client(server) for server in own_nodes]
     issuer = RedlockIssuer(clients)
-    rw = fencing.RWLock(issuer, "rw-stray", ttl=30)
-    first = rw.write.acquire(timeout=0)
-    rw.write.release(first)
-    keys = redlock_rw_keys("rw-stray")
-    stray = first + 10**12  # an epoch and counter far ahead, on node 0 alone
-    clients[0].set(keys.counter, stray)
-    clients[0].hset(keys.lock, "epoch", stray)
-    clients[0].zadd(keys.readers, {"stray-reader": 2**50})
-    one, two = rw.read.acquire(timeout=0), rw.read.acquire(timeout=0)
-    assert one == two, f"readers holding together have tokens {one} and {two}"
-    assert first < one, "the read epoch is not above the write before it"
-    epochs = [client.hget(keys.lock, "epoch") for client in clients]
-    assert epochs == [b"%d" % stray, b"%d" % one, b"%d" % one]  # the control: node 0 alone
-    rw.read.renew(one)  # a majority renews
-    rw.read.release(one)
-    rw.read.release(two)
-    writer = rw.write.acquire(timeout=0)  # nodes 1 and 2 (node 0's stray reader is in)
-    assert writer > one, f"the writer's {writer} is not above the read epoch {one}"
-    rw.write.release(writer)
-    own_nodes[0].stop()  # a minority down: the stray node
-    again = rw.read.acquire(timeout=0)
-    assert again > writer, f"a new read epoch {again} is not above the write {writer}"
-    rw.read.release(again)
-    issuer.close()
-    for client in clients:
-        client.close()
+    try:
+        if broken:
+            issuer.flows = OneNodeEpoch(len(clients))
+        rw = fencing.RWLock(issuer, "rw-stray", ttl=30)
+        first = rw.write.acquire(timeout=0)
+        rw.write.release(first)
+        keys = redlock_rw_keys("rw-stray")
+        stray = first + 10**12  # an epoch and counter far ahead, on node 0 alone
+        clients[0].set(keys.counter, stray)
+        clients[0].hset(keys.lock, "epoch", stray)
+        clients[0].zadd(keys.readers, {"stray-reader": 2**50})
+        one, two = rw.read.acquire(timeout=0), rw.read.acquire(timeout=0)
+        assert one == two, f"readers holding together have tokens {one} and {two}"
+        assert first < one, "the read epoch is not above the write before it"
+        if broken:  # no majority is in that epoch: the readers' leases are lost at once
+            for token in (one, two):
+                with pytest.raises(LeaseLost):
+                    rw.read.release(token)
+            writer = rw.write.acquire(timeout=0)
+            assert one == stray > writer, f"the control's epoch {one} is not above {writer}"
+            return
+        rw.read.renew(one)  # a majority renews
+        rw.read.release(one)
+        rw.read.release(two)
+        writer = rw.write.acquire(timeout=0)  # nodes 1 and 2 (node 0's stray reader is in)
+        assert one < stray, "the stray node's epoch was taken"
+        assert writer > one, f"the writer's {writer} is not above the read epoch {one}"
+        rw.write.release(writer)
+        own_nodes[0].stop()  # a minority down: the stray node
+        again = rw.read.acquire(timeout=0)
+        assert again > writer, f"a new read epoch {again} is not above the write {writer}"
+        rw.read.release(again)
+    finally:
+        issuer.close()
+        for client in clients:
+            client.close()
