@@ -75,8 +75,6 @@ def test_every_backend_class_has_every_method(where: tuple[str, str]) -> None:
         ("redis+redlock://a:1,b:2,c:3", lambda b: b.limiter("l", 5, 1.0), "no limiter"),
         ("etcd://localhost:2379", lambda b: b.limiter("l", 5, 1.0), "no limiter"),
         ("zookeeper://localhost:2181", lambda b: b.aio_limiter("l", 5, 1.0), "no limiter"),
-        ("redis+redlock://a:1,b:2,c:3", lambda b: b.rwlock("r"), "no read-write lock"),
-        ("redis+redlock://a:1,b:2,c:3", lambda b: b.aio_rwlock("r"), "no read-write lock"),
     ],
 )
 def test_a_primitive_a_backend_lacks_is_a_clear_error(

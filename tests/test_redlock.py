@@ -18,21 +18,27 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
 import redis.cluster
+import test_rwlock_processes as frozen_rw
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+from rwlocks import ThroughBackend
 from waiting import NEVER, PATIENCE, await_until, joined, wait_until, woken_only
 
 import fencing
 import fencing.aio
 from fencing import FenceUnavailable, LeaseLost
+from fencing._connect import Backend
 from fencing.redis import RedlockFence, RedlockIssuer
 from fencing.redis._redlock_flows import Broadcast
-from fencing.redis._redlock_scripts import redlock_keys
+from fencing.redis._redlock_rw_flows import RedlockRWFlows
+from fencing.redis._redlock_rw_scripts import redlock_rw_keys
+from fencing.redis._redlock_scripts import Grant, redlock_keys
 from fencing.redis.aio import RedlockFence as AsyncRedlockFence
 from fencing.redis.aio import RedlockIssuer as AsyncRedlockIssuer
 from fencing.testing.contract import (
@@ -105,6 +111,34 @@ class TestRedlockFence(FenceContract):
     @pytest.fixture
     def make_fence(self, nodes: list[RedisServer]) -> Iterator[MakeFence]:
         yield from _make_fences(nodes)
+
+
+class TestRedlockRWLock(ThroughBackend):
+    """Read-write locks on three masters through ``fencing.connect("redis+redlock://...")``,
+    blocking and asyncio: the fence's quorum flows on the read-write scripts."""
+
+    @pytest.fixture
+    def backend(self, nodes: list[RedisServer]) -> Iterator[Backend]:
+        hosts = ",".join(f"127.0.0.1:{server.port}" for server in nodes)
+        backend = fencing.connect(f"redis+redlock://{hosts}?socket_timeout=2")
+        yield backend
+        backend.close()
+
+
+@pytest.fixture
+def url(nodes: list[RedisServer]) -> str:
+    """``redis+redlock://`` over the three masters, for the frozen processes' tests."""
+    return "redis+redlock://" + ",".join(f"127.0.0.1:{server.port}" for server in nodes)
+
+
+# Readers and writers frozen past their leases (SIGSTOP), each with its control, on
+# Redlock: tests/test_rwlock_processes.py's tests, run with this module's ``url``.
+test_a_reader_frozen_past_its_lease_is_refused_once_a_writer_claimed = (
+    frozen_rw.test_a_reader_frozen_past_its_lease_is_refused_once_a_writer_claimed
+)
+test_a_writer_frozen_past_its_lease_is_refused_once_a_reader_claimed = (
+    frozen_rw.test_a_writer_frozen_past_its_lease_is_refused_once_a_reader_claimed
+)
 
 
 def _redlock_threads(since: set[threading.Thread]) -> set[threading.Thread]:
@@ -671,3 +705,65 @@ def test_two_addresses_of_one_server_are_refused_before_anything_is_taken(
             await client.aclose()
 
     asyncio.run(asyncio_side())
+
+
+class OneNodeEpoch(RedlockRWFlows):
+    """Broken on purpose: a token that one node holds for the lease is the token (not
+    only one a majority holds), and the nodes that granted are left as they are."""
+
+    def decided(self, granted: list[Grant], proposal: int) -> int | None:
+        return next((grant.held for grant in granted if grant.held is not None), None)
+
+    @staticmethod
+    def make_same(*args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["quorum", "control"])
+def test_rwlock_readers_join_the_majoritys_epoch_and_writers_stay_above_it(
+    own_nodes: list[RedisServer], broken: bool
+) -> None:
+    """A node left in another read epoch (readers that formed there alone, its counter
+    far ahead: no token of a majority) is outvoted: two readers still share one epoch,
+    the majority's, above the writer before them; the next writer is above that epoch;
+    with that node down (a minority), the next epoch is above that writer. The control
+    takes one node's word for the epoch: the readers get the stray epoch, and the next
+    writer's token is below it (a reader's claim would refuse that writer's writes)."""
+    clients = [_client(server) for server in own_nodes]
+    issuer = RedlockIssuer(clients)
+    try:
+        if broken:
+            issuer.flows = OneNodeEpoch(len(clients))
+        rw = fencing.RWLock(issuer, "rw-stray", ttl=30)
+        first = rw.write.acquire(timeout=0)
+        rw.write.release(first)
+        keys = redlock_rw_keys("rw-stray")
+        stray = first + 10**12  # an epoch and counter far ahead, on node 0 alone
+        clients[0].set(keys.counter, stray)
+        clients[0].hset(keys.lock, "epoch", stray)
+        clients[0].zadd(keys.readers, {"stray-reader": 2**50})
+        one, two = rw.read.acquire(timeout=0), rw.read.acquire(timeout=0)
+        assert one == two, f"readers holding together have tokens {one} and {two}"
+        assert first < one, "the read epoch is not above the write before it"
+        if broken:  # no majority is in that epoch: the readers' leases are lost at once
+            for token in (one, two):
+                with pytest.raises(LeaseLost):
+                    rw.read.release(token)
+            writer = rw.write.acquire(timeout=0)
+            assert one == stray > writer, f"the control's epoch {one} is not above {writer}"
+            return
+        rw.read.renew(one)  # a majority renews
+        rw.read.release(one)
+        rw.read.release(two)
+        writer = rw.write.acquire(timeout=0)  # nodes 1 and 2 (node 0's stray reader is in)
+        assert one < stray, "the stray node's epoch was taken"
+        assert writer > one, f"the writer's {writer} is not above the read epoch {one}"
+        rw.write.release(writer)
+        own_nodes[0].stop()  # a minority down: the stray node
+        again = rw.read.acquire(timeout=0)
+        assert again > writer, f"a new read epoch {again} is not above the write {writer}"
+        rw.read.release(again)
+    finally:
+        issuer.close()
+        for client in clients:
+            client.close()

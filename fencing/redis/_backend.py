@@ -26,7 +26,7 @@ import redis.cluster
 import redis.connection
 
 from .._base.owned import owned
-from .._connect import NoElection, NoLimiter, NoRWLock, NoSemaphore
+from .._connect import NoElection, NoLimiter, NoSemaphore
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
@@ -37,7 +37,13 @@ from .._primitives.semaphore import AsyncSemaphore, Semaphore
 from ._clients import AsyncClient, SyncClient
 from ._flows import check_min_replicas
 from ._issuer import AsyncRedisFence, AsyncRedisIssuer, RedisFence, RedisIssuer
-from ._redlock_issuer import MIN_NODES, AsyncRedlockFence, RedlockFence, RedlockIssuer
+from ._redlock_issuer import (
+    MIN_NODES,
+    AsyncRedlockFence,
+    AsyncRedlockIssuer,
+    RedlockFence,
+    RedlockIssuer,
+)
 from ._sentinel import (
     SentinelURL,
     async_sentinel_client,
@@ -225,7 +231,7 @@ def _host_port(part: str, url: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-class RedlockBackend(NoSemaphore, NoElection, NoLimiter, NoRWLock):
+class RedlockBackend(NoSemaphore, NoElection, NoLimiter):
     """Redlock fences on the independent Redis masters of ``redis+redlock://[user:
     password@]host:port,host:port,host:port[/db][?option=value...]`` (``rediss+redlock://``
     for TLS): one client per host, each made by redis-py from the URL with that host
@@ -258,6 +264,18 @@ class RedlockBackend(NoSemaphore, NoElection, NoLimiter, NoRWLock):
         clients = [redis.asyncio.Redis.from_url(url) for url in self._urls]
         fence = AsyncRedlockFence(clients, name, ttl, reentrant=reentrant)
         return owned(fence, fence.issuer)
+
+    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
+        """A read-write lock over the masters (docs/redlock.md, "Read-write locks"): the
+        fence's quorum flows on per-node read-write scripts, one token sequence with the
+        Redlock fence ``name``. The blocking locks share the blocking fences' issuer."""
+        return RWLock(self.issuer, name, ttl)
+
+    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
+        """The asyncio ``rwlock`` (clients of its own, on the event loop that uses it,
+        closed by its ``aclose()``)."""
+        issuer = AsyncRedlockIssuer([redis.asyncio.Redis.from_url(url) for url in self._urls])
+        return owned(AsyncRWLock(issuer, name, ttl), issuer)
 
     def close(self) -> None:
         """Close the blocking issuer's connections and threads (made again on next use)."""

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from redis.exceptions import RedisError
 
@@ -225,6 +226,55 @@ def same_servers(run_ids: list[object]) -> None:
         seen[run_id] = index
 
 
+class NodeScripts(Protocol):
+    """The per-node scripts of one kind of Redlock lease, as ``RedlockFlows`` sends
+    them: the fence's (``FenceScripts``) or one side of a read-write lock's
+    (``_redlock_rw.RWScripts``). Each returns a ``NodeCall`` (the same for every node);
+    ``grant`` parses round 1's reply. ``who`` is the holder id as bytes."""
+
+    def acquire(self, who: bytes, ttl_ms: int, proposal: int) -> NodeCall: ...
+
+    def grant(self, reply: Any) -> Grant: ...
+
+    def commit(self, who: bytes, token: int, proposal: int) -> NodeCall: ...
+
+    def give_back(self, who: bytes, token: int | None, proposal: int) -> NodeCall: ...
+
+    def renew(self, token: int, who: bytes, ttl_ms: int) -> NodeCall: ...
+
+    def release(self, token: int, who: bytes) -> NodeCall: ...
+
+
+class FenceScripts:
+    """A Redlock fence's per-node scripts (``_redlock_scripts``) for the fence ``name``."""
+
+    __slots__ = ("keys", "wake")
+
+    def __init__(self, name: str) -> None:
+        self.keys = redlock_keys(name)
+        self.wake = wake_key(name)
+
+    def acquire(self, who: bytes, ttl_ms: int, proposal: int) -> NodeCall:
+        return ACQUIRE, (*self.keys, who, ttl_ms, b"%d" % proposal)
+
+    grant = staticmethod(parse_grant)
+
+    def commit(self, who: bytes, token: int, proposal: int) -> NodeCall:
+        return COMMIT, (*self.keys, who, b"%d" % token, lease_value(proposal, who))
+
+    def give_back(self, who: bytes, token: int | None, proposal: int) -> NodeCall:
+        value = who if token is None else lease_value(token, who)
+        values = (value, who, lease_value(proposal, who))
+        return RELEASE, (self.keys.lease, self.wake, *values, WAKE_MS)
+
+    def renew(self, token: int, who: bytes, ttl_ms: int) -> NodeCall:
+        return RENEW, (self.keys.lease, lease_value(token, who), ttl_ms)
+
+    def release(self, token: int, who: bytes) -> NodeCall:
+        value = lease_value(token, who)
+        return RELEASE, (self.keys.lease, self.wake, value, value, value, WAKE_MS)
+
+
 #: How far above its estimate of the nodes' clocks the client proposes a token (µs): the
 #: time a request takes to reach a node, and the rates at which clocks drift apart
 #: between two acquisitions. A proposal below a node's candidate is not taken there
@@ -317,7 +367,9 @@ class RedlockFlows:
             if isinstance(reply, BaseException) and not isinstance(reply, RedisError):
                 raise reply
 
-    def try_acquire(self, name: str, holder: str, ttl_ms: int) -> Flow[RedlockStep, int | Busy]:
+    def try_acquire(
+        self, name: str, holder: str, ttl_ms: int, scripts: NodeScripts | None = None
+    ) -> Flow[RedlockStep, int | Busy]:
         """``acquire``, after a check made once, before the first: no two clients reach
         one server (``run_id``, asked of every node at once; a node that does not answer
         within ``DISTINCT_WAIT`` is not compared)."""
@@ -326,48 +378,51 @@ class RedlockFlows:
             yield run_ids
             same_servers(run_ids.result)
             self._distinct = True
-        return (yield from self.acquire(name, holder, ttl_ms))
+        return (yield from self.acquire(name, holder, ttl_ms, scripts))
 
-    def acquire(self, name: str, holder: str, ttl_ms: int) -> Flow[Broadcast, int | Busy]:
-        """Round 1 (lease, candidates, and the proposed token ``P``): ``P`` once a
-        majority granted the lease and took ``P`` within the validity. Else round 2 (commit
-        the maximum and confirm): that token once a majority confirmed within the
-        validity. Else the grants are given back and ``Busy`` returned: the fence tries
-        again (``FenceUnavailable`` when so many nodes failed that no majority is
-        possible)."""
-        keys = redlock_keys(name)
+    def acquire(
+        self, name: str, holder: str, ttl_ms: int, scripts: NodeScripts | None = None
+    ) -> Flow[Broadcast, int | Busy]:
+        """Round 1 (lease, candidates, and the proposed token ``P``): the token once a
+        majority granted the lease and holds one same token for it (took ``P``, or, for
+        a reader, is in one read epoch) within the validity. Else round 2 (commit the
+        maximum and confirm): that token once a majority confirmed within the validity.
+        Else the grants are given back and ``Busy`` returned: the fence tries again
+        (``FenceUnavailable`` when so many nodes failed that no majority is possible).
+        ``scripts``: the per-node scripts of the lease, the fence's by default
+        (``FenceScripts``), or a read-write lock's side (``_redlock_rw``)."""
+        if scripts is None:
+            scripts = FenceScripts(name)
         who = holder.encode()
         proposal = self.proposal()
         start = self.clock()
         deadline = start + ttl_ms / 1000
-        call = (ACQUIRE, (*keys, who, ttl_ms, b"%d" % proposal))
+        call = scripts.acquire(who, ttl_ms, proposal)
         first = self._step([call] * self.nodes, deadline, ttl_ms, fresh=True)
         commit: Broadcast | None = None
         token: int | None = None
         try:
             yield first
             self._raise_bugs(first.result)
-            grants = {i: parse_grant(r) for i, r in enumerate(first.result) if answered(r)}
+            grants = {i: scripts.grant(r) for i, r in enumerate(first.result) if answered(r)}
             self._learn(grants, start)
             outcome: int | Busy
             granted = [grant for grant in grants.values() if grant.granted]
+            held = self.decided(granted, proposal)
             if len(grants) < self.quorum:
                 outcome = self._short(name, first.result, "acquire")
             elif len(granted) < self.quorum:
                 outcome = busy_for(list(grants.values()), self.quorum)
-            elif self.taken(granted) and self._valid(ttl_ms, start):
-                token = proposal  # already on a majority's counters, in their leases
-                after = self._give_back(name, who, token, proposal, first, None, late=True)
-                self.make_same(after, grants, name, who, token)
+            elif held is not None and self._valid(ttl_ms, start):
+                token = held  # already on a majority's counters, in their leases
+                after = self._give_back(scripts, who, token, proposal, first, None, late=True)
+                self.make_same(after, grants, scripts, who, token, proposal)
                 if any(after.calls):  # and a grant that comes in late is given back
                     yield after
                 return token
             else:
                 token = self.token_of(list(grants.values()), proposal)
-                commit_call: NodeCall = (
-                    COMMIT,
-                    (*keys, who, b"%d" % token, lease_value(proposal, who)),
-                )
+                commit_call = scripts.commit(who, token, proposal)
                 commit = self._step(  # to every node: also repairs one that lost its counter
                     [commit_call] * self.nodes, deadline, ttl_ms, after=self._late(first.result)
                 )
@@ -376,7 +431,7 @@ class RedlockFlows:
                 replies = commit.result
                 if sum(answered(reply) for reply in replies) < self.quorum:
                     outcome = self._short(name, replies, "commit")
-                    yield self._give_back(name, who, token, proposal, first, commit, wait=True)
+                    yield self._give_back(scripts, who, token, proposal, first, commit, wait=True)
                     return outcome
                 confirmed = sum(
                     grants[i].granted and parse_flag(replies[i], "COMMIT")
@@ -385,30 +440,45 @@ class RedlockFlows:
                 )
                 if confirmed >= self.quorum and self._valid(ttl_ms, start):
                     # a grant that comes in late never counted: given back once it is in
-                    yield self._give_back(name, who, token, proposal, first, commit, late=True)
+                    yield self._give_back(scripts, who, token, proposal, first, commit, late=True)
                     return token
                 outcome = Busy(None)  # lost on the way, or too slow: try again
         except GeneratorExit:
             raise
         except FenceUnavailable:  # no majority answered: give back what the rest granted
-            yield self._give_back(name, who, token, proposal, first, commit, wait=True)
+            yield self._give_back(scripts, who, token, proposal, first, commit, wait=True)
             raise
         except BaseException:  # an interrupt or a cancellation: give back, wait for nothing
-            yield self._give_back(name, who, token, proposal, first, commit, wait=False)
+            yield self._give_back(scripts, who, token, proposal, first, commit, wait=False)
             raise
-        yield self._give_back(name, who, token, proposal, first, commit, wait=True)
+        yield self._give_back(scripts, who, token, proposal, first, commit, wait=True)
         return outcome
+
+    def decided(self, granted: list[Grant], proposal: int) -> int | None:
+        """The token decided in round 1, if any: the proposal where a majority took it
+        (``taken``), or a token a majority holds for the lease (a read epoch that a
+        majority of a reader's grants are in); else ``None`` (the acquire commits)."""
+        if self.taken(granted):
+            return proposal
+        counts = Counter(grant.held for grant in granted if grant.held is not None)
+        return next((held for held, count in counts.items() if count >= self.quorum), None)
 
     @staticmethod
     def make_same(
-        after: Broadcast, grants: dict[int, Grant], name: str, who: bytes, token: int
+        after: Broadcast,
+        grants: dict[int, Grant],
+        scripts: NodeScripts,
+        who: bytes,
+        token: int,
+        proposal: int,
     ) -> None:
-        """Add to ``after`` (a step nobody waits for) a ``COMMIT`` of ``token`` to each
-        node that granted the lease but did not take the proposal: its lease becomes
+        """Add to ``after`` (a step nobody waits for) a commit of ``token`` to each node
+        that granted the lease without holding that token for it: its lease becomes
         this one (renewed and released with it) and its counter catches up."""
-        same = (COMMIT, (*redlock_keys(name), who, b"%d" % token, lease_value(token, who)))
+        same = scripts.commit(who, token, proposal)
         for node, grant in grants.items():
-            if grant.granted and not grant.accepted:
+            holds = grant.held == token or (grant.accepted and proposal == token)
+            if grant.granted and not holds:
                 after.calls[node] = same
 
     def _valid(self, ttl_ms: int, start: float) -> bool:
@@ -432,7 +502,7 @@ class RedlockFlows:
 
     def _give_back(
         self,
-        name: str,
+        scripts: NodeScripts,
         who: bytes,
         token: int | None,
         proposal: int,
@@ -441,18 +511,16 @@ class RedlockFlows:
         wait: bool = False,
         late: bool = False,
     ) -> Broadcast:
-        """RELEASE of this acquisition's lease (bare, with the proposal, or committed) on
-        every node that granted it or may have: all but those that answered "busy" in
-        round 1; a node whose reply is late gets it once that reply is in. ``late``: on
-        those only."""
-        value = who if token is None else lease_value(token, who)
-        values = (value, who, lease_value(proposal, who))
-        call: NodeCall = (RELEASE, (redlock_keys(name).lease, wake_key(name), *values, WAKE_MS))
+        """The release of this acquisition's lease (bare, with the proposal, or
+        committed) on every node that granted it or may have: all but those that
+        answered "busy" in round 1; a node whose reply is late gets it once that reply
+        is in. ``late``: on those only."""
+        call = scripts.give_back(who, token, proposal)
         calls: list[NodeCall | None] = []
         after: list[Pending | None] = []
         for node in range(self.nodes):
             reply = first.result[node] if hasattr(first, "result") else None
-            if answered(reply) and not parse_grant(reply).granted:
+            if answered(reply) and not scripts.grant(reply).granted:
                 calls.append(None)
                 after.append(None)
                 continue
@@ -467,14 +535,15 @@ class RedlockFlows:
         deadline = self.clock() + self.release_timeout
         return Broadcast(calls, deadline, self.quorum, RELEASE_GRACE, after=after, wait=wait)
 
-    def renew(self, name: str, token: int, holder: str, ttl_ms: int) -> Flow[Broadcast, bool]:
+    def renew(
+        self, name: str, token: int, holder: str, ttl_ms: int, scripts: NodeScripts | None = None
+    ) -> Flow[Broadcast, bool]:
         """Extend the lease on every node that still holds it: True once a majority did
         within the new lease's validity; False when a majority answered that it is not
         this lease; ``FenceUnavailable`` when that cannot be told (too few answers, or
         a majority renewed too late to count)."""
         start = self.clock()
-        value = lease_value(token, holder.encode())
-        call = (RENEW, (redlock_keys(name).lease, value, ttl_ms))
+        call = (scripts or FenceScripts(name)).renew(token, holder.encode(), ttl_ms)
         # wait past the validity if need be: a renewal too late to count still tells
         # whether the lease is lost (False) or only slow (FenceUnavailable)
         deadline = start + max(ttl_ms / 1000, self.release_timeout)
@@ -493,11 +562,12 @@ class RedlockFlows:
             raise self._errors(name, step.result, "renewal")
         return False
 
-    def release(self, name: str, token: int, holder: str) -> Flow[Broadcast, bool]:
+    def release(
+        self, name: str, token: int, holder: str, scripts: NodeScripts | None = None
+    ) -> Flow[Broadcast, bool]:
         """Delete the lease on every node where it is this exact lease: True when a
         majority had it; False when a majority answered that they did not."""
-        value = lease_value(token, holder.encode())
-        call = (RELEASE, (redlock_keys(name).lease, wake_key(name), value, value, value, WAKE_MS))
+        call = (scripts or FenceScripts(name)).release(token, holder.encode())
         deadline = self.clock() + self.release_timeout
         step = Broadcast([call] * self.nodes, deadline, self.quorum, RELEASE_GRACE)
         yield step
@@ -508,7 +578,9 @@ class RedlockFlows:
             raise self._errors(name, step.result, "release")
         return released >= self.quorum
 
-    def await_release(self, name: str, seconds: float) -> Flow[RedlockStep, None]:
+    def await_release(
+        self, name: str, seconds: float, key: bytes | None = None
+    ) -> Flow[RedlockStep, None]:
         """``WakesOnRelease``: block up to ``seconds`` on one node's wake list (``BLPOP``),
         a node taken at random at each wait; return early once a release (or a give-back)
         pushed to it. A node that hangs delays no node's calls and no waiter past
@@ -517,7 +589,7 @@ class RedlockFlows:
         if seconds <= 0:
             return
         start = self.clock()
-        wake = AwaitWake(random.randrange(self.nodes), wake_key(name), seconds)
+        wake = AwaitWake(random.randrange(self.nodes), key or wake_key(name), seconds)
         yield wake
         left = seconds - (self.clock() - start)
         if wake.result is None:  # failed, or too short to block: the wait is slept out

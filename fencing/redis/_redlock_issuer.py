@@ -1,6 +1,8 @@
 """The Redlock issuers and fences: ``RedlockIssuer`` (blocking) and
-``AsyncRedlockIssuer`` (asyncio) drive ``RedlockFlows`` (``_redlock_flows``) on their
-port (``_redlock_ports``); ``RedlockFence`` and ``AsyncRedlockFence`` are fences on them.
+``AsyncRedlockIssuer`` (asyncio) drive ``RedlockRWFlows`` (``_redlock_rw_flows``: the
+fence's flows, and the read-write lock's on them) on their port (``_redlock_ports``);
+``RedlockFence`` and ``AsyncRedlockFence`` are fences on them, and ``RWLock`` takes
+either issuer (``ReadWrites``).
 docs/redlock.md has the algorithm and its proof.
 
 Imports the core (fences, flows, validation), the Redlock flows, ports and scripts, and
@@ -24,9 +26,10 @@ from .._base.validate import check_ttl
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
-from ..issuer import Busy, FenceStatus
-from ._redlock_flows import DEFAULT_RELEASE_TIMEOUT, RedlockFlows
+from ..issuer import Busy, FenceStatus, RWStatus
+from ._redlock_flows import DEFAULT_RELEASE_TIMEOUT
 from ._redlock_ports import AsyncRedlockPort, RedlockPort
+from ._redlock_rw_flows import RedlockRWFlows
 from ._redlock_scripts import name_of, names_pattern
 
 SyncClients = Sequence[redis.Redis]
@@ -103,7 +106,7 @@ class BaseRedlockIssuer:
 
     def __init__(self, clients: tuple[Any, ...], release_timeout: float, port: Any) -> None:
         self.clients = clients
-        self.flows = RedlockFlows(len(clients), check_release_timeout(release_timeout))
+        self.flows = RedlockRWFlows(len(clients), check_release_timeout(release_timeout))
         self.port = port
 
     def __repr__(self) -> str:
@@ -146,6 +149,29 @@ class RedlockIssuer(BaseRedlockIssuer):
     def await_release(self, name: str, seconds: float) -> None:
         """``WakesOnRelease``: see ``RedlockFlows.await_release``."""
         run_sync(self.flows.await_release(name, seconds), self.port)
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        """``ReadWrites``: the fence's flows on the read-write lock's scripts."""
+        return run_sync(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms), self.port)
+
+    def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return run_sync(self.flows.rw_renew(name, mode, token, holder, ttl_ms), self.port)
+
+    def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        return run_sync(self.flows.rw_release(name, mode, token, holder), self.port)
+
+    def rw_await(self, name: str, seconds: float) -> None:
+        run_sync(self.flows.rw_await(name, seconds), self.port)
+
+    def rw_status(self, name: str) -> RWStatus:
+        """``fencing status --rwlock`` (``OperatesReadWrites``): see ``RedlockRWFlows``."""
+        return run_sync(self.flows.rw_status(name), self.port)
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        """``fencing release --rwlock --force``: see ``RedlockRWFlows``."""
+        return run_sync(self.flows.rw_force_release(name), self.port)
 
     def status(self, name: str) -> FenceStatus:
         """``fencing status`` (``Inspects``): the lease a majority holds, the last token."""
@@ -201,6 +227,21 @@ class AsyncRedlockIssuer(BaseRedlockIssuer):
 
     async def await_release(self, name: str, seconds: float) -> None:
         await run_async(self.flows.await_release(name, seconds), self.port)
+
+    async def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> int | Busy:
+        flow = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        return await run_async(flow, self.port)
+
+    async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
+        return await run_async(self.flows.rw_renew(name, mode, token, holder, ttl_ms), self.port)
+
+    async def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
+        return await run_async(self.flows.rw_release(name, mode, token, holder), self.port)
+
+    async def rw_await(self, name: str, seconds: float) -> None:
+        await run_async(self.flows.rw_await(name, seconds), self.port)
 
     async def status(self, name: str) -> FenceStatus:
         """``AsyncInspects``: see ``RedlockIssuer.status`` (the same flow)."""

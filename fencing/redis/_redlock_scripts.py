@@ -233,6 +233,7 @@ class Grant:
     pttl: int | None  # the busy lease's remaining ms; None when granted or no expiry
     clock: int = 0  # the node's clock in µs
     accepted: bool = False  # granted with the proposed token as its counter and lease
+    held: int | None = None  # a read-write lock's: the token this node holds for the lease
 
 
 def parse_grant(reply: Any) -> Grant:

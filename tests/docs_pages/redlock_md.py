@@ -30,3 +30,18 @@ nodes = [
     )
     for h in hosts
 ]
+
+# docs/redlock.md:249
+
+import fencing
+
+backend = fencing.connect(url)  # redis+redlock://r1:6379,r2:6379,r3:6379
+rw = backend.rwlock("catalog:7", ttl=10)
+catalog = fencing.MemoryMark()  # the resource's high-water mark
+
+with rw.write.hold(timeout=30) as token:  # alone, a new token
+    catalog.claim(token)  # before writing
+with rw.read.hold(timeout=30) as token, rw.read.hold(timeout=30) as again:
+    catalog.claim(token)  # before reading: every older writer is refused from now on
+    assert token == again > 0  # readers that hold together share the epoch
+backend.close()
