@@ -76,9 +76,9 @@ class Backend(Protocol):
 
     Every backend class has every method (``tests/test_connect_types.py`` checks it); one
     whose issuer lacks a primitive raises ``ValueError`` naming the URLs that have it
-    (``NoSemaphore``, ``NoElection``, ``NoLimiter``, ``NoRWLock``): Redlock has fences
-    only, etcd and ZooKeeper have no rate limiter nor read-write lock, ``lease=advisory``
-    no semaphore, election or read-write lock.
+    (``NoSemaphore``, ``NoElection``, ``NoLimiter``): Redlock has fences and read-write
+    locks only, etcd and ZooKeeper have no rate limiter, ``lease=advisory`` no semaphore,
+    election or read-write lock.
     """
 
     url: str
@@ -172,16 +172,6 @@ class NoLimiter:
         self, name: str, limit: int, per: float, window: str = "sliding"
     ) -> AsyncLimiter:
         raise _not_offered(self, "limiter", _REDIS_AND_SQL)
-
-
-class NoRWLock:
-    """``Backend.rwlock`` and ``aio_rwlock`` of a backend without read-write locks."""
-
-    def rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> RWLock:
-        raise _not_offered(self, "read-write lock", _ALL_BUT_REDLOCK)
-
-    def aio_rwlock(self, name: str, ttl: float = DEFAULT_TTL) -> AsyncRWLock:
-        raise _not_offered(self, "read-write lock", _ALL_BUT_REDLOCK)
 
 
 #: URL scheme -> (module, class) of its backend, imported only when that scheme is used.

@@ -301,6 +301,7 @@ _LONG_FIRST = (
     "test_statemachine_virtual",
     "test_statemachine_semaphore",
     "test_redlock_model",
+    "test_redlock_rw_model",
     "test_rwlock_machine",
     "test_redis_sentinel_chaos",
     "test_redis_cluster_chaos",
