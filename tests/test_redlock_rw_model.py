@@ -39,6 +39,7 @@ from fencing.issuer import READ, WRITE, Busy
 from fencing.redis._redlock_rw_flows import RedlockRWFlows
 from fencing.redis._redlock_scripts import Grant
 from fencing.testing.servers import RedisServer, ServerError
+from fencing.testing.statemachine import REPRODUCIBLE
 
 #: Longer than any example: leases end by release only.
 RW_TTL_MS = 600_000
@@ -181,6 +182,7 @@ def servers() -> Iterator[list[redis.Redis]]:
 
 
 MODEL = settings(
+    REPRODUCIBLE,
     max_examples=40,
     stateful_step_count=60,
     deadline=None,
