@@ -102,10 +102,11 @@ def _guard(url: str) -> dict[str, Callable[[], Any]]:
 FAMILIES = {"acquire + release": _issuer, "UPDATE": _guard}
 
 
-def _instructions(url: str, family: str, variant: str, n: int, out: Path) -> int:
-    """Instructions of this script's client running ``n`` operations of ``variant``."""
+def instructions(script: str, child: list[str], n: int, out: Path) -> int:
+    """Instructions of ``script --child *child n`` (its client running ``n`` operations
+    after the warm-up, ``run_child``), counted by callgrind into ``out``."""
     command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable]
-    command += [__file__, "--child", url, family, variant, str(n)]
+    command += [script, "--child", *child, str(n)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     subprocess.run(command, env=env, check=True, capture_output=True)
     match = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.MULTILINE)
@@ -114,8 +115,17 @@ def _instructions(url: str, family: str, variant: str, n: int, out: Path) -> int
     return int(match.group(1))
 
 
-def _child(url: str, family: str, variant: str, n: int) -> None:
-    op = FAMILIES[family](url)[variant]
+def per_operation(script: str, child: list[str], scratch: Path) -> float:
+    """Thousands of instructions of one operation of ``script``'s ``child``: the counts
+    of ``HIGH`` and ``LOW`` operations apart, start-up and warm-up cancelled out."""
+    out = scratch / "out"
+    high, low = (instructions(script, child, n, out) for n in (HIGH, LOW))
+    return (high - low) / (HIGH - LOW) / 1000
+
+
+def run_child(op: Callable[[], Any], n: int) -> None:
+    """``op`` ``PER_ROUND`` times (the warm-up), then ``n`` times with the garbage
+    collector off: what ``instructions`` counts."""
     for _ in range(PER_ROUND):
         op()
     gc.disable()
@@ -130,22 +140,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         url, family, variant, n = args.child
-        _child(url, family, variant, int(n))
+        run_child(FAMILIES[family](url)[variant], int(n))
         return
     with MariaDBServer() as server, tempfile.TemporaryDirectory() as scratch:
         create_tables(sa.create_engine(server.url))
         for title, variants in FAMILIES.items():
             if args.instructions:
-                names = list(variants(server.url))
-                out = Path(scratch) / "out"
                 count = {
-                    name: (
-                        _instructions(server.url, title, name, HIGH, out)
-                        - _instructions(server.url, title, name, LOW, out)
-                    )
-                    / (HIGH - LOW)
-                    / 1000
-                    for name in names
+                    name: per_operation(__file__, [server.url, title, name], Path(scratch))
+                    for name in variants(server.url)
                 }
                 unit = "k instructions"
             else:

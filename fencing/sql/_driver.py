@@ -31,25 +31,45 @@ Imports SQLAlchemy only.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from contextlib import suppress
-from typing import Any
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from typing import Any, cast
 
 from sqlalchemy import Engine, TextClause
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.compiler import SQLCompiler
 
 
-@functools.lru_cache(maxsize=64)
-def compiled(statement: TextClause, dialect: Dialect) -> tuple[str, tuple[str, ...], bool]:
+@functools.lru_cache(maxsize=256)
+def _prepared(
+    statement: ClauseElement, dialect: Dialect
+) -> tuple[str, tuple[str, ...], bool, Mapping[str, Any]]:
+    """``compiled``'s three, and the values written in ``statement`` itself by the name
+    of their parameter (the ``1`` of ``token + 1``; the caller gives the others)."""
+    sql = cast(SQLCompiler, statement.compile(dialect=dialect))
+    names = tuple(sql.positiontup or ()) if sql.positional else tuple(sql.binds)
+    constants = {name: sql.binds[name].value for name in names if not sql.binds[name].required}
+    return sql.string, names, bool(sql.positional), constants
+
+
+def compiled(statement: ClauseElement, dialect: Dialect) -> tuple[str, tuple[str, ...], bool]:
     """``statement`` in ``dialect``'s SQL: (text, names of its parameters, whether the
     driver takes them by position, in that order, rather than by name). Only those are
-    sent: a driver that quotes parameters itself (PyMySQL) quotes every one it is given."""
-    sql = statement.compile(dialect=dialect)
-    if sql.positional:
-        return sql.string, tuple(sql.positiontup or ()), True
-    return sql.string, tuple(sql.binds), False
+    sent: a driver that quotes parameters itself (PyMySQL) quotes every one it is given.
+    Compiled once per statement and dialect."""
+    sql, names, positional, _ = _prepared(statement, dialect)
+    return sql, names, positional
+
+
+def bound(statement: ClauseElement, dialect: Dialect, params: Mapping[str, Any]) -> tuple[str, Any]:
+    """``statement``'s SQL and its parameters as ``dialect``'s driver takes them, from
+    ``params`` and the values written in the statement."""
+    sql, names, positional, constants = _prepared(statement, dialect)
+    args = [constants[name] if name in constants else params[name] for name in names]
+    return sql, (args if positional else dict(zip(names, args, strict=True)))
 
 
 def driver_error(
@@ -113,10 +133,7 @@ def run(
     """Execute ``statement`` with ``params`` on ``conn``: its first row, or ``None``
     (``every``: all its rows). A statement that returns no rows replies ``(last insert
     id,)`` when it changed a row (MySQL's ``LAST_INSERT_ID(expr)``), else ``None``."""
-    sql, names, positional = compiled(statement, engine.dialect)
-    args: Any = [params[name] for name in names]
-    if not positional:
-        args = dict(zip(names, args, strict=True))
+    sql, args = bound(statement, engine.dialect, params)
     cursor = None
     try:
         cursor = conn.cursor()
@@ -129,6 +146,60 @@ def run(
     finally:
         if cursor is not None:
             cursor.close()
+
+
+def run_all(
+    engine: Engine,
+    conn: PoolProxiedConnection,
+    statements: tuple[ClauseElement, ...],
+    params: Mapping[str, Any],
+) -> tuple[int, list[tuple[Any, ...]]]:
+    """Execute ``statements`` in order on ``conn``, each with the ``params`` it names: the
+    last one's count of rows changed, and the rows it returned."""
+    cursor = sql = args = None
+    try:
+        cursor = conn.cursor()
+        for statement in statements:
+            sql, args = bound(statement, engine.dialect, params)
+            cursor.execute(sql, args)
+        rows = [] if cursor.description is None else [tuple(row) for row in cursor.fetchall()]
+        return cursor.rowcount, rows
+    except engine.dialect.loaded_dbapi.Error as exc:
+        raise driver_error(engine, exc, conn, sql or "", args) from exc
+    finally:
+        if cursor is not None:
+            cursor.close()
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[PoolProxiedConnection]:
+    """A connection of ``engine``'s pool for one transaction (the driver's own, begun by
+    the first statement), committed when the block ends and back to the pool.
+
+    When the block raises, the transaction is rolled back; the connection is closed for
+    good instead when that fails too, or when the block was interrupted (an interrupt
+    may have left a reply half read on it), and its server session ends with it: never
+    a transaction left open, whatever the block had written."""
+    conn = checkout(engine)
+    try:
+        yield conn
+        try:
+            conn.commit()
+        except engine.dialect.loaded_dbapi.Error as exc:
+            raise driver_error(engine, exc, conn, "COMMIT") from exc
+    except Exception:
+        if not is_closed(conn):
+            try:
+                conn.rollback()
+            except Exception:
+                discard(conn)
+        raise
+    except BaseException:
+        discard(conn)
+        raise
+    finally:
+        if not is_closed(conn):
+            conn.close()
 
 
 def is_closed(conn: PoolProxiedConnection) -> bool:

@@ -48,9 +48,10 @@ from .._lease.fence import Fence
 from .._primitives.limiter import Admission, LimitUse
 from .._sql.flows import RW_POLL, Execute, FlowsIssuer, SqlFlows, T
 from ..issuer import Busy
+from . import _driver
 from ._engines import issuer_engine, sql_errors
 from ._errors import check_innodb
-from ._issuer_statements import SqlPort, statements
+from ._issuer_statements import DriverPort, SqlPort, statements
 from ._schema import MYSQL
 
 
@@ -67,6 +68,10 @@ class SqlIssuer(FlowsIssuer):
     def __init__(self, engine: Engine | str) -> None:
         self.engine = issuer_engine(engine)
         self.dialect = self.engine.dialect.name
+        #: On its own engine (from a URL; not SQLite's, whose ``BEGIN IMMEDIATE`` is a
+        #: ``Connection``'s event), a flow runs on the pool's DBAPI connection: all its
+        #: connections are set up at connect, nothing per ``Connection`` is needed.
+        self._raw = not isinstance(engine, Engine) and self.dialect != "sqlite"
         self.flows = SqlFlows()
         self.statements = statements(self.dialect)
         self._ready = False
@@ -74,8 +79,12 @@ class SqlIssuer(FlowsIssuer):
 
     def _run(self, flow: Flow[Execute, T]) -> T:
         self._ensure_tables()
-        with sql_errors(url=self.engine.url), self.engine.begin() as conn:
-            return run_sync(flow, SqlPort(conn, self.statements))
+        with sql_errors(url=self.engine.url):
+            if not self._raw:
+                with self.engine.begin() as conn:
+                    return run_sync(flow, SqlPort(conn, self.statements))
+            with _driver.transaction(self.engine) as raw:
+                return run_sync(flow, DriverPort(self.engine, raw, self.statements))
 
     def _ensure_tables(self) -> None:
         if self._ready:

@@ -5,23 +5,26 @@ construct for SQLite, PostgreSQL, MySQL or MariaDB, built once per dialect with 
 parameter per value the flow gives (the names listed there); the database's clock is in each
 statement (``db_now``, ``db_micros``), never a parameter. ``SqlPort`` and
 ``AsyncSqlPort`` run them on a SQLAlchemy connection for the flows of
-``fencing._sql.flows``; ``fencing.django`` runs their compiled text, generated from
-these constructs by ``python -m fencing.sql._generate``.
+``fencing._sql.flows``, ``DriverPort`` their compiled text on a pooled DBAPI connection
+(``_driver``); ``fencing.django`` runs their compiled text, generated from these
+constructs by ``python -m fencing.sql._generate``.
 
-Imports the core's SQL flows (their names and replies), the schema and SQLAlchemy.
+Imports the core's SQL flows (their names and replies), the schema, ``_driver`` and
+SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import (
     BigInteger,
     Connection,
     CursorResult,
     Double,
+    Engine,
     Executable,
     Integer,
     String,
@@ -37,8 +40,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.pool import PoolProxiedConnection
+from sqlalchemy.sql import ClauseElement
 
 from .._sql.flows import LIKE_ESCAPE, STATEMENTS, Reply, StatementName
+from . import _driver
 from ._keys import KEYS_SQL
 from ._schema import MYSQL, admissions, db_micros, db_now, leases, rw_leases
 
@@ -320,6 +326,26 @@ class SqlPort(BaseSqlPort):
 
     def execute(self, statement: StatementName, params: Mapping[str, Any], /) -> Reply:
         return read([self.conn.execute(one, params) for one in self.steps(statement)][-1])
+
+
+class DriverPort(BaseSqlPort):
+    """Runs the flows' statements with the driver's own cursor on ``conn``, a pooled DBAPI
+    connection of ``engine`` in its transaction (``_driver.transaction``): each compiled
+    once per dialect, sent without a ``Connection``'s execution context and result
+    objects, its errors those ``Connection`` would raise (``_driver``)."""
+
+    __slots__ = ("conn", "engine")
+
+    def __init__(
+        self, engine: Engine, conn: PoolProxiedConnection, statements: Mapping[str, Statement]
+    ) -> None:
+        super().__init__(statements)
+        self.engine = engine
+        self.conn = conn
+
+    def execute(self, statement: StatementName, params: Mapping[str, Any], /) -> Reply:
+        steps = cast("tuple[ClauseElement, ...]", self.steps(statement))
+        return Reply(*_driver.run_all(self.engine, self.conn, steps, params))
 
 
 class AsyncSqlPort(BaseSqlPort):

@@ -17,7 +17,10 @@ update, commit) four round trips more on PyMySQL (``benchmarks/mysql_family.py``
   as ``server_status``): a connection never goes back with a transaction open.
 
 A driver without those attributes (mysqlclient) is pinged and rolled back as
-SQLAlchemy would. Imports SQLAlchemy only.
+SQLAlchemy would. The asyncio engine (aiomysql, whose connection keeps ``server_status``
+too) is rolled back only when open the same way, but keeps its ping at checkout: its
+socket is read by the event loop, which takes an end of file or an error off it into a
+buffer of its own, so ``poll()`` on it tells nothing. Imports SQLAlchemy only.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ _IN_TRANS = 1
 
 #: The pool options ``lean`` replaces with its listeners.
 OPTIONS: dict[str, Any] = {"pool_pre_ping": False, "pool_reset_on_return": None}
+#: Those ``lean(engine, ping=True)`` replaces (an asyncio engine's: see the docstring).
+ASYNC_OPTIONS: dict[str, Any] = {"pool_reset_on_return": None}
 
 
 def _idle_and_open(connection: Any) -> bool:
@@ -59,16 +64,19 @@ def check_alive(connection: Any, record: Any, proxy: Any) -> None:
 
 def roll_back_if_open(connection: Any, record: Any, state: Any) -> None:
     """``reset``: roll back a connection going back to the pool if a transaction may be
-    open on it (unknown status: always)."""
-    status = getattr(connection, "server_status", None)
+    open on it (unknown status: always). The status is the driver's own connection's
+    (``record.driver_connection``: aiomysql's under SQLAlchemy's adapter)."""
+    status = getattr(record.driver_connection, "server_status", None)
     if state.terminate_only or (isinstance(status, int) and not status & _IN_TRANS):
         return
     connection.rollback()
 
 
-def lean(engine: Engine) -> Engine:
+def lean(engine: Engine, ping: bool = False) -> Engine:
     """Listen on ``engine`` (created with ``OPTIONS``) with ``check_alive`` and
-    ``roll_back_if_open``; ``engine`` itself."""
-    event.listen(engine, "checkout", check_alive)
+    ``roll_back_if_open`` (``ping``: created with ``ASYNC_OPTIONS``, and only the
+    latter); ``engine`` itself."""
+    if not ping:
+        event.listen(engine, "checkout", check_alive)
     event.listen(engine, "reset", roll_back_if_open)
     return engine
