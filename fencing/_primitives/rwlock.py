@@ -45,7 +45,8 @@ class ReadToken(FenceToken):
     lease: str
 
     def __new__(cls, value: int, name: str, lease: str) -> ReadToken:
-        token = cast(ReadToken, FenceToken.__new__(cls, value, name))
+        token = int.__new__(cls, value)  # FenceToken.__new__, inline: every read acquire's
+        token.name = name
         token.lease = lease
         return token
 
@@ -122,7 +123,15 @@ class ReadLeases(BaseFence):
 
     def _lease_of(self, token: object) -> tuple[int, str]:
         """The lease ``token`` names, as a ``ReadToken`` (so ``_forget`` finds it) and
-        its holder id; ``ValueError`` for a write token, ``LeaseLost`` for none held."""
+        its holder id; ``ValueError`` for a write token, ``LeaseLost`` for none held.
+        A ``ReadToken`` this side holds is the usual case, on every read release's path:
+        it is returned as it is."""
+        if (
+            type(token) is ReadToken
+            and token.name == self.name
+            and self._readers.get(token.lease) == token
+        ):
+            return token, token.lease
         if isinstance(token, WriteToken):
             raise ValueError(
                 f"a write token ({int(token)}) passed to the read side of {self.name!r}"
@@ -150,10 +159,18 @@ class WriteLeases(BaseFence):
     and a read token passed to it is a ``ValueError``."""
 
     def _granted(self, token: int, holder: str) -> FenceToken:
-        super()._granted(token, holder)
+        self._holders[token] = holder  # the fence's _granted, inline, its token typed
+        if acquire_log.isEnabledFor(DEBUG):
+            acquire_log.debug("rwlock %r: write token %d (ttl %ss)", self.name, token, self.ttl)
         return WriteToken(token, self.name)
 
     def _lease_of(self, token: object) -> tuple[int, str]:
+        """The write lease ``token`` names; a ``WriteToken`` of this side, the usual case,
+        checked inline (every write release's path); ``ValueError`` for a read token."""
+        if type(token) is WriteToken and token.name == self.name:
+            holder = self._holders.get(token)
+            if holder is not None:
+                return int(token), holder
         if isinstance(token, ReadToken):
             raise ValueError(
                 f"a read token ({int(token)}) passed to the write side of {self.name!r}"

@@ -408,6 +408,14 @@ class RedisFlows:
         """``SLOT_RELEASE``: ``release`` of a semaphore's slot, waking its waiters."""
         return SLOT_RELEASE, slot_release_args(group, slot, token, holder), parse_release
 
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> Call[int | Busy]:
+        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``; run
+        directly without replicas to wait for, else through ``rw_written``."""
+        args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
+        return RW_ACQUIRE, args, parse_acquire
+
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Call[bool]:
         return RW_RELEASE, rw_release_args(name, mode, token, holder), _parse_rw_release
 
@@ -455,13 +463,11 @@ class RedisFlows:
         call = RENEW, renew_args(name, lease_value(token, holder), ttl_ms), _parse_renew
         return (yield from self.write(call, name, holder, token))
 
-    def rw_acquire(
-        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    def rw_written(
+        self, call: Call[int | Busy], name: str, mode: str, holder: str
     ) -> Flow[RedisStep, int | Busy]:
-        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``, a write;
-        a lease the replicas did not acknowledge is given back by ``RW_RELEASE``."""
-        args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
-        call = RW_ACQUIRE, args, parse_acquire
+        """``rw_acquire``'s ``call`` as a write the replicas acknowledge: a lease they did
+        not is given back by ``RW_RELEASE``."""
 
         def back(token: int) -> Call[bool]:
             return self.rw_release(name, mode, token, holder)

@@ -202,9 +202,14 @@ class RedisIssuer(BaseRedisIssuer):
     def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> int | Busy:
-        """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``); with
+        """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``), run directly; with
         ``min_replicas``, a lease the replicas did not acknowledge is given back."""
-        return self.drive(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+        call = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        return (
+            self.run(call)
+            if self.direct
+            else self.drive(self.flows.rw_written(call, name, mode, holder))
+        )
 
     def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         """``fencing.issuer.ReadWrites``: one script (``RW_RENEW``)."""
@@ -366,7 +371,10 @@ class AsyncRedisIssuer(BaseRedisIssuer):
     async def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> int | Busy:
-        return await self.drive(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+        call = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        if self.direct:
+            return await self.run(call)
+        return await self.drive(self.flows.rw_written(call, name, mode, holder))
 
     async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         return await self.drive(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
