@@ -69,15 +69,18 @@ class Side:
     awaitable on an asyncio one; so this one adapter serves ``Fence`` and ``AsyncFence``.
     ``try_acquire_queued`` passes the fence's queue time on as the waiting-writer
     marker's lifetime (a reader's is ignored), and ``await_handoff`` waits for any lease
-    of the name to end: nothing is handed over, the next attempt takes the lock.
+    of the name to end: nothing is handed over, the next attempt takes the lock. An
+    issuer with ``rw_await_after(name, holder, seconds)`` (Redis) waits from the
+    holder's last refusal, so a release between that refusal and the wait is not missed.
     Tokens reach the issuer as plain ``int``s (a ``ReadToken`` is one, with a lease).
     """
 
-    __slots__ = ("issuer", "mode")
+    __slots__ = ("await_after", "issuer", "mode")
 
     def __init__(self, issuer: ReadWrites | AsyncReadWrites, mode: str) -> None:
         self.issuer = issuer
         self.mode = mode
+        self.await_after: Any = getattr(issuer, "rw_await_after", None)
 
     def __repr__(self) -> str:
         return f"Side({self.issuer!r}, {self.mode!r})"
@@ -102,6 +105,8 @@ class Side:
         return self.issuer.rw_release(name, self.mode, int(token), holder)
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> Any:
+        if self.await_after is not None:
+            return self.await_after(name, holder, seconds)
         return self.issuer.rw_await(name, seconds)
 
 

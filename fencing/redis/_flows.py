@@ -414,7 +414,7 @@ class RedisFlows:
         """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``; run
         directly without replicas to wait for, else through ``rw_written``."""
         args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
-        return RW_ACQUIRE, args, parse_acquire
+        return RW_ACQUIRE, args, parse_slot_acquire  # a waiter's refusal: a SlotBusy
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Call[bool]:
         return RW_RELEASE, rw_release_args(name, mode, token, holder), _parse_rw_release
@@ -504,13 +504,13 @@ class RedisFlows:
         yield read
         return read.result
 
-    def rw_await(self, name: str, seconds: float) -> Flow[RedisStep, None]:
-        """The XREAD of the lock's release stream from now on, or nothing when the wait
-        is too short (a release just before it is missed: the waiter's wait is bounded by
-        the refusing leases' end and ``WaitSchedule.MAX_BLOCK``, so it only delays)."""
+    def rw_await(self, name: str, seconds: float, since: str = "$") -> Flow[RedisStep, None]:
+        """The XREAD of the lock's release stream from ``since`` (the id a refusal read,
+        so no release after it is missed; ``"$"``: from now on), or nothing when the wait
+        is too short."""
         wait = block_seconds(seconds, self._socket_timeout)
         if wait is not None:
-            yield ReadReleased(rw_keys(name).released, "$", round(wait * 1000))
+            yield ReadReleased(rw_keys(name).released, since, round(wait * 1000))
 
     def write(
         self,
