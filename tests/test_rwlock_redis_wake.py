@@ -48,7 +48,7 @@ class Interleave:
 def test_a_release_before_the_writers_wait_wakes_it(redis_server: RedisServer) -> None:
     client = redis.Redis(port=redis_server.port, socket_timeout=300)
     issuer = Interleave(RedisIssuer(client))
-    rw = fencing.RWLock(issuer, "rw-wake-window", ttl=60)  # type: ignore[arg-type]
+    rw = fencing.RWLock(issuer, "rw-wake-window", ttl=60)
     rw.write._waiting.max_block = 120.0  # only the release's wake can end the wait early
     read = rw.read.acquire(timeout=0)
     released = threading.Event()

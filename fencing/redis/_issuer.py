@@ -37,7 +37,7 @@ from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
 from .._primitives.limiter import Admission, LimitUse
-from ..issuer import Busy, FenceStatus, RWStatus, SlotBusy
+from ..issuer import Busy, FenceStatus, RWStatus
 from ._clients import (
     ASYNC_CLIENTS,
     ASYNC_KINDS,
@@ -86,18 +86,6 @@ class BaseRedisIssuer:
         )
         #: No replica to wait for: a grant is ``run`` directly, not a flow.
         self.direct = not min_replicas
-        #: holder id -> the release stream's id its refused ``rw_acquire`` read, until
-        #: its ``rw_await_after`` (or its next attempt)
-        self._rw_since: dict[str, str] = {}
-
-    def _rw_replied(self, holder: str, reply: int | Busy) -> int | Busy:
-        """``rw_acquire``'s ``reply`` to ``holder``, a refusal's stream id kept for the
-        wait that follows (``rw_await_after``)."""
-        if type(reply) is SlotBusy:
-            self._rw_since[holder] = reply.since
-        elif self._rw_since:
-            self._rw_since.pop(holder, None)
-        return reply
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.client!r})"
@@ -217,9 +205,11 @@ class RedisIssuer(BaseRedisIssuer):
         """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``), run directly; with
         ``min_replicas``, a lease the replicas did not acknowledge is given back."""
         call = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
-        if self.direct:
-            return self._rw_replied(holder, self.run(call))
-        return self._rw_replied(holder, self.drive(self.flows.rw_written(call, name, mode, holder)))
+        return (
+            self.run(call)
+            if self.direct
+            else self.drive(self.flows.rw_written(call, name, mode, holder))
+        )
 
     def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         """``fencing.issuer.ReadWrites``: one script (``RW_RENEW``)."""
@@ -236,8 +226,7 @@ class RedisIssuer(BaseRedisIssuer):
     def rw_await_after(self, name: str, holder: str, seconds: float) -> None:
         """``rw_await`` from ``holder``'s last refusal: wakes at a release that landed
         between that refusal and this wait (``rwlock.Side`` waits with it)."""
-        since = self._rw_since.pop(holder, "$")
-        return self.drive(self.flows.rw_await(name, seconds, since))
+        return self.drive(self.flows.rw_await(name, seconds, holder))
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """One request of the rate limiter ``name``: one script, on the server's clock."""
@@ -389,9 +378,8 @@ class AsyncRedisIssuer(BaseRedisIssuer):
     ) -> int | Busy:
         call = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
         if self.direct:
-            return self._rw_replied(holder, await self.run(call))
-        flow = self.flows.rw_written(call, name, mode, holder)
-        return self._rw_replied(holder, await self.drive(flow))
+            return await self.run(call)
+        return await self.drive(self.flows.rw_written(call, name, mode, holder))
 
     async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         return await self.drive(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
@@ -403,8 +391,7 @@ class AsyncRedisIssuer(BaseRedisIssuer):
         return await self.drive(self.flows.rw_await(name, seconds))
 
     async def rw_await_after(self, name: str, holder: str, seconds: float) -> None:
-        since = self._rw_since.pop(holder, "$")
-        return await self.drive(self.flows.rw_await(name, seconds, since))
+        return await self.drive(self.flows.rw_await(name, seconds, holder))
 
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         return await self.run(self.flows.admit(name, limit, per_ms, window))
