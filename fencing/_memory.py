@@ -44,8 +44,10 @@ class _ReadWrite:
     def drop_expired(self, now: float) -> None:
         if self.writer is not None and self.writer.expires_at <= now:
             self.writer = None
-        for holder in [h for h, expires_at in self.readers.items() if expires_at <= now]:
-            del self.readers[holder]
+        readers = self.readers
+        if readers and min(readers.values()) <= now:  # a scan only when one has ended
+            for holder in [h for h, expires_at in readers.items() if expires_at <= now]:
+                del readers[holder]
         if self.waiting is not None and self.waiting[1] <= now:
             self.waiting = None
 

@@ -45,7 +45,8 @@ class ReadToken(FenceToken):
     lease: str
 
     def __new__(cls, value: int, name: str, lease: str) -> ReadToken:
-        token = cast(ReadToken, FenceToken.__new__(cls, value, name))
+        token = int.__new__(cls, value)  # FenceToken.__new__, inline: every read acquire's
+        token.name = name
         token.lease = lease
         return token
 
@@ -68,15 +69,18 @@ class Side:
     awaitable on an asyncio one; so this one adapter serves ``Fence`` and ``AsyncFence``.
     ``try_acquire_queued`` passes the fence's queue time on as the waiting-writer
     marker's lifetime (a reader's is ignored), and ``await_handoff`` waits for any lease
-    of the name to end: nothing is handed over, the next attempt takes the lock.
+    of the name to end: nothing is handed over, the next attempt takes the lock. An
+    issuer with ``rw_await_after(name, holder, seconds)`` (Redis) waits from the
+    holder's last refusal, so a release between that refusal and the wait is not missed.
     Tokens reach the issuer as plain ``int``s (a ``ReadToken`` is one, with a lease).
     """
 
-    __slots__ = ("issuer", "mode")
+    __slots__ = ("await_after", "issuer", "mode")
 
     def __init__(self, issuer: ReadWrites | AsyncReadWrites, mode: str) -> None:
         self.issuer = issuer
         self.mode = mode
+        self.await_after: Any = getattr(issuer, "rw_await_after", None)
 
     def __repr__(self) -> str:
         return f"Side({self.issuer!r}, {self.mode!r})"
@@ -101,6 +105,8 @@ class Side:
         return self.issuer.rw_release(name, self.mode, int(token), holder)
 
     def await_handoff(self, name: str, holder: str, seconds: float) -> Any:
+        if self.await_after is not None:
+            return self.await_after(name, holder, seconds)
         return self.issuer.rw_await(name, seconds)
 
 
@@ -122,7 +128,15 @@ class ReadLeases(BaseFence):
 
     def _lease_of(self, token: object) -> tuple[int, str]:
         """The lease ``token`` names, as a ``ReadToken`` (so ``_forget`` finds it) and
-        its holder id; ``ValueError`` for a write token, ``LeaseLost`` for none held."""
+        its holder id; ``ValueError`` for a write token, ``LeaseLost`` for none held.
+        A ``ReadToken`` this side holds is the usual case, on every read release's path:
+        it is returned as it is."""
+        if (
+            type(token) is ReadToken
+            and token.name == self.name
+            and self._readers.get(token.lease) == token
+        ):
+            return token, token.lease
         if isinstance(token, WriteToken):
             raise ValueError(
                 f"a write token ({int(token)}) passed to the read side of {self.name!r}"
@@ -150,10 +164,18 @@ class WriteLeases(BaseFence):
     and a read token passed to it is a ``ValueError``."""
 
     def _granted(self, token: int, holder: str) -> FenceToken:
-        super()._granted(token, holder)
+        self._holders[token] = holder  # the fence's _granted, inline, its token typed
+        if acquire_log.isEnabledFor(DEBUG):
+            acquire_log.debug("rwlock %r: write token %d (ttl %ss)", self.name, token, self.ttl)
         return WriteToken(token, self.name)
 
     def _lease_of(self, token: object) -> tuple[int, str]:
+        """The write lease ``token`` names; a ``WriteToken`` of this side, the usual case,
+        checked inline (every write release's path); ``ValueError`` for a read token."""
+        if type(token) is WriteToken and token.name == self.name:
+            holder = self._holders.get(token)
+            if holder is not None:
+                return int(token), holder
         if isinstance(token, ReadToken):
             raise ValueError(
                 f"a read token ({int(token)}) passed to the write side of {self.name!r}"

@@ -37,7 +37,7 @@ from .._base.flow import Flow
 from .._base.validate import check_ttl
 from .._lease.core import millis
 from .._primitives.limiter import Admission, LimitUse
-from ..issuer import Busy, FenceStatus, RWStatus
+from ..issuer import Busy, FenceStatus, RWStatus, SlotBusy
 from ._clients import AsyncClient, SyncClient, arun_script, run_script
 from ._limits import admitted, limit_call, parse_admission, parse_use, use_call
 from ._rwlock_operate import (
@@ -372,6 +372,9 @@ class RedisFlows:
         self.min_replicas = check_min_replicas(min_replicas)
         self.replica_timeout = replica_timeout_for(replica_timeout, socket_timeout)
         self._wait: WaitFor | None = None  # found by the first replicated operation
+        #: holder id -> the release stream's id its refused ``rw_acquire`` read, until
+        #: the wait that follows (``rw_await``) or its next attempt
+        self._rw_since: dict[str, str] = {}
 
     # -- calls: one script each
 
@@ -407,6 +410,24 @@ class RedisFlows:
     def slot_release(self, group: str, slot: int, token: int, holder: str) -> Call[bool]:
         """``SLOT_RELEASE``: ``release`` of a semaphore's slot, waking its waiters."""
         return SLOT_RELEASE, slot_release_args(group, slot, token, holder), parse_release
+
+    def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> Call[int | Busy]:
+        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``; run
+        directly without replicas to wait for, else through ``rw_written``."""
+        args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
+        return RW_ACQUIRE, args, partial(self._rw_replied, holder)
+
+    def _rw_replied(self, holder: str, reply: Any) -> int | Busy:
+        """``RW_ACQUIRE``'s reply to ``holder``; a refusal to a caller that will wait
+        (a ``SlotBusy``) keeps the release stream's id for its ``rw_await``."""
+        parsed = parse_slot_acquire(reply)
+        if type(parsed) is SlotBusy:
+            self._rw_since[holder] = parsed.since
+        elif self._rw_since:
+            self._rw_since.pop(holder, None)
+        return parsed
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Call[bool]:
         return RW_RELEASE, rw_release_args(name, mode, token, holder), _parse_rw_release
@@ -455,13 +476,11 @@ class RedisFlows:
         call = RENEW, renew_args(name, lease_value(token, holder), ttl_ms), _parse_renew
         return (yield from self.write(call, name, holder, token))
 
-    def rw_acquire(
-        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    def rw_written(
+        self, call: Call[int | Busy], name: str, mode: str, holder: str
     ) -> Flow[RedisStep, int | Busy]:
-        """``RW_ACQUIRE``: a read or write lease of the read-write lock ``name``, a write;
-        a lease the replicas did not acknowledge is given back by ``RW_RELEASE``."""
-        args = rw_acquire_args(name, mode, holder, ttl_ms, self._idle_ms, queue_ms)
-        call = RW_ACQUIRE, args, parse_acquire
+        """``rw_acquire``'s ``call`` as a write the replicas acknowledge: a lease they did
+        not is given back by ``RW_RELEASE``."""
 
         def back(token: int) -> Call[bool]:
             return self.rw_release(name, mode, token, holder)
@@ -498,13 +517,16 @@ class RedisFlows:
         yield read
         return read.result
 
-    def rw_await(self, name: str, seconds: float) -> Flow[RedisStep, None]:
-        """The XREAD of the lock's release stream from now on, or nothing when the wait
-        is too short (a release just before it is missed: the waiter's wait is bounded by
-        the refusing leases' end and ``WaitSchedule.MAX_BLOCK``, so it only delays)."""
+    def rw_await(
+        self, name: str, seconds: float, holder: str | None = None
+    ) -> Flow[RedisStep, None]:
+        """The XREAD of the lock's release stream from the id ``holder``'s last refusal
+        read (so no release after it is missed), else from now on (``"$"``); or nothing
+        when the wait is too short."""
+        since = "$" if holder is None else self._rw_since.pop(holder, "$")
         wait = block_seconds(seconds, self._socket_timeout)
         if wait is not None:
-            yield ReadReleased(rw_keys(name).released, "$", round(wait * 1000))
+            yield ReadReleased(rw_keys(name).released, since, round(wait * 1000))
 
     def write(
         self,

@@ -202,9 +202,14 @@ class RedisIssuer(BaseRedisIssuer):
     def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> int | Busy:
-        """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``); with
+        """``fencing.issuer.ReadWrites``: one script (``RW_ACQUIRE``), run directly; with
         ``min_replicas``, a lease the replicas did not acknowledge is given back."""
-        return self.drive(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+        call = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        return (
+            self.run(call)
+            if self.direct
+            else self.drive(self.flows.rw_written(call, name, mode, holder))
+        )
 
     def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         """``fencing.issuer.ReadWrites``: one script (``RW_RENEW``)."""
@@ -217,6 +222,11 @@ class RedisIssuer(BaseRedisIssuer):
     def rw_await(self, name: str, seconds: float) -> None:
         """``fencing.issuer.ReadWrites``: XREAD BLOCK on the lock's release stream."""
         return self.drive(self.flows.rw_await(name, seconds))
+
+    def rw_await_after(self, name: str, holder: str, seconds: float) -> None:
+        """``rw_await`` from ``holder``'s last refusal: wakes at a release that landed
+        between that refusal and this wait (``rwlock.Side`` waits with it)."""
+        return self.drive(self.flows.rw_await(name, seconds, holder))
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """One request of the rate limiter ``name``: one script, on the server's clock."""
@@ -366,7 +376,10 @@ class AsyncRedisIssuer(BaseRedisIssuer):
     async def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> int | Busy:
-        return await self.drive(self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms))
+        call = self.flows.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+        if self.direct:
+            return await self.run(call)
+        return await self.drive(self.flows.rw_written(call, name, mode, holder))
 
     async def rw_renew(self, name: str, mode: str, token: int, holder: str, ttl_ms: int) -> bool:
         return await self.drive(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
@@ -376,6 +389,9 @@ class AsyncRedisIssuer(BaseRedisIssuer):
 
     async def rw_await(self, name: str, seconds: float) -> None:
         return await self.drive(self.flows.rw_await(name, seconds))
+
+    async def rw_await_after(self, name: str, holder: str, seconds: float) -> None:
+        return await self.drive(self.flows.rw_await(name, seconds, holder))
 
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         return await self.run(self.flows.admit(name, limit, per_ms, window))

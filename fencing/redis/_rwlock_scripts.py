@@ -49,20 +49,40 @@ end
 RW_ACQUIRE = Script(
     """
 -- fencing rw acquire: a read or write lease of a read-write lock, in one step.
--- KEYS[1] the lock's hash, KEYS[2] its readers (sorted set), KEYS[3] the fence's counter
+-- KEYS[1] the lock's hash, KEYS[2] its readers (sorted set), KEYS[3] the fence's counter,
+-- KEYS[4] its release stream
 -- ARGV[1] "read" or "write"
 -- ARGV[2] holder id (unique per acquisition)
 -- ARGV[3] lease ttl in ms (> 0)
 -- ARGV[4] counter idle lifetime in ms; "0" = the counter never expires
--- ARGV[5] write only: ms to mark this writer waiting when refused; "0" = not waiting
---         (and its marker, if it has one, is cleared)
+-- ARGV[5] ms the caller will wait when refused, a writer marked waiting that long;
+--         "0" = it will not wait (and a writer's marker, if it has one, is cleared)
 -- Returns the token (an integer > 0): a writer's new one, or the readers' epoch (a new
--- one when the lock had no reader); else {ms}: when the leases that refuse it end.
+-- one when the lock had no reader); else {ms}: when the leases that refuse it end; a
+-- caller that will wait gets {ms, id}, id the release stream's last entry read in this
+-- step (the stream made with one entry if missing, kept alive ARGV[5] ms at least), so
+-- a wait from id wakes at every release after this refusal, none missed in between.
 """
     + _LUA_TOKENS
     + _LUA_RW
     + """
 local holder, ttl, queue = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[5])
+
+local function refused(ms)
+  if queue == 0 then
+    return {ms}
+  end
+  local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+  local id = last[1] and last[1][1]
+  if not id then
+    id = redis.call('XADD', KEYS[4], 'MAXLEN', '1', '*', 'made', '1')
+  end
+  if redis.call('PTTL', KEYS[4]) < queue then
+    redis.call('PEXPIRE', KEYS[4], queue)
+  end
+  return {ms, id}
+end
+
 local now = millis(redis.call('TIME'))
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local writer, writer_until = writer_of(now)
@@ -73,10 +93,10 @@ if waiting and tonumber(marker[2]) <= now then
 end
 if ARGV[1] == 'read' then
   if writer then
-    return {writer_until - now}
+    return refused(writer_until - now)
   end
   if waiting then  -- a writer waits: new readers wait behind it
-    return {tonumber(marker[2]) - now}
+    return refused(tonumber(marker[2]) - now)
   end
   local epoch = redis.call('HGET', KEYS[1], 'epoch')
   if not epoch or redis.call('ZCARD', KEYS[2]) == 0 then  -- a new epoch
@@ -102,7 +122,7 @@ if writer or #last > 0 then
   if #last > 0 and tonumber(last[2]) > ends then
     ends = tonumber(last[2])
   end
-  return {ends - now}
+  return refused(ends - now)
 end
 if waiting == holder then
   redis.call('HDEL', KEYS[1], 'waiting', 'waiting_until')
@@ -113,7 +133,7 @@ redis.call('HSET', KEYS[1], 'writer', token .. ':' .. holder, 'writer_until', no
 keep(ttl)
 return tonumber(token)
 """,
-    numkeys=3,
+    numkeys=4,
 )
 
 RW_RENEW = Script(
@@ -206,6 +226,7 @@ def rw_acquire_args(
         keys.lock,
         keys.readers,
         keys.counter,
+        keys.released,
         mode.encode(),
         holder_bytes(holder),
         b"%d" % ttl_ms,
