@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 
 from .._base.errors import FenceSetupError, FenceUnavailable
 from .._base.flow import Flow
+from .._lease.protocol import Call
 from ..issuer import Busy, FenceStatus
 from ._errors import redis_failure
 from ._redlock_scripts import (
@@ -144,39 +145,24 @@ class Broadcast:
         await port.broadcast(self)
 
 
-class AwaitWake:
-    """A waiter's ``BLPOP`` on ``node``'s wake list ``key``, for up to ``seconds``:
-    ``result`` True once woken, False when the wait is over (the node may hang), ``None``
-    when the node failed or the wait is too short to block."""
+class AwaitWake(Call[bool | None]):
+    """A waiter's ``BLPOP`` on ``node``'s wake list ``key``, for up to ``seconds``
+    (``port.await_wake``): ``result`` True once woken, False when the wait is over (the
+    node may hang), ``None`` when the node failed or the wait is too short to block."""
 
-    __slots__ = ("key", "node", "result", "seconds")
-    result: bool | None
+    __slots__ = ()
 
     def __init__(self, node: int, key: bytes, seconds: float) -> None:
-        self.node = node
-        self.key = key
-        self.seconds = seconds
-
-    def perform(self, port: RedlockPort) -> None:
-        self.result = port.await_wake(self.node, self.key, self.seconds)
-
-    async def aperform(self, port: AsyncRedlockPort) -> None:
-        self.result = await port.await_wake(self.node, self.key, self.seconds)
+        super().__init__("await_wake", node, key, seconds)
 
 
-class Sleep:
-    """Pause the flow for ``seconds``."""
+class Sleep(Call[None]):
+    """Pause the flow for ``seconds`` (``port.sleep``)."""
 
-    __slots__ = ("seconds",)
+    __slots__ = ()
 
     def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-
-    def perform(self, port: RedlockPort) -> None:
-        port.sleep(self.seconds)
-
-    async def aperform(self, port: AsyncRedlockPort) -> None:
-        await port.sleep(self.seconds)
+        super().__init__("sleep", seconds)
 
 
 class RunIds:
