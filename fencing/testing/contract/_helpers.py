@@ -104,6 +104,20 @@ def _ids(table: Sequence[tuple[Any, type[Exception]]]) -> list[str]:
     return [repr(value) for value, _ in table]
 
 
+@contextlib.contextmanager
+def _refuses(error: type[Exception], what: str) -> Iterator[None]:
+    """Fail unless the block raises ``error``; the failure names ``what`` was refused
+    (a bad-input check loops over a table of values in one test, so the message, not
+    the test's id, says which value got through)."""
+    try:
+        yield
+    except error:
+        return
+    except Exception as exc:
+        raise AssertionError(f"{what}: {exc!r}, not {error.__name__}") from exc
+    raise AssertionError(f"{what}: not refused (no {error.__name__})")
+
+
 def racing_tokens(me: int, racers: int, rounds: int) -> list[int]:
     """Racer ``me``'s tokens: climbing, interleaved with the others', and every fourth one
     replayed from five rounds ago (a paused holder waking up)."""
