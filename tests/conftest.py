@@ -188,6 +188,18 @@ def zookeeper_ensemble() -> Iterator[ZooKeeperEnsemble]:
     ensemble.close()
 
 
+@pytest.fixture(scope="session")
+def pg_tables(postgres_server: PostgresServer) -> PostgresServer:
+    """The session's PostgreSQL with the SDK's tables in its database, made once (as the
+    session's MariaDB has them): ``create_tables`` costs a connection and an Alembic run
+    (about 10 ms of CPU), which every SQL test on PostgreSQL once paid. No test drops them
+    (a test that needs a database without them takes ``empty_pg_url``)."""
+    engine = create_engine(postgres_server.url)
+    create_tables(engine)
+    engine.dispose()
+    return postgres_server
+
+
 @pytest.fixture
 def pg_url(postgres_server: PostgresServer) -> str:
     """URL of the session's PostgreSQL database (psycopg driver); tests clean up their tables."""
@@ -219,13 +231,11 @@ def sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def sql_tables_url(sql_url: str) -> str:
-    """``sql_url`` with the SDK's tables made on PostgreSQL too (a SQLite issuer makes its
-    own; the session's MariaDB has them)."""
+def sql_tables_url(request: pytest.FixtureRequest, sql_url: str) -> str:
+    """``sql_url`` with the SDK's tables on PostgreSQL too (``pg_tables``; a SQLite issuer
+    makes its own; the session's MariaDB has them)."""
     if sql_url.startswith("postgresql"):
-        engine = create_engine(sql_url)
-        create_tables(engine)
-        engine.dispose()
+        request.getfixturevalue("pg_tables")
     return sql_url
 
 
@@ -242,10 +252,7 @@ def async_sql_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if driver.startswith("mysql"):
         maria: MariaDBServer = request.getfixturevalue("mariadb_server")
         return maria.url_for(driver.partition("+")[2])
-    server: PostgresServer = request.getfixturevalue("postgres_server")
-    engine = create_engine(server.url)
-    create_tables(engine)
-    engine.dispose()
+    server: PostgresServer = request.getfixturevalue("pg_tables")
     return server.url_for(driver.partition("+")[2])
 
 

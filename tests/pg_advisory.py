@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from sqlalchemy import create_engine
 
-from fencing.sql import create_tables
 from fencing.sql._advisory_statements import LOCK_ROWS, lock_params
 from fencing.testing.servers import PostgresServer
 
@@ -24,10 +22,6 @@ def terminate_holder(server: PostgresServer, name: str) -> int:
 
 
 @pytest.fixture
-def advisory_url(postgres_server: PostgresServer) -> str:
-    """The session's PostgreSQL (psycopg), with the SDK's tables."""
-    url = postgres_server.url
-    engine = create_engine(url)
-    create_tables(engine)
-    engine.dispose()
-    return url
+def advisory_url(pg_tables: PostgresServer) -> str:
+    """The session's PostgreSQL (psycopg), with the SDK's tables (``pg_tables``)."""
+    return pg_tables.url
