@@ -42,6 +42,9 @@ class EtcdTerms:
 
     short_ttl = 1.0
     renewal_ttl = 1.2  # a 2 s etcd lease (whole seconds), renewed every 0.4 s
+    #: The hold check waits 2.64 s: past the 2 s lease, and past the 2.4 s that one
+    #: renewal (at 0.4 s) and no more would keep it.
+    hold_check_ttls = 2.2
 
 
 class TestEtcdFence(EtcdTerms, FenceContract):

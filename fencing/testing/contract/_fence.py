@@ -294,11 +294,11 @@ class _FenceScenarios(Driven, LeaseTerms):
     # -- hold --------------------------------------------------------------------------
 
     def test_hold_keeps_the_lease_past_its_ttl(self, make_fence: _MakeFence) -> Scenario[None]:
-        """``hold()`` renews in the background (a thread, or a task): the lease outlives
-        several ttls, the hold is not lost, and leaving releases it. A renewer that the
-        machine stalled past the ttl loses the lease, as it must: that try says nothing,
-        and the check is tried again (a hold that never keeps its lease fails it after
-        ``patience``)."""
+        """``hold()`` renews in the background (a thread, or a task): the lease outlives its
+        ttl (by half: ``hold_check_ttls``), the hold is not lost, and leaving releases it. A
+        renewer that the machine stalled past the ttl loses the lease, as it must: that try
+        says nothing, and the check is tried again (a hold that never keeps its lease fails
+        it after ``patience``)."""
         name = self.fresh_name("hold")
         fence, other = make_fence(name, self.renewal_ttl), make_fence(name, self.long_ttl)
 
@@ -309,7 +309,7 @@ class _FenceScenarios(Driven, LeaseTerms):
             token = entered
             assert_token_of(token, name)
             assert hold.token == token
-            yield self.drive.sleep(2.2 * self.renewal_ttl)
+            yield self.drive.sleep(self.hold_check_ttls * self.renewal_ttl)
             return (yield from _taken(other))
 
         for _ in _tries(self.patience, "a hold that kept its lease past its ttl"):

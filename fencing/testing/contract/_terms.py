@@ -45,6 +45,11 @@ class LeaseTerms:
     #: The hold check waits a little more than twice this long; a renewer that the
     #: machine stalled for 2/3 of it loses the lease, and the check is tried again.
     renewal_ttl: ClassVar[float] = 1.0
+    #: How many ``renewal_ttl``s the hold check keeps its lease before another fence
+    #: tries to take it: past the ttl by half, when a hold that never renewed, or renewed
+    #: once and stopped (at a third of the ttl), has lost it. An engine that grants longer
+    #: leases than asked (etcd rounds up to whole seconds) waits past what it grants.
+    hold_check_ttls: ClassVar[float] = 1.5
     #: Seconds: how long something that must happen is waited for before the test fails.
     #: A limit against hangs, never a timing assertion.
     patience: ClassVar[float] = 30.0
