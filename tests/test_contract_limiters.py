@@ -1,7 +1,8 @@
 """The public ``LimiterContract`` (each check blocking and asyncio) on every store of rate
 limits but the Redis Cluster and Sentinel ones (in test_redis_cluster_contract.py and
-test_redis_sentinel.py, beside their servers): memory, Redis, SQLite and PostgreSQL, each
-made through what a user calls (``MemoryIssuer.limiter``, ``fencing.connect(url).limiter``)."""
+test_redis_sentinel.py, beside their servers): memory, Redis, SQLite, PostgreSQL and
+MariaDB, each made through what a user calls (``MemoryIssuer.limiter``,
+``fencing.connect(url).limiter``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 from limiters import ThroughBackend
-from sqlalchemy import create_engine
 
 import fencing
 from fencing import MemoryIssuer
 from fencing._connect import Backend
-from fencing.sql import create_tables
 from fencing.testing.contract import LimiterContract, MakeAsyncLimiter, MakeLimiter
 from fencing.testing.servers import RedisServer
 
@@ -42,14 +41,11 @@ class TestRedisLimiter(ThroughBackend):
 
 
 class TestSqlLimiter(ThroughBackend):
-    """On a fresh SQLite file and on the session's PostgreSQL (``sql_url``), with the
-    SDK's tables, as ``fencing migrate`` makes them."""
+    """On a fresh SQLite file, the session's PostgreSQL and its MariaDB
+    (``sql_tables_url``), with the SDK's tables, as ``fencing migrate`` makes them."""
 
     @pytest.fixture
-    def backend(self, sql_url: str) -> Iterator[Backend]:
-        engine = create_engine(sql_url)
-        create_tables(engine)
-        engine.dispose()
-        backend = fencing.connect(sql_url)
+    def backend(self, sql_tables_url: str) -> Iterator[Backend]:
+        backend = fencing.connect(sql_tables_url)
         yield backend
         backend.close()
