@@ -2,8 +2,10 @@
 it fails the checks of the promise each one breaks, and the same checks pass against the
 correct backend in the same harness (so the failures come from the backend).
 
-Each run writes a small contract module, as a user would, and runs it in process with
-``pytester``.
+Each test writes a small contract module, as a user would, with a class (or two: blocking
+and asyncio) per backend of tests/broken.py, broken ones and the correct one, and runs it
+once in process with ``pytester``: each run of a contract costs a pytest session and a
+collection, so one run checks them all.
 """
 
 from __future__ import annotations
@@ -23,156 +25,68 @@ asyncio_mode = auto
 asyncio_default_fixture_loop_scope = function
 """
 
-#: A contract module for the issuer ``ISSUERS[{issuer!r}]`` of tests/broken.py.
-FENCE_MODULE = """\
-import pytest
 
-import fencing
+def key(backend: str) -> str:
+    """The class-name part of a backend of tests/broken.py: "two-holders" -> "TwoHolders"
+    (``-k`` selects a backend's classes by their whole names: ``-k`` also matches the
+    names of the directories above, and pytester's is named after the test)."""
+    return backend.title().replace("-", "")
+
+
+def module(imports: str, template: str, backends: Iterable[str]) -> str:
+    """A contract module: ``imports``, then ``template`` (classes named with ``{key}``, for
+    the backend ``{backend!r}``) once per backend."""
+    classes = "".join(template.format(key=key(b), backend=b) for b in backends)
+    return "import pytest\n\n" + imports + classes
+
+
+def of(backend: str, checks: Iterable[str]) -> set[str]:
+    """``checks`` (``Class::test``, the class without its key) as the backend's own."""
+    return {check.replace("::", f"{key(backend)}::", 1) for check in checks}
+
+
+def run_contract(pytester: pytest.Pytester, source: str, *args: str) -> tuple[set[str], set[str]]:
+    """Run a contract module; the ``Class::test`` names (parameters dropped) that
+    passed and that failed."""
+    pytester.makeini(INI)
+    pytester.makepyfile(test_contract=source)
+    passed, _, failed = pytester.inline_run("-p", "no:cacheprovider", *args).listoutcomes()
+
+    def names(reports: Sequence[pytest.TestReport | pytest.CollectReport]) -> set[str]:
+        return {r.nodeid.split("::", 1)[1].split("[")[0] for r in reports}
+
+    return names(passed), names(failed)
+
+
+def outcomes(names: tuple[set[str], set[str]], backend: str) -> tuple[set[str], set[str]]:
+    """The passed and failed checks of ``backend``'s classes, named without its key."""
+    part = f"{key(backend)}::"
+    return tuple(  # type: ignore[return-value]
+        {n.replace(part, "::", 1) for n in group if part in n} for group in names
+    )
+
+
+#: The classes of a fence contract for an issuer of tests/broken.py.
+FENCE_CLASSES = """
+
+class TestBlocking{key}(FenceContract):
+    @pytest.fixture
+    def make_fence(self):
+        issuer = ISSUERS[{backend!r}]()
+        return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
+
+
+class TestAsync{key}(AsyncFenceContract):
+    @pytest.fixture
+    def make_fence(self):
+        issuer = ISSUERS[{backend!r}]()
+        return lambda name, ttl: fencing.aio.MemoryFence(name, ttl, issuer=issuer)
+"""
+FENCE_IMPORTS = """import fencing
 import fencing.aio
 from broken import ISSUERS
 from fencing.testing.contract import AsyncFenceContract, FenceContract
-
-
-class TestBlocking(FenceContract):
-    @pytest.fixture
-    def make_fence(self):
-        issuer = ISSUERS[{issuer!r}]()
-        return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
-
-
-class TestAsync(AsyncFenceContract):
-    @pytest.fixture
-    def make_fence(self):
-        issuer = ISSUERS[{issuer!r}]()
-        return lambda name, ttl: fencing.aio.MemoryFence(name, ttl, issuer=issuer)
 """
-
-#: A contract module for the mark ``MARKS[{mark!r}]`` of tests/broken.py.
-MARK_MODULE = """\
-import pytest
-
-from broken import MARKS
-from fencing.testing.contract import MarkContract
-
-
-class TestMark(MarkContract):
-    @pytest.fixture
-    def make_mark(self):
-        return MARKS[{mark!r}]
-"""
-
-#: A contract module of the operators' capabilities for ``ISSUERS[{issuer!r}]``.
-OPERATIONS_MODULE = """\
-import pytest
-
-import fencing
-from broken import ISSUERS
-from fencing.testing.contract import OperationsContract
-
-
-class TestOperations(OperationsContract):
-    @pytest.fixture
-    def make_fence(self):
-        issuer = ISSUERS[{issuer!r}]()
-        return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
-"""
-
-#: A semaphore contract module for the issuer ``ISSUERS[{issuer!r}]``.
-SEMAPHORE_MODULE = """\
-import pytest
-
-from broken import ISSUERS
-from fencing.testing.contract import AsyncSemaphoreContract, SemaphoreContract
-
-
-class TestBlocking(SemaphoreContract):
-    @pytest.fixture
-    def make_semaphore(self):
-        return ISSUERS[{issuer!r}]().semaphore
-
-
-class TestAsync(AsyncSemaphoreContract):
-    @pytest.fixture
-    def make_semaphore(self):
-        return ISSUERS[{issuer!r}]().aio_semaphore
-"""
-
-#: The checks a semaphore that lets N+1 holders in must fail (the tasks race in
-#: lockstep, so the extra holder shows on every run; threads may not meet in it).
-SEMAPHORE_FAILURES = {
-    "TestBlocking::test_permits_are_distinct_slots_and_one_more_waits",
-    "TestAsync::test_permits_are_distinct_slots_and_one_more_waits",
-    "TestAsync::test_racing_tasks_never_exceed_the_permits",
-}
-SEMAPHORE_CHECKS = "one_more_waits or never_exceed_the_permits"
-
-#: A read-write lock contract class for the issuer ``ISSUERS[{issuer!r}]`` (a shorter
-#: patience: the starved writer's check waits for it to pass).
-RWLOCK_CLASS = """
-class Test_{key}(RWLockContract):
-    patience = 5.0
-
-    @pytest.fixture
-    def issuer(self):
-        return ISSUERS[{issuer!r}]()
-
-    @pytest.fixture
-    def make_rwlock(self, issuer):
-        return issuer.rwlock
-
-    @pytest.fixture
-    def make_async_rwlock(self, issuer):
-        return issuer.aio_rwlock
-"""
-
-#: The checks each broken read-write lock must fail (the correct one passes them all).
-RWLOCK_FAILURES: dict[str, set[str]] = {
-    "correct": set(),
-    "distinct-read-tokens": {
-        "test_readers_together_share_one_token_and_exclude_writers",
-        "test_blocking_and_asyncio_share_leases_and_tokens",
-        "test_an_operator_sees_the_holders_and_force_release_ends_their_leases",
-    },
-    "writers-beside-readers": {
-        "test_readers_together_share_one_token_and_exclude_writers",
-        "test_blocking_and_asyncio_share_leases_and_tokens",
-    },
-    "starves-writers": {"test_a_waiting_writer_stops_new_readers"},
-    "force-release-ends-nothing": {
-        "test_an_operator_sees_the_holders_and_force_release_ends_their_leases"
-    },
-}
-
-#: A limiter contract module for the issuer ``ISSUERS[{issuer!r}]``.
-LIMITER_MODULE = """\
-import pytest
-
-from broken import ISSUERS
-from fencing.testing.contract import LimiterContract
-
-
-class TestLimiter(LimiterContract):
-    @pytest.fixture
-    def issuer(self):
-        return ISSUERS[{issuer!r}]()
-
-    @pytest.fixture
-    def make_limiter(self, issuer):
-        return issuer.limiter
-
-    @pytest.fixture
-    def make_async_limiter(self, issuer):
-        return issuer.aio_limiter
-"""
-
-#: The checks a limiter that admits one request too many must fail (as both kinds of
-#: limiter, but for the one check of both at once).
-LIMITER_FAILURES = {
-    "TestLimiter::test_at_most_limit_admissions_per_window",
-    "TestLimiter::test_racing_requests_never_exceed_the_limit",
-    "TestLimiter::test_blocking_and_asyncio_share_the_windows",
-}
-LIMITER_CHECKS = "at_most_limit or racing_requests or share_the_windows"
 
 #: The checks each broken issuer must fail, in both the blocking and the async class.
 ISSUER_FAILURES: dict[str, set[str]] = {
@@ -190,6 +104,83 @@ ISSUER_FAILURES: dict[str, set[str]] = {
     },
 }
 
+
+def expected_issuer_failures(checks: Iterable[str]) -> set[str]:
+    """``Class::test`` (the class without its key) of ``checks`` in both classes."""
+    return {
+        f"{cls}::{test.format(racers=racers)}"
+        for cls, racers in (("TestBlocking", "threads"), ("TestAsync", "tasks"))
+        for test in checks
+    }
+
+
+def selecting(checks: Iterable[str]) -> str:
+    """The ``-k`` expression that runs ``checks`` (``ISSUER_FAILURES`` names) and no other."""
+    return " or ".join(sorted({t.format(racers=r) for t in checks for r in ("threads", "tasks")}))
+
+
+#: The checks that some broken issuer must fail: the correct issuer must pass them all.
+SELECTED: set[str] = set().union(*ISSUER_FAILURES.values())
+
+
+def test_fence_contract_fails_each_broken_issuer_and_passes_the_correct_one(
+    pytester: pytest.Pytester,
+) -> None:
+    """Each broken issuer runs only the checks it must fail (how it does in the others
+    proves nothing, and some would wait out their patience); the correct one runs them
+    all, and passes."""
+    checks = {**ISSUER_FAILURES, "correct": SELECTED}
+    source = module(FENCE_IMPORTS, FENCE_CLASSES, checks)
+    each = " or ".join(
+        f"((TestBlocking{key(i)} or TestAsync{key(i)}) and ({selecting(c)}))"
+        for i, c in checks.items()
+    )
+    names = run_contract(pytester, source, "-k", each)
+    for issuer, fails in ISSUER_FAILURES.items():
+        missing = expected_issuer_failures(fails) - outcomes(names, issuer)[1]
+        assert not missing, f"the contract passed {sorted(missing)} for the broken {issuer!r}"
+    passed, failed = outcomes(names, "correct")
+    assert not failed, f"the correct issuer failed {sorted(failed)}"
+    assert passed == expected_issuer_failures(SELECTED)
+
+
+#: The operators' contract for an issuer of tests/broken.py.
+OPERATIONS_CLASS = """
+
+class TestOperations{key}(OperationsContract):
+    @pytest.fixture
+    def make_fence(self):
+        issuer = ISSUERS[{backend!r}]()
+        return lambda name, ttl: fencing.MemoryFence(name, ttl, issuer=issuer)
+"""
+OPERATIONS_IMPORTS = """import fencing
+from broken import ISSUERS
+from fencing.testing.contract import OperationsContract
+"""
+
+
+def test_operations_contract_fails_a_force_release_that_lets_tokens_go_back(
+    pytester: pytest.Pytester,
+) -> None:
+    force = "TestOperations::test_force_release_evicts_the_holder_and_the_next_token_is_higher"
+    backends = ("forgets-counter", "correct")
+    names = run_contract(pytester, module(OPERATIONS_IMPORTS, OPERATIONS_CLASS, backends))
+    assert outcomes(names, "forgets-counter")[1] == {force}
+    passed, failed = outcomes(names, "correct")
+    assert not failed and force in passed
+
+
+#: The mark contract for a mark of tests/broken.py.
+MARK_CLASS = """
+
+class TestMark{key}(MarkContract):
+    @pytest.fixture
+    def make_mark(self):
+        return MARKS[{backend!r}]
+"""
+MARK_IMPORTS = """from broken import MARKS
+from fencing.testing.contract import MarkContract
+"""
 #: The checks a mark that admits lower tokens must fail.
 MARK_FAILURES = {
     "test_lower_token_is_refused_without_calling",
@@ -208,128 +199,154 @@ CLAIM_FAILURES = {
 }
 
 
-def expected_issuer_failures(issuer: str) -> set[str]:
-    """``Class::test`` of every check ``issuer`` must fail."""
-    return {
-        f"{cls}::{test.format(racers=racers)}"
-        for cls, racers in (("TestBlocking", "threads"), ("TestAsync", "tasks"))
-        for test in ISSUER_FAILURES[issuer]
-    }
-
-
-def run_contract(pytester: pytest.Pytester, source: str, *args: str) -> tuple[set[str], set[str]]:
-    """Run a contract module; the ``Class::test`` names (parameters dropped) that
-    passed and that failed."""
-    pytester.makeini(INI)
-    pytester.makepyfile(test_contract=source)
-    passed, _, failed = pytester.inline_run("-p", "no:cacheprovider", *args).listoutcomes()
-
-    def names(reports: Sequence[pytest.TestReport | pytest.CollectReport]) -> set[str]:
-        return {r.nodeid.split("::", 1)[1].split("[")[0] for r in reports}
-
-    return names(passed), names(failed)
-
-
-def selecting(checks: Iterable[str]) -> str:
-    """The ``-k`` expression that runs ``checks`` (``ISSUER_FAILURES`` names) and no other."""
-    return " or ".join(sorted({t.format(racers=r) for t in checks for r in ("threads", "tasks")}))
-
-
-#: The checks that some broken issuer must fail: the correct issuer must pass them all.
-SELECTED = selecting(check for checks in ISSUER_FAILURES.values() for check in checks)
-
-
-@pytest.mark.parametrize("issuer", sorted(ISSUER_FAILURES))
-def test_contract_fails_a_broken_issuer(pytester: pytest.Pytester, issuer: str) -> None:
-    """Only the checks ``issuer`` must fail run: how it does in the others proves nothing."""
-    checks = selecting(ISSUER_FAILURES[issuer])
-    _, failed = run_contract(pytester, FENCE_MODULE.format(issuer=issuer), "-k", checks)
-    missing = expected_issuer_failures(issuer) - failed
-    assert not missing, f"the contract passed {sorted(missing)} for the broken {issuer!r}"
-
-
-def test_the_same_checks_pass_for_the_correct_issuer(pytester: pytest.Pytester) -> None:
-    passed, failed = run_contract(pytester, FENCE_MODULE.format(issuer="correct"), "-k", SELECTED)
-    assert not failed, f"the correct issuer failed {sorted(failed)}"
-    assert passed == set().union(*map(expected_issuer_failures, ISSUER_FAILURES))
-
-
-def test_operations_contract_fails_a_force_release_that_lets_tokens_go_back(
+def test_mark_contract_fails_each_broken_mark_and_passes_the_correct_one(
     pytester: pytest.Pytester,
 ) -> None:
-    force = "TestOperations::test_force_release_evicts_the_holder_and_the_next_token_is_higher"
-    passed, failed = run_contract(pytester, OPERATIONS_MODULE.format(issuer="forgets-counter"))
-    assert failed == {force}
-    passed, failed = run_contract(pytester, OPERATIONS_MODULE.format(issuer="correct"))
-    assert not failed and force in passed
-
-
-def test_contract_fails_a_mark_that_admits_lower_tokens(pytester: pytest.Pytester) -> None:
-    passed, failed = run_contract(pytester, MARK_MODULE.format(mark="admits-lower"))
+    backends = ("admits-lower", "claims-nothing", "correct")
+    names = run_contract(pytester, module(MARK_IMPORTS, MARK_CLASS, backends))
+    passed, failed = outcomes(names, "admits-lower")
     assert {f"TestMark::{test}" for test in MARK_FAILURES} <= failed
     assert "TestMark::test_fresh_mark_is_empty" in passed  # the harness itself runs
-
-
-def test_contract_fails_a_mark_whose_claim_changes_nothing(pytester: pytest.Pytester) -> None:
-    passed, failed = run_contract(pytester, MARK_MODULE.format(mark="claims-nothing"))
+    passed, failed = outcomes(names, "claims-nothing")
     assert {f"TestMark::{test}" for test in CLAIM_FAILURES} <= failed
     assert "TestMark::test_lower_token_is_refused_without_calling" in passed
-
-
-def test_mark_contract_passes_the_correct_mark(pytester: pytest.Pytester) -> None:
-    passed, failed = run_contract(pytester, MARK_MODULE.format(mark="correct"))
+    passed, failed = outcomes(names, "correct")
     assert not failed, f"the correct mark failed {sorted(failed)}"
     assert {f"TestMark::{test}" for test in MARK_FAILURES | CLAIM_FAILURES} <= passed
 
 
-def test_semaphore_contract_fails_a_semaphore_with_one_permit_too_many(
+#: The semaphore contract classes for an issuer of tests/broken.py.
+SEMAPHORE_CLASSES = """
+
+class TestBlocking{key}(SemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self):
+        return ISSUERS[{backend!r}]().semaphore
+
+
+class TestAsync{key}(AsyncSemaphoreContract):
+    @pytest.fixture
+    def make_semaphore(self):
+        return ISSUERS[{backend!r}]().aio_semaphore
+"""
+SEMAPHORE_IMPORTS = """from broken import ISSUERS
+from fencing.testing.contract import AsyncSemaphoreContract, SemaphoreContract
+"""
+#: The checks a semaphore that lets N+1 holders in must fail (the tasks race in
+#: lockstep, so the extra holder shows on every run; threads may not meet in it).
+SEMAPHORE_FAILURES = {
+    "TestBlocking::test_permits_are_distinct_slots_and_one_more_waits",
+    "TestAsync::test_permits_are_distinct_slots_and_one_more_waits",
+    "TestAsync::test_racing_tasks_never_exceed_the_permits",
+}
+SEMAPHORE_CHECKS = "one_more_waits or never_exceed_the_permits"
+
+
+def test_semaphore_contract_fails_a_semaphore_with_one_permit_too_many_and_passes_the_correct_one(
     pytester: pytest.Pytester,
 ) -> None:
-    module = SEMAPHORE_MODULE.format(issuer="one-more-permit")
-    _, failed = run_contract(pytester, module, "-k", SEMAPHORE_CHECKS)
-    missing = SEMAPHORE_FAILURES - failed
+    source = module(SEMAPHORE_IMPORTS, SEMAPHORE_CLASSES, ("one-more-permit", "correct"))
+    names = run_contract(pytester, source, "-k", SEMAPHORE_CHECKS)
+    missing = SEMAPHORE_FAILURES - outcomes(names, "one-more-permit")[1]
     assert not missing, f"the contract passed {sorted(missing)} for N+1 holders"
-
-
-def test_semaphore_contract_passes_the_correct_semaphore(pytester: pytest.Pytester) -> None:
-    module = SEMAPHORE_MODULE.format(issuer="correct")
-    passed, failed = run_contract(pytester, module, "-k", SEMAPHORE_CHECKS)
+    passed, failed = outcomes(names, "correct")
     assert not failed, f"the correct semaphore failed {sorted(failed)}"
     assert passed >= SEMAPHORE_FAILURES
+
+
+#: A read-write lock contract class for an issuer of tests/broken.py (a shorter patience:
+#: the starved writer's check waits for it to pass).
+RWLOCK_CLASS = """
+
+class Test{key}(RWLockContract):
+    patience = 5.0
+
+    @pytest.fixture
+    def issuer(self):
+        return ISSUERS[{backend!r}]()
+
+    @pytest.fixture
+    def make_rwlock(self, issuer):
+        return issuer.rwlock
+
+    @pytest.fixture
+    def make_async_rwlock(self, issuer):
+        return issuer.aio_rwlock
+"""
+RWLOCK_IMPORTS = """from broken import ISSUERS
+from fencing.testing.contract import RWLockContract
+"""
+#: The checks each broken read-write lock must fail (the correct one passes them all).
+RWLOCK_FAILURES: dict[str, set[str]] = {
+    "correct": set(),
+    "distinct-read-tokens": {
+        "test_readers_together_share_one_token_and_exclude_writers",
+        "test_blocking_and_asyncio_share_leases_and_tokens",
+        "test_an_operator_sees_the_holders_and_force_release_ends_their_leases",
+    },
+    "writers-beside-readers": {
+        "test_readers_together_share_one_token_and_exclude_writers",
+        "test_blocking_and_asyncio_share_leases_and_tokens",
+    },
+    "starves-writers": {"test_a_waiting_writer_stops_new_readers"},
+    "force-release-ends-nothing": {
+        "test_an_operator_sees_the_holders_and_force_release_ends_their_leases"
+    },
+}
 
 
 def test_rwlock_contract_fails_each_broken_rwlock_and_passes_the_correct_one(
     pytester: pytest.Pytester,
 ) -> None:
-    """One module with a class per issuer, run once (each run of a contract costs
-    seconds of collection): every class runs the checks some broken lock must fail."""
+    """Every class runs the checks some broken lock must fail."""
     checks = set().union(*RWLOCK_FAILURES.values())
-    classes = "".join(
-        RWLOCK_CLASS.format(key=issuer.replace("-", "_"), issuer=issuer)
-        for issuer in RWLOCK_FAILURES
-    )
-    module = "import pytest\n\nfrom broken import ISSUERS\n"
-    module += "from fencing.testing.contract import RWLockContract\n" + classes
-    passed, failed = run_contract(pytester, module, "-k", " or ".join(sorted(checks)))
+    source = module(RWLOCK_IMPORTS, RWLOCK_CLASS, RWLOCK_FAILURES)
+    names = run_contract(pytester, source, "-k", " or ".join(sorted(checks)))
     for issuer, fails in RWLOCK_FAILURES.items():
-        key = f"Test_{issuer.replace('-', '_')}"
-        missing = {f"{key}::{check}" for check in fails} - failed
+        passed, failed = outcomes(names, issuer)
+        missing = {f"Test::{check}" for check in fails} - failed
         assert not missing, f"the contract passed {sorted(missing)} for the broken {issuer!r}"
-        ok = {f"{key}::{check}" for check in checks - fails}
+        ok = {f"Test::{check}" for check in checks - fails}
         assert ok <= passed, f"{issuer!r} failed {sorted(ok - passed)}, which it keeps"
+
+
+#: The limiter contract for an issuer of tests/broken.py.
+LIMITER_CLASS = """
+
+class TestLimiter{key}(LimiterContract):
+    @pytest.fixture
+    def issuer(self):
+        return ISSUERS[{backend!r}]()
+
+    @pytest.fixture
+    def make_limiter(self, issuer):
+        return issuer.limiter
+
+    @pytest.fixture
+    def make_async_limiter(self, issuer):
+        return issuer.aio_limiter
+"""
+LIMITER_IMPORTS = """from broken import ISSUERS
+from fencing.testing.contract import LimiterContract
+"""
+#: The checks a limiter that admits one request too many must fail (as both kinds of
+#: limiter, but for the one check of both at once).
+LIMITER_FAILURES = {
+    "TestLimiter::test_at_most_limit_admissions_per_window",
+    "TestLimiter::test_racing_requests_never_exceed_the_limit",
+    "TestLimiter::test_blocking_and_asyncio_share_the_windows",
+}
+LIMITER_CHECKS = "at_most_limit or racing_requests or share_the_windows"
 
 
 def test_limiter_contract_fails_a_limiter_that_admits_one_more_and_passes_the_correct_one(
     pytester: pytest.Pytester,
 ) -> None:
-    _, failed = run_contract(
-        pytester, LIMITER_MODULE.format(issuer="one-more-admission"), "-k", LIMITER_CHECKS
-    )
-    missing = LIMITER_FAILURES - failed
+    source = module(LIMITER_IMPORTS, LIMITER_CLASS, ("one-more-admission", "correct"))
+    names = run_contract(pytester, source, "-k", LIMITER_CHECKS)
+    missing = LIMITER_FAILURES - outcomes(names, "one-more-admission")[1]
     assert not missing, f"the contract passed {sorted(missing)} for one admission too many"
-    passed, failed = run_contract(
-        pytester, LIMITER_MODULE.format(issuer="correct"), "-k", LIMITER_CHECKS
-    )
+    passed, failed = outcomes(names, "correct")
     assert not failed, f"the correct limiter failed {sorted(failed)}"
     assert passed == LIMITER_FAILURES
 
