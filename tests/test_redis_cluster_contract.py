@@ -12,7 +12,7 @@ of one of them in one slot, is test_redis_cluster.py's.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import redis.cluster
@@ -33,6 +33,17 @@ from fencing.testing.contract import (
     OperationsContract,
 )
 from fencing.testing.servers import RedisCluster
+
+
+@pytest.fixture(scope="module")
+def cluster_client(redis_cluster: RedisCluster) -> Iterator[redis.cluster.RedisCluster]:
+    """One blocking client of the session's cluster for this module (conftest's is one per
+    test): a new client finds every node, about 30 ms of CPU, which each of the 60-odd
+    blocking tests here paid. Nothing here stops or freezes a node, and every name is
+    random, so the tests share it as the threads of one program would."""
+    client = redis_cluster.client()
+    yield client
+    client.close()
 
 
 class TestRedisClusterFence(FenceContract):
