@@ -10,7 +10,7 @@ behaviour (scripts, restarts, hand-off, SQL rows) is tested in the backend's own
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -105,18 +105,42 @@ class TestAsyncRedisFence(AsyncFenceContract):
         await client.aclose()
 
 
+@pytest.fixture(scope="module")
+def server_issuer() -> Iterator[Callable[[str], SqlIssuer]]:
+    """The blocking issuer of a database of the session's PostgreSQL or MariaDB, one per
+    URL for the module's tests: a new one opens its pool's connections again (on MariaDB
+    a PyMySQL connection and the engine check, about 50 ms of CPU per test). Every name
+    is a uuid, so the tests share them as the threads of one program would."""
+    issuers: dict[str, SqlIssuer] = {}
+
+    def issuer(url: str) -> SqlIssuer:
+        if url not in issuers:
+            issuers[url] = SqlIssuer(url)
+        return issuers[url]
+
+    yield issuer
+    for made in issuers.values():
+        made.engine.dispose()
+
+
 class TestSqlFence(FenceContract):
-    """On a SQLite file, PostgreSQL and MariaDB (``sql_tables_url`` runs each test on each)."""
+    """On a SQLite file, PostgreSQL and MariaDB (``sql_tables_url`` runs each test on each;
+    a fresh SQLite file gets an issuer of its own)."""
 
     @pytest.fixture
-    def make_fence(self, sql_tables_url: str) -> Iterator[MakeFence]:
-        issuer = SqlIssuer(sql_tables_url)
+    def make_fence(
+        self, sql_tables_url: str, server_issuer: Callable[[str], SqlIssuer]
+    ) -> Iterator[MakeFence]:
+        url = sql_tables_url
+        fresh = url.startswith("sqlite")
+        issuer = SqlIssuer(url) if fresh else server_issuer(url)
 
         def make(name: str, ttl: float) -> fencing.Fence:
-            return SqlFence(sql_tables_url, name, ttl, issuer=issuer)
+            return SqlFence(url, name, ttl, issuer=issuer)
 
         yield make
-        issuer.engine.dispose()
+        if fresh:
+            issuer.engine.dispose()
 
 
 class TestAsyncSqlFence(AsyncFenceContract):
