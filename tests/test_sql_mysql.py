@@ -1,21 +1,26 @@
 """What is MySQL's and MariaDB's own in the SQL issuer and guards (the contracts run on
 MariaDB in tests/test_contract_*.py): the setup errors (a missing table names the
 migrate command; a table of another engine than InnoDB is refused), names compared byte
-for byte, tokens and leases across a server restart, and a guarded write that changes
-nothing (MySQL counts changed rows unless the client asks for matched ones).
+for byte, tokens and leases across a server restart (blocking, and asyncio with its
+pool's checkout check), and a guarded write that changes nothing (MySQL counts changed
+rows unless the client asks for matched ones).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
+import aiomysql  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy import BigInteger, Column, Integer, MetaData, Table, create_engine, select
 
 import fencing
 from fencing import FenceSetupError, cli
 from fencing.sql import SqlFence, create_tables, guarded_update
+from fencing.sql import aio as sql_aio
 from fencing.testing.servers import MariaDBServer
 
 #: The command in a missing-table message.
@@ -109,6 +114,49 @@ def test_tokens_and_a_held_lease_survive_a_server_restart(
         other.release(second)
         assert holder.acquire(timeout=0) > second
     finally:
+        if not mariadb_server.running:
+            mariadb_server.start()
+
+
+@pytest.fixture
+def pings(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
+    """The pings aiomysql sends (each recorded, then sent as always)."""
+    sent: list[object] = []
+    ping = aiomysql.Connection.ping
+
+    async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(self)
+        return await ping(self, *args, **kwargs)
+
+    monkeypatch.setattr(aiomysql.Connection, "ping", counted)
+    yield sent
+
+
+async def test_the_asyncio_pool_pings_only_a_connection_the_server_closed(
+    mariadb_server: MariaDBServer, pings: list[object]
+) -> None:
+    """The asyncio issuer's pool checks a connection at checkout without a round trip
+    (``fencing.sql._pool``): a live one is used as is, no ping. After a restart the
+    pooled connection is dead: it is pinged, replaced, and the lease survives (the
+    control: had the check missed it, the acquire would fail on the dead connection)."""
+    issuer = sql_aio.SqlIssuer(mariadb_server.url_for("aiomysql"))
+    name = unique("aio-restart")
+    holder = sql_aio.SqlFence(issuer.engine, name, ttl=60, issuer=issuer)
+    other = sql_aio.SqlFence(issuer.engine, name, ttl=60, issuer=issuer)
+    try:
+        await holder.release(await holder.acquire())
+        for _ in range(3):
+            await holder.release(await holder.acquire())
+        assert pings == []  # checked out four times and more: no ping on a live one
+        token = await holder.acquire()
+        mariadb_server.restart()
+        with pytest.raises(fencing.AcquireTimeout):
+            await other.acquire(timeout=0)  # the lease survived; the dead one was replaced
+        assert pings  # the dead one was pinged at checkout
+        await holder.release(token)
+        assert await other.acquire(timeout=0) > token
+    finally:
+        await issuer.aclose()
         if not mariadb_server.running:
             mariadb_server.start()
 

@@ -24,8 +24,8 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from .._base.errors import issuer_error
 from .._base.lazy import needs_extra
 from ._errors import setup_error
-from ._pool import ASYNC_OPTIONS, lean
 from ._pool import OPTIONS as LEAN_OPTIONS
+from ._pool import lean
 from ._schema import MYSQL
 
 if TYPE_CHECKING:
@@ -158,9 +158,9 @@ def async_issuer_engine(source: object) -> AsyncEngine:
         url = parse_sql_url(source.url if isinstance(source, Engine) else source)
     url = _with_driver(url, _ASYNC_DRIVERS, _ASYNC_KEPT)
     with needs_extra("the asyncio SQL issuer"):  # the driver is imported here
-        if url.get_backend_name() in MYSQL:  # no rollback per return (``_pool``)
-            engine = create_async_engine(url, **{**_options(url), **ASYNC_OPTIONS})
-            lean(engine.sync_engine, ping=True)
+        if url.get_backend_name() in MYSQL:  # no round trip per checkout and return
+            engine = create_async_engine(url, **{**_options(url), **LEAN_OPTIONS})
+            lean(engine.sync_engine)
             return engine
         if url.get_backend_name() != "sqlite":
             return create_async_engine(url, **_options(url))

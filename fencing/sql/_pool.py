@@ -1,5 +1,5 @@
-"""The blocking issuer's own MySQL and MariaDB pool, without a round trip per checkout or
-per return that a lease does not need.
+"""The issuer's own MySQL and MariaDB pool (blocking and asyncio), without a round trip per
+checkout or per return that a lease does not need.
 
 SQLAlchemy's defaults cost an acquire + release (five statements: upsert, read, commit;
 update, commit) four round trips more on PyMySQL (``benchmarks/mysql_family.py``):
@@ -16,11 +16,15 @@ update, commit) four round trips more on PyMySQL (``benchmarks/mysql_family.py``
   transaction is open (``SERVER_STATUS_IN_TRANS``, in every OK packet, kept by PyMySQL
   as ``server_status``): a connection never goes back with a transaction open.
 
-A driver without those attributes (mysqlclient) is pinged and rolled back as
-SQLAlchemy would. The asyncio engine (aiomysql, whose connection keeps ``server_status``
-too) is rolled back only when open the same way, but keeps its ping at checkout: its
-socket is read by the event loop, which takes an end of file or an error off it into a
-buffer of its own, so ``poll()`` on it tells nothing. Imports SQLAlchemy only.
+The asyncio engine (aiomysql) is checked the same way, on its stream: the event loop
+reads its socket, taking an end of file or an error off it into the stream's reader,
+so a connection is taken as live only when the reader has neither (nor buffered
+bytes) and its socket has nothing waiting either; aiomysql's connection keeps
+``server_status`` too. A driver without those attributes (mysqlclient) is pinged and
+rolled back as SQLAlchemy would. A server that closes a connection after the check
+fails the statement sent on it: a fencing error (``_errors``), as with
+``pool_pre_ping``, whose ping is as old when the statement goes out.
+Imports SQLAlchemy only.
 """
 
 from __future__ import annotations
@@ -36,14 +40,27 @@ _IN_TRANS = 1
 
 #: The pool options ``lean`` replaces with its listeners.
 OPTIONS: dict[str, Any] = {"pool_pre_ping": False, "pool_reset_on_return": None}
-#: Those ``lean(engine, ping=True)`` replaces (an asyncio engine's: see the docstring).
-ASYNC_OPTIONS: dict[str, Any] = {"pool_reset_on_return": None}
 
 
-def _idle_and_open(connection: Any) -> bool:
-    """Whether ``connection``'s socket has nothing to read (PyMySQL's ``_sock``); False
-    when it has, or the question cannot be asked (no socket known, no ``poll``)."""
-    sock = getattr(connection, "_sock", None)
+def _stream_socket(driver: Any) -> Any:
+    """aiomysql's socket, if its stream holds nothing the event loop read off it: no end
+    of file, no error, no bytes in the reader (``_eof``/``_buffer``: asyncio's
+    ``StreamReader`` keeps them; missing, the socket is not trusted); else None."""
+    reader, writer = getattr(driver, "_reader", None), getattr(driver, "_writer", None)
+    if reader is None or writer is None or writer.is_closing() or reader.exception():
+        return None
+    if getattr(reader, "_eof", True) or getattr(reader, "_buffer", True):
+        return None
+    return writer.get_extra_info("socket")
+
+
+def _idle_and_open(driver: Any) -> bool:
+    """Whether the driver's connection has nothing to read: its socket (PyMySQL's
+    ``_sock``, aiomysql's stream's) polls empty. False when it has, or the question
+    cannot be asked (no socket known, no ``poll``)."""
+    sock = getattr(driver, "_sock", None)
+    if sock is None:
+        sock = _stream_socket(driver)
     if sock is None or not hasattr(select, "poll"):
         return False
     poller = select.poll()
@@ -53,8 +70,10 @@ def _idle_and_open(connection: Any) -> bool:
 
 def check_alive(connection: Any, record: Any, proxy: Any) -> None:
     """``checkout``: a connection the server may have closed is pinged; one it did not
-    is used as is. A failed ping is a ``DisconnectionError``: the pool replaces it."""
-    if _idle_and_open(connection):
+    is used as is. A failed ping is a ``DisconnectionError``: the pool replaces it. The
+    socket is the driver's own connection's (``record.driver_connection``: aiomysql's
+    under SQLAlchemy's adapter, which pings it through the event loop)."""
+    if _idle_and_open(record.driver_connection):
         return
     try:
         connection.ping(False)
@@ -72,11 +91,9 @@ def roll_back_if_open(connection: Any, record: Any, state: Any) -> None:
     connection.rollback()
 
 
-def lean(engine: Engine, ping: bool = False) -> Engine:
-    """Listen on ``engine`` (created with ``OPTIONS``) with ``check_alive`` and
-    ``roll_back_if_open`` (``ping``: created with ``ASYNC_OPTIONS``, and only the
-    latter); ``engine`` itself."""
-    if not ping:
-        event.listen(engine, "checkout", check_alive)
+def lean(engine: Engine) -> Engine:
+    """Listen on ``engine`` (created with ``OPTIONS``; an asyncio engine's
+    ``sync_engine``) with ``check_alive`` and ``roll_back_if_open``; ``engine`` itself."""
+    event.listen(engine, "checkout", check_alive)
     event.listen(engine, "reset", roll_back_if_open)
     return engine

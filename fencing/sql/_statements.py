@@ -13,7 +13,8 @@ functions returning SQLAlchemy constructs, usable with ``Connection``,
 What does not depend on the token is built once per target and ``expect_rows``: the
 fence column, and an empty UPDATE/DELETE already carrying the guard option (a
 ``CoreGuard`` holding the column and the expected row count; the token is read back
-from the statement's own condition when a write is refused). The statements are
+from the statement's own condition when a write is refused). The token is one bound
+parameter, stamped and compared (bound and keyed once). The statements are
 ``FencedUpdate``/``FencedDelete``, which check their own row count when executed
 (see ``_guard``): nothing is installed for them.
 
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import Column, ColumnElement, Delete, Table, Update, inspect
+from sqlalchemy.util import immutabledict
 
 from .._base.validate import check_mark_token
 from ._guard import GUARD_OPTION, CoreGuard, FencedDelete, FencedUpdate, at_most, fence_column
@@ -84,13 +86,22 @@ def _check_expect(expect_rows: object) -> int | None:
     return expect_rows
 
 
-def _check_values(values: object, column: Column[Any]) -> dict[Any, Any]:
-    if not isinstance(values, Mapping):
+def _check_values(values: object, column: Column[Any]) -> Mapping[Any, Any]:
+    if type(values) is not dict and not isinstance(values, Mapping):  # dict: no ABC check
         raise TypeError(f"values must be a mapping of column to value, not {type(values).__name__}")
     for key in values:
         if key is column or (isinstance(key, str) and key == column.key):
             raise ValueError(f"values must not set {column.key!r}: the token is stamped on it")
-    return {**values, column.key: None}
+    return values
+
+
+def _guarded(base: Any, where: tuple[Any, ...], guard: Any) -> Any:
+    """``base`` filtered by ``where`` (coerced by SQLAlchemy's ``where``), then by the
+    guard, appended to the fresh copy ``where`` returned: the guard is built already,
+    coercing it again cost a guarded UPDATE a tenth of its construction."""
+    statement = base.where(*where)
+    statement._where_criteria += (guard,)
+    return statement
 
 
 def guarded_update(
@@ -104,17 +115,27 @@ def guarded_update(
 
     ``values`` (column or column name -> value) are the other columns to SET; they may
     also be added by chaining ``.values(...)`` on the result.
+
+    The token is one bound parameter, set and compared (``SET fence_token=:t ... WHERE
+    ... fence_token <= :t``): one value to bind, key and send instead of two. It is
+    added to the SET clause as SQLAlchemy's ``values`` would store it (the fence column
+    -> that parameter), without its coercions, a fifth of a guarded UPDATE's
+    construction (``benchmarks/mysql_family.py --instructions``).
     """
     value = check_mark_token(token)
     expect = _check_expect(expect_rows)
     base, column = _base(target, "update", expect)
-    if values is None:
-        sets: dict[Any, Any] = {column.key: value}
-    else:
-        sets = _check_values(values, column)
-        sets[column.key] = value
-    statement: Update = base.where(*where, at_most(column, value)).values(sets)
-    return statement
+    guard = at_most(column, value)
+    statement = _guarded(base, where, guard)
+    if values is not None:
+        checked = _check_values(values, column)
+        if checked:
+            statement = statement.values(checked)
+    stamp = {column: guard.right}
+    sets = statement._values
+    statement._values = sets.union(stamp) if sets else immutabledict(stamp)
+    result: Update = statement
+    return result
 
 
 def guarded_delete(
@@ -124,5 +145,5 @@ def guarded_delete(
     value = check_mark_token(token)
     expect = _check_expect(expect_rows)
     base, column = _base(target, "delete", expect)
-    statement: Delete = base.where(*where, at_most(column, value))
+    statement: Delete = _guarded(base, where, at_most(column, value))
     return statement
