@@ -27,8 +27,20 @@ from pathlib import Path
 from waiting import wait_until
 
 #: What the server imports before it forks the first child (an import that fails is
-#: left to the child, which then fails the way its test would).
-PRELOAD = ["fencing", "fencing.redis", "fencing.sql", "redis", "sqlalchemy", "pytest"]
+#: left to the child, which then fails the way its test would). ``fencing.sql`` loads
+#: its names on first use: its guard, claims and migrations (SQLAlchemy's ORM, Alembic)
+#: are named, for the children that write guarded rows or make tables.
+PRELOAD = [
+    "fencing",
+    "fencing.redis",
+    "fencing.sql",
+    "fencing.sql._claims",
+    "fencing.sql._migrate",
+    "fencing.sql._mixin",
+    "redis",
+    "sqlalchemy",
+    "pytest",
+]
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload(PRELOAD)

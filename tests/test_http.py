@@ -13,23 +13,25 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import httpx
 import pytest
 import requests
 from fail_fast import failing_fast
-from fastapi import Depends, FastAPI, Request
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 import fencing
 from fencing import FileMark, Mark, MemoryMark, RedisMark, StaleTokenError
 from fencing.http import FenceAuth, FenceMiddleware, RequestsFenceAuth, WSGIFenceMiddleware
-from fencing.http import fastapi as fenced_fastapi
 from fencing.testing.servers import RedisServer
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 MAX = 2**63 - 1
 
@@ -224,6 +226,12 @@ def test_wsgi_and_requests_client_refuse_a_stale_holder(wsgi_service: tuple[str,
 
 
 def fastapi_app(store: Store, marks: Callable[[str], Mark]) -> FastAPI:
+    """FastAPI imported here, not at the top: its import (0.3 s of CPU) would otherwise be
+    paid by every pytest-xdist worker's collection, for this one test."""
+    from fastapi import Depends, FastAPI
+
+    from fencing.http import fastapi as fenced_fastapi
+
     app = FastAPI()
     fenced_fastapi.install(app)
     item_token = fenced_fastapi.fence_token(

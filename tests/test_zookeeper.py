@@ -49,14 +49,6 @@ def connect(url: str, made: list[ZooKeeperBackend]) -> ZooKeeperBackend:
     return backend
 
 
-@pytest.fixture
-def private_server() -> Iterator[ZooKeeperServer]:
-    """A standalone server of this test's own, which it may freeze or stop."""
-    server = ZooKeeperServer().start()
-    yield server
-    server.close()
-
-
 # -- the token -----------------------------------------------------------------------------
 
 
@@ -283,22 +275,21 @@ def test_asyncio_first_use_starts_the_session_or_is_unavailable(
 
 
 def test_frozen_server_is_unavailable_and_the_late_lease_is_given_back(
-    private_server: ZooKeeperServer, backends: list[ZooKeeperBackend]
+    zookeeper_server: ZooKeeperServer, backends: list[ZooKeeperBackend]
 ) -> None:
     """A request to a frozen server gives ``FenceUnavailable`` after ``timeout``; the
     acquire that the server applies once thawed is given back, so the lease is free
-    again (not held by the session for ever)."""
+    again (not held by the session for ever). The session's server, frozen for about
+    half a second (its tests run one at a time on one worker, the zookeeper group):
+    a JVM of its own cost a start of its own."""
     name = fresh("frozen")
-    backend = connect(f"{private_server.url}?timeout=0.5&session_timeout=30", backends)
+    backend = connect(f"{zookeeper_server.url}?timeout=0.5&session_timeout=30", backends)
     fence = backend.fence(name)
     fence.release(fence.acquire(timeout=0))  # connected, the fence znode exists
-    private_server.freeze()
-    try:
+    with zookeeper_server.frozen():
         outcome = _acquire_in_thread(fence, 0)
-    finally:
-        private_server.thaw()
     assert isinstance(outcome, fencing.FenceUnavailable), outcome
-    other = connect(private_server.url, backends).fence(name)
+    other = connect(zookeeper_server.url, backends).fence(name)
     token = other.acquire(timeout=PATIENCE)  # the late lease was given back
     other.release(token)
 

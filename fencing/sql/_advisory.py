@@ -101,13 +101,13 @@ from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
 from ..issuer import Busy, FenceStatus
 from ._advisory_flows import AdvisoryFlows, Step, T, translated
-from ._advisory_statements import ADVISORY_BACKENDS
 from ._engines import (
     _SYNC_DRIVERS,
     _SYNC_KEPT,
     _with_driver,
     parse_sql_url,
 )
+from ._schema import ADVISORY_BACKENDS
 
 
 def advisory_url(source: str | URL) -> URL:

@@ -41,9 +41,6 @@ from .._sql.flows import like_prefix
 from ._keys import advisory_keys, lock_name
 from ._schema import MYSQL, db_micros
 
-#: The databases with session-level advisory locks (SQLAlchemy's backend names).
-ADVISORY_BACKENDS = frozenset({"postgresql", *MYSQL})
-
 
 @dataclass(frozen=True)
 class AdvisoryStatements:

@@ -21,9 +21,9 @@ from .._primitives.election import AsyncElection, Election
 from .._primitives.limiter import AsyncLimiter, Limiter
 from .._primitives.rwlock import AsyncRWLock, RWLock
 from .._primitives.semaphore import AsyncSemaphore, Semaphore
-from ._advisory_statements import ADVISORY_BACKENDS
 from ._engines import parse_sql_url
 from ._issuer import SqlFence, shared_issuer
+from ._schema import ADVISORY_BACKENDS
 
 if TYPE_CHECKING:  # the asyncio issuer needs greenlet: imported on first use
     from ._async_issuer import AsyncSqlIssuer

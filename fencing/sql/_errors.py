@@ -1,10 +1,7 @@
-"""Errors of the SQL backend: the guard's, and the setup errors of the issuer.
+"""Setup errors of the SQL issuer: a missing table, an unopenable SQLite file, tables
+that are not InnoDB (the guard's errors are ``_stale``'s).
 
-Imports the core errors and SQLAlchemy.
-
-``StaleRowError`` is both a ``fencing.StaleTokenError`` and a SQLAlchemy
-``StaleDataError``: handlers written for optimistic concurrency keep working, and the
-session is rolled back exactly as SQLAlchemy does for a ``StaleDataError`` in a flush.
+Imports the core errors and SQLAlchemy's Core (never its ORM).
 """
 
 from __future__ import annotations
@@ -14,31 +11,9 @@ from typing import Any
 
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm.exc import StaleDataError
 
-from .._base.errors import FenceSetupError, FencingError, StaleTokenError
+from .._base.errors import FenceSetupError
 from ._schema import not_innodb
-
-
-class StaleRowError(StaleTokenError, StaleDataError):
-    """A guarded UPDATE/DELETE matched no row: ``current`` (the row's token) > ``token``.
-
-    ``current`` is ``None`` when the row no longer exists. Nothing was written.
-    """
-
-    def __init__(self, token: int, current: int | None, resource: str = "") -> None:
-        StaleTokenError.__init__(self, token, current, resource)
-        if current is None:
-            where = f" on {resource}" if resource else ""
-            self.args = (f"fence token {token} rejected{where}: the row no longer exists",)
-
-
-class RowcountUnavailable(FencingError):
-    """The database driver did not report how many rows a guarded statement changed.
-
-    The guard cannot be verified, so it is an error, never a warning.
-    """
-
 
 #: SQLSTATE of PostgreSQL's "relation does not exist".
 _UNDEFINED_TABLE = "42P01"

@@ -99,8 +99,8 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 from .._base.errors import UnfencedWriteError
 from .._base.log import guard_log
 from .._base.metrics import write_rejected
-from ._errors import RowcountUnavailable, StaleRowError
 from ._schema import MYSQL
+from ._stale import RowcountUnavailable, StaleRowError
 
 #: Option of an UPDATE/DELETE that writes a fenced table on purpose without a guard.
 UNFENCED_OPTION = "fencing_unfenced"

@@ -147,6 +147,9 @@ def include_object(dialect_name: str) -> Callable[[Any, str | None, str, bool, A
 #: MySQL's ``mysql`` (also for a MariaDB server reached by ``mysql://``).
 MYSQL = frozenset({"mysql", "mariadb"})
 
+#: The databases with session-level advisory locks (SQLAlchemy's backend names).
+ADVISORY_BACKENDS = frozenset({"postgresql", *MYSQL})
+
 #: MySQL and MariaDB: the UTC clock in whole µs since the epoch. ``UTC_TIMESTAMP(6)`` and
 #: ``TIMESTAMPDIFF`` are calendar arithmetic, free of the session's time zone (where
 #: ``UNIX_TIMESTAMP(NOW(6))`` is not, in the hour a daylight-saving change repeats).

@@ -43,7 +43,7 @@ with Session(engine) as s:
     s.commit()  # StaleTokenError if a newer token already wrote the row
 fence.release(token)
 
-# docs/sql.md:147
+# docs/sql.md:156
 
 from fencing.sql import guarded_delete, guarded_update
 
@@ -60,7 +60,7 @@ with engine.begin() as conn:
     conn.execute(guarded_delete(invoices, token, invoices.c.id == 42))
 fence.release(token)
 
-# docs/sql.md:198
+# docs/sql.md:207
 
 import tempfile
 
@@ -103,20 +103,20 @@ with Session(engine) as s:  # the old holder wakes up: refused
     except fencing.StaleTokenError as exc:
         print(exc)
 
-# docs/sql.md:287
+# docs/sql.md:296
 
 fence = fencing.SqlFence("sqlite:///locks.db", "invoice:42", ttl=10)  # or an Engine
 with fence.hold() as token:
     ...
 
-# docs/sql.md:318
+# docs/sql.md:327
 
 fencing.connect("redis://localhost:6379/0").fence("job", ttl=10)  # RedisFence
 fencing.connect("postgresql+psycopg://app@db/app").fence("job")  # SqlFence
 fencing.connect().fence("job")  # $FENCING_URL, else the embedded SQLite file
 fencing.connect(url).aio_fence("job")  # the asyncio twin: await its acquire()
 
-# docs/sql.md:348
+# docs/sql.md:357
 
 import asyncio
 
@@ -137,7 +137,7 @@ async def main() -> None:
 
 asyncio.run(main())
 
-# docs/sql.md:509
+# docs/sql.md:518
 
 from sqlalchemy import create_engine, insert
 
@@ -150,7 +150,7 @@ with engine.begin() as conn:  # or a Session
     store.write(b'{"total": 0}', token)  # a file, an HTTP service, another database
 # committed: the lock went with the transaction, and the token stays issued
 
-# docs/sql.md:675
+# docs/sql.md:684
 
 from fencing.alembic import add_fence_column, drop_fence_column
 

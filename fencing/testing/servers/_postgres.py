@@ -43,7 +43,10 @@ class PostgresServer(_Server):
         self._as_postgres = os.geteuid() == 0
         if self._as_postgres:
             shutil.chown(self.dir, "postgres", "postgres")
-        self._run([str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"])
+        # --no-sync: a throwaway cluster (it runs with fsync=off too); initdb's flush of
+        # every file it wrote took 1.6 s of the 2.6 s it took (measured, a loaded machine)
+        initdb = [str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"]
+        self._run([*initdb, "--no-sync"])
 
     @property
     def user(self) -> str:
