@@ -255,6 +255,13 @@ class RWLockContract(LeaseTerms):
             other.read.release(read)  # not a lease of that object
         side = rw.read.issuer  # the issuer itself compares holder and token
         assert not side.release(name, int(read), "not-the-holder"), "released a stranger's read"
+        joined = other.read.acquire(timeout=0)  # a reader joining the epoch, not beginning it
+        for reader, token in ((rw, read), (other, joined)):
+            assert isinstance(token, ReadToken), f"a read acquire gave {token!r}"
+            assert not reader.read.issuer.release(name, int(token) + 1, token.lease), (
+                "released a read lease named with another token"
+            )
+        other.read.release(joined)
         rw.read.release(read)
         with pytest.raises(LeaseLost):
             rw.read.release(read)
