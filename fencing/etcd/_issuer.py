@@ -340,7 +340,8 @@ class EtcdFlows:
 
     ``seen`` keeps, per fence name, the revision at which an acquire last found the key
     taken (the wait watches for a deletion after it); ``leases`` the leases this issuer
-    holds or keeps for its next acquire (see ``_leases``).
+    holds or keeps for its next acquire (see ``_leases``); ``rw_marks`` the markers of
+    the read-write locks' writers waiting here.
     """
 
     MEMORY = 1024
@@ -351,6 +352,9 @@ class EtcdFlows:
         self.clock = clock
         self.seen: dict[str, int] = {}
         self.leases = LeasePool(clock, self.MEMORY)
+        #: per read-write lock (its keys' base): the holder id of a writer waiting here
+        #: and the revision its marker was set at (a shortcut: its take compares it)
+        self.rw_marks: dict[bytes, tuple[str, int]] = {}
 
     def acquire(
         self,
@@ -540,9 +544,13 @@ class EtcdFlows:
         again if it did not."""
         keys, seconds = rw.RWKeys.of(self.keys.of(name)), msg.lease_seconds(ttl_ms)
         key = keys.reader(holder) if mode == READ else keys.writer
-        empty = rw.take_empty(keys, holder, 0, mode == WRITE)
+        mine, marked = self.rw_marks.get(keys.base, ("", 0))
+        marked = marked if mode == WRITE and mine == holder else 0
+        empty = rw.take_empty(keys, holder, 0, mode == WRITE, marked)
         txn = yield from self._rw_take(empty, seconds, keys, key)
         if txn is not None and txn.succeeded:
+            if marked:
+                self.rw_marks.pop(keys.base, None)
             return int(txn.header.revision)
         state = None if txn is None else rw.failed_state(txn, keys)
         for _ in range(self.RW_TRIES):
@@ -595,8 +603,13 @@ class EtcdFlows:
         if state.writer is None and not state.readers:
             take = rw.take_write(keys, holder, 0, marker)
             txn = yield from self._rw_take(take, seconds, keys, keys.writer)
-            return None if txn is None or not txn.succeeded else int(txn.header.revision)
+            if txn is None or not txn.succeeded:
+                return None
+            if mine:
+                self.rw_marks.pop(keys.base, None)
+            return int(txn.header.revision)
         if mine and not queue_ms:  # it waits no more
+            self.rw_marks.pop(keys.base, None)
             yield from _best_effort(Unary("kv", "Txn", rw.drop(marker)))
         elif queue_ms and (marker is None or mine):
             yield from self._rw_mark(keys, marker if mine else None, holder, queue_ms)
@@ -674,9 +687,18 @@ class EtcdFlows:
             alive = KeepAlive(int(marker.lease))
             yield from _best_effort(alive)
             if getattr(alive, "result", 0) > 0:
+                self._rw_marked(keys, holder, int(marker.mod_revision))
                 return
         with contextlib.suppress(FenceUnavailable):
-            yield from self._rw_new(rw.mark(keys, holder, 0), msg.lease_seconds(queue_ms))
+            txn = yield from self._rw_new(rw.mark(keys, holder, 0), msg.lease_seconds(queue_ms))
+            if txn is not None:
+                self._rw_marked(keys, holder, int(txn.header.revision))
+
+    def _rw_marked(self, keys: rw.RWKeys, holder: str, revision: int) -> None:
+        """Remember that ``holder`` waits here, its marker set at ``revision``."""
+        if len(self.rw_marks) >= self.MEMORY and keys.base not in self.rw_marks:
+            self.rw_marks.clear()  # forgetting costs a reading, never safety
+        self.rw_marks[keys.base] = (holder, revision)
 
     def _rw_lease(self, name: str, mode: str, token: int, holder: str) -> Flow[Step, Any]:
         """The key of the lease ``mode``/``token``/``holder`` as read now, ``None`` if it

@@ -119,18 +119,20 @@ def _delete(key: bytes, range_end: bytes = b"") -> rpc.RequestOp:
     return rpc.RequestOp(request_delete_range=request)
 
 
-def take_empty(keys: RWKeys, holder: str, lease: int, write: bool) -> rpc.TxnRequest:
+def take_empty(
+    keys: RWKeys, holder: str, lease: int, write: bool, marked: int = 0
+) -> rpc.TxnRequest:
     """The writer's key, or (``write`` false) a reader's beginning an epoch, on ``lease``,
     if no writer holds or waits and no reader holds; else read every key of the lock (the
-    failure's one response: ``failed_state``)."""
+    failure's one response: ``failed_state``). ``marked``: the revision this writer set
+    its marker at; the marker may then be that one still, and is deleted with the take."""
     key, value = (keys.writer, holder.encode()) if write else (keys.reader(holder), b"")
+    marker, clear = _none(keys.marker), []
+    if write and marked:
+        marker, clear = _modified_at(keys.marker, marked), [_delete(keys.marker)]
     return rpc.TxnRequest(
-        compare=[
-            _none(keys.writer),
-            _none(keys.marker),
-            _none(keys.readers, prefix_end(keys.readers)),
-        ],
-        success=[_put(key, value, lease)],
+        compare=[_none(keys.writer), marker, _none(keys.readers, prefix_end(keys.readers))],
+        success=[_put(key, value, lease), *clear],
         failure=[rpc.RequestOp(request_range=read_all(keys))],
     )
 
