@@ -17,10 +17,19 @@ shows them::
 Tokens are zxids, as a fence's: each take is one multi, whose zxid is above every
 earlier one. A decision is taken on one reading and applied by a multi that holds only
 while that reading does: a writer's checks the version of ``r`` read with its empty
-children (a reader's take raises it) and creates ``w`` (so no writer holds); a reader's
+children (a reader's take raises it) and the lock znode's (every take that makes ``r``
+again raises it, so ``r``'s version is never read across two makings) and creates ``w``
+(so no writer holds); a reader's
 checks the version of the lock znode read while neither ``w`` nor ``m`` existed (a
 writer's take and a mark raise it) and raises ``r``'s (so two first readers never both
 begin an epoch). Leaving only ends a lease, which no decision relies on being there.
+
+A writer waiting here (its marker set) takes without a reading as well, on what its
+mark knew (``_take_marked``): one multi, ``check(lock, V)`` (no writer took and no other
+writer marked since, so ``m`` is its own), ``delete(r)`` and ``create(r)`` (a znode with
+children cannot be deleted: no reader holds; every multi that checks ``r``'s version also
+checks the lock znode's, which this one raises), then the writer's take and
+``delete(m)``: so the hand-off from the last reader is one request.
 
 A reader whose client took a read lease of the lock before acts on what that take knew
 instead of reading (``Known``): one multi, ``check(lock, V)`` (no writer took and no
@@ -51,7 +60,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoNodeError, NotEmptyError
 
 from .._base.flow import Flow
 from .._base.waits import wait_event
@@ -174,19 +183,23 @@ def _multi(client: Any, build: Callable[[Any], None]) -> Any:
     return txn.commit_async()
 
 
-def _committed(reply: list[Any]) -> Any:
-    """A take's multi: the reply of its last operation (a create's path), or ``None``
-    when a condition did not hold."""
+def _committed(reply: list[Any], refusals: tuple[type[Exception], ...] = _REFUSALS) -> Any:
+    """A take's multi: the replies of its operations, or ``None`` when a condition did
+    not hold (an error of ``refusals``)."""
     failed = [result for result in reply if isinstance(result, Exception)]
     if not failed:
         return reply
-    if all(isinstance(result, _REFUSALS) for result in failed):
+    if all(isinstance(result, refusals) for result in failed):
         return None
     raise unexpected(reply)
 
 
 def _take(build: Callable[[Any], None]) -> Request[Any]:
     return Request(partial(_multi, build=build), _committed)
+
+
+#: A marked writer's take also fails when ``r`` has a reader's znode (``_take_marked``).
+_MARKED_REFUSALS = (*_REFUSALS, NotEmptyError)
 
 
 def _shape(state: State) -> tuple[bool, bool, tuple[str, ...]]:
@@ -261,6 +274,9 @@ class RWFlows:
         self.refused: dict[str, tuple[Any, ...]] = {}
         self.known: dict[str, Known] = {}
         self.granted = Versions()
+        #: lock name -> (holder id, the lock znode's version its mark set) of a writer
+        #: waiting here
+        self.marks: dict[str, tuple[str, int]] = {}
 
     def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
@@ -273,6 +289,13 @@ class RWFlows:
             joined = yield from self._join(name, paths, known, holder)
             if joined is not None:
                 return joined
+        mark = self.marks.get(name) if mode == WRITE else None
+        if mark is not None and mark[0] == holder:
+            marked = yield from self._take_marked(paths, mark[1], holder)
+            if marked is not None:
+                self.marks.pop(name, None)
+                self.granted.remember(paths.writer, marked.token, holder, marked.version)
+                return marked.token
         for _ in range(TRIES):
             state = yield from read_state(
                 paths, marker=mode == WRITE, readers=1 if mode == READ else 0
@@ -284,7 +307,7 @@ class RWFlows:
             if mode == READ:
                 taken = yield from self._read(name, paths, state, holder)
             else:
-                taken = yield from self._write(paths, state, holder, queue_ms)
+                taken = yield from self._write(name, paths, state, holder, queue_ms)
                 if isinstance(taken, Granted):
                     self.granted.remember(paths.writer, taken.token, holder, taken.version)
                     return taken.token
@@ -336,8 +359,32 @@ class RWFlows:
         return epoch
 
     @staticmethod
+    def _take_marked(
+        paths: RWPaths, version: int, holder: str
+    ) -> Flow[Request[Any], Granted | None]:
+        """A waiting writer's take without a reading, on what its mark knew: one multi
+        that holds only while the lock znode is at ``version`` (the one its mark set: no
+        writer took and no other writer marked since, so ``m`` is its own) and ``r`` has
+        no child (deleted and created again: a delete fails on a znode with children);
+        ``None`` if one did not hold."""
+
+        def build(txn: Any) -> None:
+            txn.check(paths.lock, version)
+            txn.delete(paths.readers)
+            txn.create(paths.readers, b"")
+            txn.set_data(paths.lock, b"")
+            txn.create(paths.writer, holder.encode(), ephemeral=True)
+            txn.delete(paths.marker)
+
+        take = Request(partial(_multi, build=build), partial(_committed, refusals=_MARKED_REFUSALS))
+        yield take
+        if take.result is None:
+            return None
+        stat = take.result[3]  # the lock's setData: the multi's zxid, the writer's czxid
+        return Granted(int(stat.mzxid), int(stat.version))
+
     def _write(
-        paths: RWPaths, state: State, holder: str, queue_ms: int
+        self, name: str, paths: RWPaths, state: State, holder: str, queue_ms: int
     ) -> Flow[Request[Any], Granted | Busy | None]:
         marker = state.marker
         mine = marker is not None and marker.holder == holder
@@ -345,7 +392,7 @@ class RWFlows:
 
             def build(txn: Any) -> None:
                 txn.check(paths.readers, state.readers_version)
-                txn.set_data(paths.lock, b"")
+                txn.set_data(paths.lock, b"", version=state.version)
                 txn.create(paths.writer, holder.encode(), ephemeral=True)
                 if mine:
                     txn.delete(paths.marker)
@@ -354,10 +401,15 @@ class RWFlows:
             yield take
             if take.result is None:
                 return None
+            if mine:
+                self.marks.pop(name, None)
             # the multi's zxid: the mzxid of the lock's setData, the czxid of the writer
             stat = take.result[1]
             return Granted(int(stat.mzxid), int(stat.version))
-        if mine and not queue_ms:  # it waits no more
+        if mine and queue_ms:  # its marker as read: its own while the lock's version holds
+            self.marks[name] = (holder, state.version)
+        elif mine:  # it waits no more
+            self.marks.pop(name, None)
             yield Request(
                 lambda client: client.delete_async(paths.marker), bool, answers=(NoNodeError,)
             )
@@ -367,7 +419,12 @@ class RWFlows:
                 txn.set_data(paths.lock, b"")
                 txn.create(paths.marker, holder.encode(), ephemeral=True)
 
-            yield _take(mark)
+            marking = _take(mark)
+            yield marking
+            if marking.result is not None:
+                if len(self.marks) >= self.MEMORY and name not in self.marks:
+                    self.marks.clear()  # forgetting costs a reading, never safety
+                self.marks[name] = (holder, int(marking.result[0].version))
         return Busy(None)
 
     @staticmethod
