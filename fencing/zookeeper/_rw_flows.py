@@ -25,8 +25,8 @@ writer's take and a mark raise it) and raises ``r``'s (so two first readers neve
 begin an epoch). Leaving only ends a lease, which no decision relies on being there.
 
 A writer waiting here (its marker set) takes without a reading as well, on what its
-mark knew (``_take_marked``): one multi, ``check(lock, V)`` (no writer took and no other
-writer marked since, so ``m`` is its own), ``delete(r)`` and ``create(r)`` (a znode with
+mark knew (``_take_marked``): one multi, ``setData(lock, V)`` (no writer took and no
+other writer marked since, so ``m`` is its own), ``delete(r)`` and ``create(r)`` (a znode with
 children cannot be deleted: no reader holds; every multi that checks ``r``'s version also
 checks the lock znode's, which this one raises), then the writer's take and
 ``delete(m)``: so the hand-off from the last reader is one request.
@@ -363,16 +363,15 @@ class RWFlows:
         paths: RWPaths, version: int, holder: str
     ) -> Flow[Request[Any], Granted | None]:
         """A waiting writer's take without a reading, on what its mark knew: one multi
-        that holds only while the lock znode is at ``version`` (the one its mark set: no
-        writer took and no other writer marked since, so ``m`` is its own) and ``r`` has
-        no child (deleted and created again: a delete fails on a znode with children);
-        ``None`` if one did not hold."""
+        whose ``setData`` holds only while the lock znode is at ``version`` (the one its
+        mark set: no writer took and no other writer marked since, so ``m`` is its own),
+        and ``r`` has no child (deleted and created again: a delete fails on a znode with
+        children); ``None`` if one did not hold."""
 
         def build(txn: Any) -> None:
-            txn.check(paths.lock, version)
+            txn.set_data(paths.lock, b"", version=version)
             txn.delete(paths.readers)
             txn.create(paths.readers, b"")
-            txn.set_data(paths.lock, b"")
             txn.create(paths.writer, holder.encode(), ephemeral=True)
             txn.delete(paths.marker)
 
@@ -380,7 +379,7 @@ class RWFlows:
         yield take
         if take.result is None:
             return None
-        stat = take.result[3]  # the lock's setData: the multi's zxid, the writer's czxid
+        stat = take.result[0]  # the lock's setData: the multi's zxid, the writer's czxid
         return Granted(int(stat.mzxid), int(stat.version))
 
     def _write(
