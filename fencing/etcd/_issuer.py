@@ -340,7 +340,8 @@ class EtcdFlows:
 
     ``seen`` keeps, per fence name, the revision at which an acquire last found the key
     taken (the wait watches for a deletion after it); ``leases`` the leases this issuer
-    holds or keeps for its next acquire (see ``_leases``).
+    holds or keeps for its next acquire (see ``_leases``); ``rw_marks`` the markers of
+    the read-write locks' writers waiting here.
     """
 
     MEMORY = 1024
@@ -351,6 +352,9 @@ class EtcdFlows:
         self.clock = clock
         self.seen: dict[str, int] = {}
         self.leases = LeasePool(clock, self.MEMORY)
+        #: per read-write lock (its keys' base): the holder id of a writer waiting here
+        #: and the revision its marker was set at (a shortcut: its take compares it)
+        self.rw_marks: dict[bytes, tuple[str, int]] = {}
 
     def acquire(
         self,
@@ -534,11 +538,24 @@ class EtcdFlows:
     def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
     ) -> Flow[Step, int | Busy]:
-        """A read or write lease of the read-write lock ``name``, decided on one reading of
-        its keys and taken by one ``Txn`` that holds only while that reading does."""
+        """A read or write lease of the read-write lock ``name``: first one ``Txn`` that
+        takes it if it is empty (``rw.take_empty``), else reads it; then decided on that
+        reading, taken by one ``Txn`` that holds only while the reading does, read
+        again if it did not."""
         keys, seconds = rw.RWKeys.of(self.keys.of(name)), msg.lease_seconds(ttl_ms)
+        key = keys.reader(holder) if mode == READ else keys.writer
+        mine, marked = self.rw_marks.get(keys.base, ("", 0))
+        marked = marked if mode == WRITE and mine == holder else 0
+        empty = rw.take_empty(keys, holder, 0, mode == WRITE, marked)
+        txn = yield from self._rw_take(empty, seconds, keys, key)
+        if txn is not None and txn.succeeded:
+            if marked:
+                self.rw_marks.pop(keys.base, None)
+            return int(txn.header.revision)
+        state = None if txn is None else rw.failed_state(txn, keys)
         for _ in range(self.RW_TRIES):
-            state = yield from self._rw_state(keys)
+            if state is None:
+                state = yield from self._rw_state(keys)
             if mode == READ:
                 taken = yield from self._rw_read(keys, state, holder, seconds)
             else:
@@ -547,6 +564,7 @@ class EtcdFlows:
                 if isinstance(taken, Busy):
                     self._saw(keys.base, state.revision)
                 return taken
+            state = None
         return Busy(None)
 
     def _saw(self, key: bytes, revision: int) -> None:
@@ -568,10 +586,12 @@ class EtcdFlows:
         if state.writer is not None or state.marker is not None:
             return Busy(None)  # a writer holds, or waits: readers wait
         witness = state.readers[0] if state.readers else None
-        txn = yield from self._rw_take(rw.take_read(keys, holder, 0, witness), seconds)
-        if txn is None:
+        take = rw.take_read(keys, holder, 0, witness)
+        epoch = 0 if witness is None else rw.epoch_of(witness)
+        txn = yield from self._rw_take(take, seconds, keys, keys.reader(holder), epoch)
+        if txn is None or not txn.succeeded:
             return None
-        return rw.epoch_of(witness) if witness is not None else int(txn.header.revision)
+        return epoch or int(txn.header.revision)
 
     def _rw_write(
         self, keys: rw.RWKeys, state: rw.RWState, holder: str, seconds: int, queue_ms: int
@@ -581,17 +601,67 @@ class EtcdFlows:
         marker = state.marker
         mine = marker is not None and rw.holder_of(marker) == holder
         if state.writer is None and not state.readers:
-            txn = yield from self._rw_take(rw.take_write(keys, holder, 0, marker), seconds)
-            return None if txn is None else int(txn.header.revision)
+            take = rw.take_write(keys, holder, 0, marker)
+            txn = yield from self._rw_take(take, seconds, keys, keys.writer)
+            if txn is None or not txn.succeeded:
+                return None
+            if mine:
+                self.rw_marks.pop(keys.base, None)
+            return int(txn.header.revision)
         if mine and not queue_ms:  # it waits no more
+            self.rw_marks.pop(keys.base, None)
             yield from _best_effort(Unary("kv", "Txn", rw.drop(marker)))
         elif queue_ms and (marker is None or mine):
             yield from self._rw_mark(keys, marker if mine else None, holder, queue_ms)
         return Busy(None)
 
-    def _rw_take(self, request: Any, seconds: int) -> Flow[Step, Any]:
-        """``request`` (a take whose put is on lease 0) on a new lease of ``seconds``: the
-        ``Txn``'s reply if it succeeded, else ``None`` (the lease revoked)."""
+    def _rw_take(
+        self, request: Any, seconds: int, keys: rw.RWKeys, key: bytes, epoch: int = 0
+    ) -> Flow[Step, Any]:
+        """``request`` (a take whose put of ``key`` is on lease 0) on a lease of
+        ``seconds``: the one kept for the lock's next take if young enough (kept alive
+        once the take holds, so it runs its full TTL from now), else a new one, as a
+        fence's acquire does (``_leases``). The ``Txn``'s reply; ``None`` when the kept
+        lease ended under the key just put (read again). A take that failed keeps its
+        lease for the next one; one that holds is remembered under its token (``epoch``
+        joined, else the ``Txn``'s revision) for ``rw_release``."""
+        spare = keys.base.decode("utf-8", "replace")
+        lease, stale = self.leases.take(spare, seconds)
+        if stale is not None:
+            yield from _best_effort(_revoke(stale.id))
+        reused = lease is not None
+        if lease is None:
+            lease = yield from self._grant(seconds)
+        try:
+            request.success[0].request_put.lease = lease.id
+            txn: Unary[Any] = Unary("kv", "Txn", request, reused)
+            yield txn
+            if txn.result is None:  # the kept lease expired meanwhile: a fresh one
+                reused, lease = False, (yield from self._grant(seconds))
+                request.success[0].request_put.lease = lease.id
+                txn = Unary("kv", "Txn", request)
+                yield txn
+            if txn.result.succeeded and reused:
+                lease = Lease(lease.id, seconds, self.clock())
+                alive = KeepAlive(lease.id)
+                yield alive
+                if alive.result <= 0:  # it expired between the two calls, the key with it
+                    return None
+        except GeneratorExit:  # closed, not driven: no more steps can run
+            raise
+        except BaseException:
+            yield from _best_effort(_revoke(lease.id))
+            raise
+        if txn.result.succeeded:
+            token = epoch or int(txn.result.header.revision)
+            self.leases.hold(key.decode("utf-8", "replace"), token, lease)
+        elif not self.leases.keep(spare, lease):
+            yield from _best_effort(_revoke(lease.id))
+        return txn.result
+
+    def _rw_new(self, request: Any, seconds: int) -> Flow[Step, Any]:
+        """``request`` (a ``Txn`` whose put is on lease 0) on a new lease of ``seconds``:
+        the reply if it succeeded, else ``None`` (the lease revoked)."""
         lease = yield from self._grant(seconds)
         request.success[0].request_put.lease = lease.id
         try:
@@ -617,9 +687,18 @@ class EtcdFlows:
             alive = KeepAlive(int(marker.lease))
             yield from _best_effort(alive)
             if getattr(alive, "result", 0) > 0:
+                self._rw_marked(keys, holder, int(marker.mod_revision))
                 return
         with contextlib.suppress(FenceUnavailable):
-            yield from self._rw_take(rw.mark(keys, holder, 0), msg.lease_seconds(queue_ms))
+            txn = yield from self._rw_new(rw.mark(keys, holder, 0), msg.lease_seconds(queue_ms))
+            if txn is not None:
+                self._rw_marked(keys, holder, int(txn.header.revision))
+
+    def _rw_marked(self, keys: rw.RWKeys, holder: str, revision: int) -> None:
+        """Remember that ``holder`` waits here, its marker set at ``revision``."""
+        if len(self.rw_marks) >= self.MEMORY and keys.base not in self.rw_marks:
+            self.rw_marks.clear()  # forgetting costs a reading, never safety
+        self.rw_marks[keys.base] = (holder, revision)
 
     def _rw_lease(self, name: str, mode: str, token: int, holder: str) -> Flow[Step, Any]:
         """The key of the lease ``mode``/``token``/``holder`` as read now, ``None`` if it
@@ -652,21 +731,30 @@ class EtcdFlows:
             return False
         if alive.result >= seconds:
             return True
-        txn = yield from self._rw_take(rw.moved(kv, 0), seconds)
+        txn = yield from self._rw_new(rw.moved(kv, 0), seconds)
         if txn is not None:
             yield from _best_effort(_revoke(int(kv.lease)))
         return txn is not None
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Flow[Step, bool]:
-        """Delete that exact lease's key, then revoke its etcd lease."""
-        kv = yield from self._rw_lease(name, mode, token, holder)
-        if kv is None:
-            return False
-        delete: Unary[Any] = Unary("kv", "Txn", rw.drop(kv))
+        """Delete that exact lease's key in one ``Txn``; its etcd lease is kept for the
+        lock's next take when this issuer granted it (as a fence's release does), else
+        revoked."""
+        keys = rw.RWKeys.of(self.keys.of(name))
+        if mode == READ:
+            key, request = keys.reader(holder), rw.release_read(keys, token, holder)
+        else:
+            key, request = keys.writer, msg.release(keys.writer, token, holder)
+        delete: Unary[Any] = Unary("kv", "Txn", request)
         yield delete
-        if delete.result.succeeded:
-            yield from _best_effort(_revoke(int(kv.lease)))
-        return bool(delete.result.succeeded)
+        lease = rw.released_lease(delete.result)
+        if lease is None:
+            return False
+        known = self.leases.released(key.decode("utf-8", "replace"), token, lease)
+        spare = keys.base.decode("utf-8", "replace")
+        if known is None or not self.leases.keep(spare, known):
+            yield from _best_effort(_revoke(lease))
+        return True
 
     def rw_await(self, name: str, seconds: float) -> Flow[Step, None]:
         keys = rw.RWKeys.of(self.keys.of(name))

@@ -16,7 +16,10 @@ token (the revision of the ``Txn`` that created its key) is above every token be
 and so is an epoch (the revision of the ``Txn`` of its first reader). Each decision is
 one ``Txn`` whose compares hold only while the state read before it is unchanged (an
 empty key range compared with version 0 is a range with no key), so two clients never
-both act on one reading.
+both act on one reading. The first ``Txn`` of an acquire reads nothing before: it takes
+the lock if it is empty (``take_empty``: no writer, no marker, no reader; a reader then
+begins an epoch), else its failure branch is the reading the next decision acts on. So
+an uncontended acquire is one ``Txn``, as a fence's is; so is a release (``release``).
 
 Imports ``aetcd.rpc`` (protobufs) and the key helpers of ``_messages``.
 """
@@ -28,7 +31,7 @@ from typing import Any, NamedTuple
 
 from aetcd import rpc
 
-from ._messages import prefix_end
+from ._messages import lease_of, prefix_end, release
 
 _EQUAL = rpc.Compare.EQUAL
 
@@ -67,7 +70,8 @@ def read_all(keys: RWKeys) -> rpc.RangeRequest:
     return rpc.RangeRequest(key=keys.base, range_end=prefix_end(keys.base))
 
 
-def parse_state(reply: rpc.RangeResponse, keys: RWKeys) -> RWState:
+def parse_state(reply: rpc.RangeResponse, keys: RWKeys, revision: int = 0) -> RWState:
+    """The state in ``reply``, read at ``revision`` (0: the reply's own)."""
     writer = marker = None
     readers = []
     for kv in reply.kvs:
@@ -78,7 +82,7 @@ def parse_state(reply: rpc.RangeResponse, keys: RWKeys) -> RWState:
             marker = kv
         elif key.startswith(keys.readers):
             readers.append(kv)
-    return RWState(int(reply.header.revision), writer, marker, readers)
+    return RWState(revision or int(reply.header.revision), writer, marker, readers)
 
 
 def epoch_of(kv: Any) -> int:
@@ -113,6 +117,29 @@ def _put(key: bytes, value: bytes, lease: int) -> rpc.RequestOp:
 def _delete(key: bytes, range_end: bytes = b"") -> rpc.RequestOp:
     request = rpc.DeleteRangeRequest(key=key, range_end=range_end, prev_kv=True)
     return rpc.RequestOp(request_delete_range=request)
+
+
+def take_empty(
+    keys: RWKeys, holder: str, lease: int, write: bool, marked: int = 0
+) -> rpc.TxnRequest:
+    """The writer's key, or (``write`` false) a reader's beginning an epoch, on ``lease``,
+    if no writer holds or waits and no reader holds; else read every key of the lock (the
+    failure's one response: ``failed_state``). ``marked``: the revision this writer set
+    its marker at; the marker may then be that one still, and is deleted with the take."""
+    key, value = (keys.writer, holder.encode()) if write else (keys.reader(holder), b"")
+    marker, clear = _none(keys.marker), []
+    if write and marked:
+        marker, clear = _modified_at(keys.marker, marked), [_delete(keys.marker)]
+    return rpc.TxnRequest(
+        compare=[_none(keys.writer), marker, _none(keys.readers, prefix_end(keys.readers))],
+        success=[_put(key, value, lease), *clear],
+        failure=[rpc.RequestOp(request_range=read_all(keys))],
+    )
+
+
+def failed_state(reply: rpc.TxnResponse, keys: RWKeys) -> RWState:
+    """The reading a failed ``take_empty`` made, at its ``Txn``'s revision."""
+    return parse_state(reply.responses[0].response_range, keys, int(reply.header.revision))
 
 
 def take_read(keys: RWKeys, holder: str, lease: int, witness: Any) -> rpc.TxnRequest:
@@ -174,6 +201,30 @@ def moved(kv: Any, lease: int) -> rpc.TxnRequest:
     """Put the key of ``kv`` on ``lease``, its value kept, if unchanged since it was read
     (a renew that asks for a longer TTL; a put keeps the create revision)."""
     return if_unchanged(kv, _put(bytes(kv.key), bytes(kv.value), lease))
+
+
+def release_read(keys: RWKeys, token: int, holder: str) -> rpc.TxnRequest:
+    """Delete the reader key of ``holder`` if it is of the epoch ``token``: created at it
+    with an empty value (the epoch's first reader), or (the failure's nested ``Txn``) its
+    value ``token``. The deleted pair (``released_lease``) says which lease it was on."""
+    key = keys.reader(holder)
+    joined = rpc.TxnRequest(
+        compare=[
+            rpc.Compare(result=_EQUAL, target=rpc.Compare.VALUE, key=key, value=b"%d" % token)
+        ],
+        success=[_delete(key)],
+    )
+    first = release(key, token, "")
+    first.failure.append(rpc.RequestOp(request_txn=joined))
+    return first
+
+
+def released_lease(reply: rpc.TxnResponse) -> int | None:
+    """The lease of the key a ``release_read`` (or the fence's ``release``, a writer's)
+    deleted; ``None`` when that lease was not held."""
+    if reply.succeeded or not reply.responses:
+        return lease_of(reply)
+    return lease_of(reply.responses[0].response_txn)
 
 
 def end_all(keys: RWKeys) -> rpc.TxnRequest:

@@ -11,11 +11,13 @@ import asyncio
 import threading
 import weakref
 from collections.abc import Callable
+from contextlib import suppress
 
 from sqlalchemy import Connection, Engine
 
 from .._base.flow import Flow, run_async
 from .._base.lazy import needs_extra
+from .._base.waits import Wakes, wait_event
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._primitives.limiter import Admission, LimitUse
@@ -43,6 +45,8 @@ class AsyncSqlIssuer:
         self.flows = SqlFlows()
         self.statements = statements(self.dialect)
         self._ready = False
+        #: the read-write locks' waiters, by lock name, woken by a release made here
+        self.wakes = Wakes()
 
     async def _run(self, flow: Flow[Execute, T]) -> T:
         await self._ensure_tables()
@@ -94,12 +98,20 @@ class AsyncSqlIssuer:
         return await self._run(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
 
     async def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
-        """See ``SqlIssuer.rw_release``."""
-        return await self._run(self.flows.rw_release(name, mode, token, holder))
+        # SqlIssuer.rw_release's, awaited
+        ended = await self._run(self.flows.rw_release(name, mode, token, holder))
+        return self.wakes.released(name, ended)
 
     async def rw_await(self, name: str, seconds: float) -> None:
         """See ``SqlIssuer.rw_await``."""
-        await asyncio.sleep(min(seconds, RW_POLL))
+        loop, woken = asyncio.get_running_loop(), asyncio.Event()
+
+        def wake() -> None:  # maybe in another thread, or after the loop closed
+            with suppress(RuntimeError):
+                loop.call_soon_threadsafe(woken.set)
+
+        with self.wakes.waiting(name, wake):
+            await wait_event(woken, min(seconds, RW_POLL))
 
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """See ``SqlIssuer.admit``: the same transaction."""

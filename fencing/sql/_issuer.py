@@ -22,7 +22,10 @@ SQLAlchemy); the statements themselves are SQLAlchemy constructs, built once per
 dialect (``_issuer_statements``). ``SqlIssuer`` drives the flows on a ``Connection``
 (its calls written once in ``FlowsIssuer``) and ``AsyncSqlIssuer`` (``_async_issuer``)
 on an ``AsyncConnection``, each inside one transaction.
-Nothing wakes waiters on release (no capability): the core backs off with jitter.
+Nothing wakes a fence's waiters on release (no capability): the core backs off with
+jitter. A read-write lock's waiter (``rw_await``) is woken by a release or force-release
+of its lock made through the same issuer (``Wakes``, in this process), and else tries
+again every ``RW_POLL`` seconds (another process's release, a lease that expired).
 
 The rate limiters' ``admit`` (``fencing_admissions``, see ``_schema.admissions``) is one
 transaction too: first an upsert of the limiter's lock row, which serializes the
@@ -36,18 +39,18 @@ Imports the core fences and SQL flows, the statements and engine helpers, and SQ
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 
 from sqlalchemy import Engine
 
 from .._base.flow import Flow, run_sync
 from .._base.shared import Shared
+from .._base.waits import Wakes
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
 from .._primitives.limiter import Admission, LimitUse
 from .._sql.flows import RW_POLL, Execute, FlowsIssuer, SqlFlows, T
-from ..issuer import Busy
+from ..issuer import Busy, RWStatus
 from . import _driver
 from ._engines import issuer_engine, sql_errors
 from ._errors import check_innodb
@@ -76,6 +79,8 @@ class SqlIssuer(FlowsIssuer):
         self.statements = statements(self.dialect)
         self._ready = False
         self._ready_lock = threading.Lock()
+        #: the read-write locks' waiters, by lock name, woken by a release made here
+        self.wakes = Wakes()
 
     def _run(self, flow: Flow[Execute, T]) -> T:
         self._ensure_tables()
@@ -110,13 +115,23 @@ class SqlIssuer(FlowsIssuer):
         return self._run(self.flows.rw_renew(name, mode, token, holder, ttl_ms))
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> bool:
-        """``fencing.issuer.ReadWrites``: one statement."""
-        return self._run(self.flows.rw_release(name, mode, token, holder))
+        """``fencing.issuer.ReadWrites``: one statement; wakes the lock's waiters here."""
+        ended = self._run(self.flows.rw_release(name, mode, token, holder))
+        return self.wakes.released(name, ended)
+
+    def rw_force_release(self, name: str) -> RWStatus:
+        """``fencing.issuer.OperatesReadWrites``; wakes the lock's waiters here."""
+        ended = super().rw_force_release(name)
+        self.wakes.wake(name)
+        return ended
 
     def rw_await(self, name: str, seconds: float) -> None:
-        """``fencing.issuer.ReadWrites``: nothing wakes a SQL waiter, so it tries again
-        after ``RW_POLL`` seconds (at most ``seconds``)."""
-        time.sleep(min(seconds, RW_POLL))
+        """``fencing.issuer.ReadWrites``: until a release of the lock through this issuer
+        wakes it, or ``RW_POLL`` seconds (at most ``seconds``): nothing in the database
+        wakes a waiter of another process, so it tries again that often."""
+        woken = threading.Event()
+        with self.wakes.waiting(name, woken.set):
+            woken.wait(min(seconds, RW_POLL))
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
         """One request of the rate limiter ``name``: one transaction, the database's clock."""

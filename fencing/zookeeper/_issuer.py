@@ -33,7 +33,7 @@ from kazoo.client import KazooClient
 from .._base.errors import issuer_error
 from .._base.flow import Flow, run_async, run_sync
 from .._base.validate import check_name
-from .._base.waits import wait_event
+from .._base.waits import Wakes, wait_event
 from .._lease.async_fence import AsyncFence
 from .._lease.core import DEFAULT_TTL
 from .._lease.fence import Fence
@@ -48,36 +48,12 @@ Step = Request[Any] | WatchLock
 T = TypeVar("T")
 
 
-class Releases:
-    """Waiters for releases, by lease path; ``fire`` is the one kazoo watch callback.
-
-    A waiter adds its wake-up before it sets the watch, so a release between the two
-    still wakes it (at worst a wake-up is spurious: the waiter just tries again).
-    """
-
-    def __init__(self) -> None:
-        self._waiting: dict[str, list[Callable[[], None]]] = {}
-        self._lock = threading.Lock()
-
-    @contextmanager
-    def waiting(self, path: str, wake: Callable[[], None]) -> Iterator[None]:
-        with self._lock:
-            self._waiting.setdefault(path, []).append(wake)
-        try:
-            yield
-        finally:
-            with self._lock:
-                wakes = self._waiting[path]
-                wakes.remove(wake)
-                if not wakes:
-                    del self._waiting[path]
+class Releases(Wakes):
+    """Waiters for releases, by lease path; ``fire`` is the one kazoo watch callback."""
 
     def fire(self, event: Any) -> None:
         """kazoo's watch callback (in its event thread): wake the waiters of the path."""
-        with self._lock:
-            wakes = list(self._waiting.get(event.path, ()))
-        for wake in wakes:
-            wake()
+        self.wake(event.path)
 
 
 class BaseZooKeeperIssuer:

@@ -17,10 +17,30 @@ shows them::
 Tokens are zxids, as a fence's: each take is one multi, whose zxid is above every
 earlier one. A decision is taken on one reading and applied by a multi that holds only
 while that reading does: a writer's checks the version of ``r`` read with its empty
-children (a reader's take raises it) and creates ``w`` (so no writer holds); a reader's
+children (a reader's take raises it) and the lock znode's (every take that makes ``r``
+again raises it, so ``r``'s version is never read across two makings) and creates ``w``
+(so no writer holds); a reader's
 checks the version of the lock znode read while neither ``w`` nor ``m`` existed (a
 writer's take and a mark raise it) and raises ``r``'s (so two first readers never both
 begin an epoch). Leaving only ends a lease, which no decision relies on being there.
+
+A writer waiting here (its marker set) takes without a reading as well, on what its
+mark knew (``_take_marked``): one multi, ``setData(lock, V)`` (no writer took and no
+other writer marked since, so ``m`` is its own), ``delete(r)`` and ``create(r)`` (a znode with
+children cannot be deleted: no reader holds; every multi that checks ``r``'s version also
+checks the lock znode's, which this one raises), then the writer's take and
+``delete(m)``: so the hand-off from the last reader is one request.
+
+A reader whose client took a read lease of the lock before acts on what that take knew
+instead of reading (``Known``): one multi, ``check(lock, V)`` (no writer took and no
+writer waits since), ``setData(r, Rv)`` (no reader joined since, so every reader inside
+is of the epoch it joined) and ``create(r/<holder>)`` with that epoch: the fence's one
+round trip. Should a check fail, the reader reads and decides as above. So an epoch can
+go on across a moment with no reader inside, when no writer came between: harmless, as
+nothing was written between, and the token rules hold (docs/rwlock.md). A lease this
+client granted is released by one multi as well (``Versions``: the writer's checks the
+lock's version of its take, so it ends only its own ``w``; a reader's znode is its
+own, its holder id being fresh per grant).
 
 Leases live as long as their holder's session, as a fence's do on ZooKeeper; so does a
 waiting writer's marker (a writer that stops waiting deletes it). A waiter is woken by
@@ -40,12 +60,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import NoNodeError, NotEmptyError
 
 from .._base.flow import Flow
 from .._base.waits import wait_event
 from ..issuer import READ, WRITE, Busy, RWStatus
-from ._flows import _REFUSALS, Request, parse_done, unexpected
+from ._flows import _REFUSALS, _SESSION_ENDED, Granted, Request, Versions, parse_done, unexpected
 from ._layout import encode_name
 
 #: Where the read-write locks live (see the module docstring).
@@ -163,19 +183,23 @@ def _multi(client: Any, build: Callable[[Any], None]) -> Any:
     return txn.commit_async()
 
 
-def _committed(reply: list[Any]) -> Any:
-    """A take's multi: the reply of its last operation (a create's path), or ``None``
-    when a condition did not hold."""
+def _committed(reply: list[Any], refusals: tuple[type[Exception], ...] = _REFUSALS) -> Any:
+    """A take's multi: the replies of its operations, or ``None`` when a condition did
+    not hold (an error of ``refusals``)."""
     failed = [result for result in reply if isinstance(result, Exception)]
     if not failed:
         return reply
-    if all(isinstance(result, _REFUSALS) for result in failed):
+    if all(isinstance(result, refusals) for result in failed):
         return None
     raise unexpected(reply)
 
 
 def _take(build: Callable[[Any], None]) -> Request[Any]:
     return Request(partial(_multi, build=build), _committed)
+
+
+#: A marked writer's take also fails when ``r`` has a reader's znode (``_take_marked``).
+_MARKED_REFUSALS = (*_REFUSALS, NotEmptyError)
 
 
 def _shape(state: State) -> tuple[bool, bool, tuple[str, ...]]:
@@ -226,15 +250,33 @@ class WatchLock:
             await wait_event(woken, self.seconds)
 
 
+@dataclass(frozen=True)
+class Known:
+    """What a reader's take of a lock knew as it committed: the lock znode's version
+    (no writer nor marker then), ``r``'s version after it, and the epoch inside."""
+
+    version: int
+    readers_version: int
+    epoch: int
+
+
 class RWFlows:
     """The read-write locks' operations (``ReadWrites``, ``OperatesReadWrites``) as flows
     of kazoo requests; no I/O of their own. ``refused`` keeps, per lock name, what the
-    last refused acquire read (a ``_shape``), where its waiter's watch starts."""
+    last refused acquire read (a ``_shape``), where its waiter's watch starts; ``known``
+    what the last reader's take of it knew (``Known``); ``granted`` the leases granted
+    here, with the lock znode's version of a writer's take (0 for a reader's). All three
+    are shortcuts, checked by the server: a stale one costs a reading, never safety."""
 
     MEMORY = 1024
 
     def __init__(self) -> None:
         self.refused: dict[str, tuple[Any, ...]] = {}
+        self.known: dict[str, Known] = {}
+        self.granted = Versions()
+        #: lock name -> (holder id, the lock znode's version its mark set) of a writer
+        #: waiting here
+        self.marks: dict[str, tuple[str, int]] = {}
 
     def rw_acquire(
         self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
@@ -242,6 +284,18 @@ class RWFlows:
         """A read or write lease of ``name`` (``ttl_ms`` unused: a lease lives with its
         session)."""
         paths = RWPaths.of(name)
+        known = self.known.pop(name, None) if mode == READ else None
+        if known is not None:
+            joined = yield from self._join(name, paths, known, holder)
+            if joined is not None:
+                return joined
+        mark = self.marks.get(name) if mode == WRITE else None
+        if mark is not None and mark[0] == holder:
+            marked = yield from self._take_marked(paths, mark[1], holder)
+            if marked is not None:
+                self.marks.pop(name, None)
+                self.granted.remember(paths.writer, marked.token, holder, marked.version)
+                return marked.token
         for _ in range(TRIES):
             state = yield from read_state(
                 paths, marker=mode == WRITE, readers=1 if mode == READ else 0
@@ -249,10 +303,14 @@ class RWFlows:
             if state is None:
                 yield Request(lambda client: client.ensure_path_async(paths.readers), bool)
                 continue
+            taken: int | Busy | Granted | None
             if mode == READ:
-                taken = yield from self._read(paths, state, holder)
+                taken = yield from self._read(name, paths, state, holder)
             else:
-                taken = yield from self._write(paths, state, holder, queue_ms)
+                taken = yield from self._write(name, paths, state, holder, queue_ms)
+                if isinstance(taken, Granted):
+                    self.granted.remember(paths.writer, taken.token, holder, taken.version)
+                    return taken.token
             if taken is not None:
                 if isinstance(taken, Busy):
                     if len(self.refused) >= self.MEMORY and name not in self.refused:
@@ -261,48 +319,96 @@ class RWFlows:
                 return taken
         return Busy(None)
 
-    @staticmethod
-    def _read(paths: RWPaths, state: State, holder: str) -> Flow[Request[Any], int | Busy | None]:
+    def _read(
+        self, name: str, paths: RWPaths, state: State, holder: str
+    ) -> Flow[Request[Any], int | Busy | None]:
         if state.writer is not None or state.marker is not None:
             return Busy(None)  # a writer holds, or waits: readers wait
         witness = next(iter(state.readers.values()), None)
         if state.names and witness is None:  # the one read ended meanwhile: read again
             return None
-        epoch = b"" if witness is None else b"%d" % witness.epoch()
+        known = Known(
+            state.version, state.readers_version, 0 if witness is None else witness.epoch()
+        )
+        return (yield from self._join(name, paths, known, holder))
+
+    def _join(
+        self, name: str, paths: RWPaths, known: Known, holder: str
+    ) -> Flow[Request[Any], int | None]:
+        """A reader's take on what ``known`` says (epoch 0: none, begin one): its token,
+        or ``None`` if the lock changed since (read again). ``known`` is then what this
+        take knew, for the next one."""
         path = f"{paths.readers}/{holder}"
 
         def build(txn: Any) -> None:
-            txn.check(paths.lock, state.version)
-            txn.set_data(paths.readers, b"", version=state.readers_version)
-            txn.create(path, epoch, ephemeral=True)
+            txn.check(paths.lock, known.version)
+            txn.set_data(paths.readers, b"", version=known.readers_version)
+            txn.create(path, b"%d" % known.epoch if known.epoch else b"", ephemeral=True)
 
         take = _take(build)
         yield take
         if take.result is None:
             return None
+        stat = take.result[1]
         # a new epoch: the multi's zxid, the mzxid of r's setData as the czxid of the node
-        return witness.epoch() if witness is not None else int(take.result[1].mzxid)
+        epoch = known.epoch or int(stat.mzxid)
+        if len(self.known) >= self.MEMORY and name not in self.known:
+            self.known.clear()  # forgetting costs a reading, never safety
+        self.known[name] = Known(known.version, int(stat.version), epoch)
+        self.granted.remember(path, epoch, holder, 0)
+        return epoch
 
     @staticmethod
+    def _take_marked(
+        paths: RWPaths, version: int, holder: str
+    ) -> Flow[Request[Any], Granted | None]:
+        """A waiting writer's take without a reading, on what its mark knew: one multi
+        whose ``setData`` holds only while the lock znode is at ``version`` (the one its
+        mark set: no writer took and no other writer marked since, so ``m`` is its own),
+        and ``r`` has no child (deleted and created again: a delete fails on a znode with
+        children); ``None`` if one did not hold."""
+
+        def build(txn: Any) -> None:
+            txn.set_data(paths.lock, b"", version=version)
+            txn.delete(paths.readers)
+            txn.create(paths.readers, b"")
+            txn.create(paths.writer, holder.encode(), ephemeral=True)
+            txn.delete(paths.marker)
+
+        take = Request(partial(_multi, build=build), partial(_committed, refusals=_MARKED_REFUSALS))
+        yield take
+        if take.result is None:
+            return None
+        stat = take.result[0]  # the lock's setData: the multi's zxid, the writer's czxid
+        return Granted(int(stat.mzxid), int(stat.version))
+
     def _write(
-        paths: RWPaths, state: State, holder: str, queue_ms: int
-    ) -> Flow[Request[Any], int | Busy | None]:
+        self, name: str, paths: RWPaths, state: State, holder: str, queue_ms: int
+    ) -> Flow[Request[Any], Granted | Busy | None]:
         marker = state.marker
         mine = marker is not None and marker.holder == holder
         if state.writer is None and not state.names:
 
             def build(txn: Any) -> None:
                 txn.check(paths.readers, state.readers_version)
-                txn.set_data(paths.lock, b"")
+                txn.set_data(paths.lock, b"", version=state.version)
                 txn.create(paths.writer, holder.encode(), ephemeral=True)
                 if mine:
                     txn.delete(paths.marker)
 
             take = _take(build)
             yield take
+            if take.result is None:
+                return None
+            if mine:
+                self.marks.pop(name, None)
             # the multi's zxid: the mzxid of the lock's setData, the czxid of the writer
-            return None if take.result is None else int(take.result[1].mzxid)
-        if mine and not queue_ms:  # it waits no more
+            stat = take.result[1]
+            return Granted(int(stat.mzxid), int(stat.version))
+        if mine and queue_ms:  # its marker as read: its own while the lock's version holds
+            self.marks[name] = (holder, state.version)
+        elif mine:  # it waits no more
+            self.marks.pop(name, None)
             yield Request(
                 lambda client: client.delete_async(paths.marker), bool, answers=(NoNodeError,)
             )
@@ -312,7 +418,12 @@ class RWFlows:
                 txn.set_data(paths.lock, b"")
                 txn.create(paths.marker, holder.encode(), ephemeral=True)
 
-            yield _take(mark)
+            marking = _take(mark)
+            yield marking
+            if marking.result is not None:
+                if len(self.marks) >= self.MEMORY and name not in self.marks:
+                    self.marks.clear()  # forgetting costs a reading, never safety
+                self.marks[name] = (holder, int(marking.result[0].version))
         return Busy(None)
 
     @staticmethod
@@ -338,6 +449,22 @@ class RWFlows:
         return (yield from self._lease(name, mode, token, holder)) is not None
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Flow[Request[Any], bool]:
+        paths = RWPaths.of(name)
+        path = f"{paths.readers}/{holder}" if mode == READ else paths.writer
+        version = self.granted.get(path, token, holder)
+        self.granted.forget(path, token, holder)
+        if version is not None:  # granted here: one multi (a writer's: if still its own)
+
+            def end(txn: Any) -> None:
+                if mode == WRITE:
+                    txn.check(paths.lock, version)
+                txn.delete(path)
+
+            ended = Request(partial(_multi, build=end), parse_done, answers=_SESSION_ENDED)
+            yield ended
+            if ended.result or mode == READ:
+                return ended.result
+            # else a writer marked since the take (or the lease ended): look
         lease = yield from self._lease(name, mode, token, holder)
         if lease is None:
             return False

@@ -4,13 +4,14 @@
 What is checked: a writer excludes every other holder and gets a new token; readers
 that hold together share one token (the read epoch), also two through one ``rw.read``,
 each releasing its own lease; the epoch lies above every earlier write token and below
-every later one; a waiting writer stops new readers (writer preference); a crashed
-reader or writer frees its share at its lease's end; renew and release act only for the
-exact lease, also at the issuer; a read token passed to the write side (and the reverse)
-or another lock's token is a ``ValueError``; bad input is refused before any I/O, with
-nothing taken; ``hold()`` renews and signals a lease ended behind its back; racing
-readers and writers never break exclusion nor the token order; blocking and asyncio
-locks of one name share leases and tokens.
+every later one, also for a reader whose lock read before, on a lock changed since by
+another client (a write, readers of a new epoch); a waiting writer stops new readers
+(writer preference); a crashed reader or writer frees its share at its lease's end;
+renew and release act only for the exact lease, also at the issuer; a read token passed
+to the write side (and the reverse) or another lock's token is a ``ValueError``; bad
+input is refused before any I/O, with nothing taken; ``hold()`` renews and signals a
+lease ended behind its back; racing readers and writers never break exclusion nor the
+token order; blocking and asyncio locks of one name share leases and tokens.
 """
 
 from __future__ import annotations
@@ -185,6 +186,25 @@ class RWLockContract(LeaseTerms):
             tokens += [write, read]
         assert tokens == sorted(set(tokens)), f"write, epoch, write, epoch: {tokens}"
 
+    def test_a_reader_that_read_before_sees_what_others_did_since(
+        self, make_rwlock: MakeRWLock
+    ) -> None:
+        """An issuer that keeps what its last take knew (etcd, ZooKeeper) must learn of
+        a write, and of readers of a new epoch, that another client made since."""
+        name = self.fresh_name("rw-since")
+        rw, other = make_rwlock(name, self.long_ttl), make_rwlock(name, self.long_ttl)
+        rw.read.release(rw.read.acquire(timeout=0))
+        write = other.write.acquire(timeout=0)
+        other.write.release(write)
+        after = rw.read.acquire(timeout=0)
+        assert after > write, f"read epoch {after} after the write token {write}"
+        rw.read.release(after)
+        inside = other.read.acquire(timeout=0)
+        joined = rw.read.acquire(timeout=0)
+        assert joined == inside, f"a reader got {joined} beside readers of epoch {inside}"
+        rw.read.release(joined)
+        other.read.release(inside)
+
     def test_a_waiting_writer_stops_new_readers(self, make_rwlock: MakeRWLock) -> None:
         name = self.fresh_name("rw-preference")
         rw, newcomer = make_rwlock(name, self.long_ttl), make_rwlock(name, self.long_ttl)
@@ -243,6 +263,13 @@ class RWLockContract(LeaseTerms):
             other.read.release(read)  # not a lease of that object
         side = rw.read.issuer  # the issuer itself compares holder and token
         assert not side.release(name, int(read), "not-the-holder"), "released a stranger's read"
+        joined = other.read.acquire(timeout=0)  # a reader joining the epoch, not beginning it
+        for reader, token in ((rw, read), (other, joined)):
+            assert isinstance(token, ReadToken), f"a read acquire gave {token!r}"
+            assert not reader.read.issuer.release(name, int(token) + 1, token.lease), (
+                "released a read lease named with another token"
+            )
+        other.read.release(joined)
         rw.read.release(read)
         with pytest.raises(LeaseLost):
             rw.read.release(read)
