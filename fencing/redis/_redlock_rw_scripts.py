@@ -159,8 +159,10 @@ RW_COMMIT = Script(
 -- A writer: the counter is raised to T whoever holds; if the writer's lease is still
 -- this acquisition's (ARGV[2] or ARGV[4]) it becomes "<T>:<holder>": 1, else 0.
 -- A reader: if its lease is live and this node's epoch is T already, or it has none and
--- T is above the counter (the epoch, and the counter, become T): 1; else 0 and nothing
--- changes (an epoch is never replaced while its readers are in: their token stays).
+-- T is above the counter (the epoch, and the counter, become T): 1; else 0, and the
+-- reader's lease here, which did not count, is dropped (an epoch is never replaced
+-- while its readers are in: their token stays). So a reader is live only on nodes
+-- whose epoch is its token, and its release can compare the two.
 """
     + _LUA_NODE
     + """
@@ -175,6 +177,10 @@ if ARGV[1] == 'read' then
   end
   local last = counter()
   if epoch or (last and last >= tonumber(token)) then
+    redis.call('ZREM', KEYS[2], holder)
+    if redis.call('ZCARD', KEYS[2]) == 0 then
+      redis.call('HDEL', KEYS[1], 'epoch')
+    end
     return 0
   end
   redis.call('SET', KEYS[3], token)
@@ -224,9 +230,10 @@ RW_RELEASE = Script(
 -- KEYS as RW_ACQUIRE, KEYS[4] the wake list; ARGV[1] "read" or "write";
 -- ARGV[2] holder id; ARGV[3] the token ("0" for a give-back: whatever the lease's);
 -- ARGV[4] "<P>:<holder>" (a writer's lease with the proposal); ARGV[5] wake-up ms
--- Ends this acquisition's lease here if it is live: a reader's whatever its epoch (the
--- holder id is this acquisition's alone), a writer's if it is the bare holder id,
--- "<P>:<holder>" or "<token>:<holder>". Leaves one wake-up in the wake list when it
+-- Ends this acquisition's lease here if it is live: a give-back (ARGV[4] with a proposal)
+-- a reader's whatever its epoch, a release ("0:<holder>") a reader's only in the epoch
+-- ARGV[3] (the only one it is live in, RW_COMMIT); a writer's if it is the bare holder
+-- id, "<P>:<holder>" or "<token>:<holder>". Leaves one wake-up in the wake list when it
 -- ended one. Returns 1 when it ended the lease with that token (ARGV[3]), else 0.
 """
     + _LUA_NODE
@@ -234,6 +241,9 @@ RW_RELEASE = Script(
 local holder, token = ARGV[2], ARGV[3]
 local held = 0
 if ARGV[1] == 'read' then
+  if epoch ~= token and ARGV[4] == '0:' .. holder then
+    return 0
+  end
   if redis.call('ZREM', KEYS[2], holder) == 0 then
     return 0
   end
