@@ -242,15 +242,25 @@ SEMAPHORE_FAILURES = {
 SEMAPHORE_CHECKS = "one_more_waits or never_exceed_the_permits"
 
 
+def one_broken(
+    pytester: pytest.Pytester, source: str, checks: str, broken: str, failures: set[str]
+) -> set[str]:
+    """Run the ``checks`` (a ``-k`` expression) of ``source``, a contract module with the
+    backend ``broken`` and the correct one: ``broken`` must fail every one of
+    ``failures`` and the correct one none; the checks the correct one passed."""
+    names = run_contract(pytester, source, "-k", checks)
+    missing = failures - outcomes(names, broken)[1]
+    assert not missing, f"the contract passed {sorted(missing)} for {broken}"
+    passed, failed = outcomes(names, "correct")
+    assert not failed, f"the correct backend failed {sorted(failed)}"
+    return passed
+
+
 def test_semaphore_contract_fails_a_semaphore_with_one_permit_too_many_and_passes_the_correct_one(
     pytester: pytest.Pytester,
 ) -> None:
     source = module(SEMAPHORE_IMPORTS, SEMAPHORE_CLASSES, ("one-more-permit", "correct"))
-    names = run_contract(pytester, source, "-k", SEMAPHORE_CHECKS)
-    missing = SEMAPHORE_FAILURES - outcomes(names, "one-more-permit")[1]
-    assert not missing, f"the contract passed {sorted(missing)} for N+1 holders"
-    passed, failed = outcomes(names, "correct")
-    assert not failed, f"the correct semaphore failed {sorted(failed)}"
+    passed = one_broken(pytester, source, SEMAPHORE_CHECKS, "one-more-permit", SEMAPHORE_FAILURES)
     assert passed >= SEMAPHORE_FAILURES
 
 
@@ -343,11 +353,7 @@ def test_limiter_contract_fails_a_limiter_that_admits_one_more_and_passes_the_co
     pytester: pytest.Pytester,
 ) -> None:
     source = module(LIMITER_IMPORTS, LIMITER_CLASS, ("one-more-admission", "correct"))
-    names = run_contract(pytester, source, "-k", LIMITER_CHECKS)
-    missing = LIMITER_FAILURES - outcomes(names, "one-more-admission")[1]
-    assert not missing, f"the contract passed {sorted(missing)} for one admission too many"
-    passed, failed = outcomes(names, "correct")
-    assert not failed, f"the correct limiter failed {sorted(failed)}"
+    passed = one_broken(pytester, source, LIMITER_CHECKS, "one-more-admission", LIMITER_FAILURES)
     assert passed == LIMITER_FAILURES
 
 

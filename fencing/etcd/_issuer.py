@@ -381,12 +381,7 @@ class EtcdFlows:
         compacts its history past it, whatever ``wait_ms``."""
         key, seconds = self.keys.of(name), msg.lease_seconds(ttl_ms)
         among = None if group is None else self.keys.of(group)
-        lease, stale = self.leases.take(name, seconds)
-        if stale is not None:
-            yield from _best_effort(_revoke(stale.id))
-        reused = lease is not None
-        if lease is None:
-            lease = yield from self._grant(seconds)
+        lease, reused = yield from self._kept_or_granted(name, seconds)
         try:
             txn: Unary[Any] = Unary("kv", "Txn", msg.acquire(key, holder, lease.id, among), reused)
             yield txn
@@ -418,6 +413,17 @@ class EtcdFlows:
         if not self.leases.keep(name, lease):
             yield from _best_effort(_revoke(lease.id))
         return _refused(txn.result, wait_ms)
+
+    def _kept_or_granted(self, name: str, seconds: int) -> Flow[Step, tuple[Lease, bool]]:
+        """The lease kept for ``name``'s next take if young enough (``_leases``), else a
+        new one of ``seconds``; and whether it was kept. A kept lease too old for the
+        take is revoked, best effort."""
+        lease, stale = self.leases.take(name, seconds)
+        if stale is not None:
+            yield from _best_effort(_revoke(stale.id))
+        if lease is not None:
+            return lease, True
+        return (yield from self._grant(seconds)), False
 
     def _grant(self, seconds: int) -> Flow[Step, Lease]:
         since = self.clock()
@@ -626,12 +632,7 @@ class EtcdFlows:
         lease for the next one; one that holds is remembered under its token (``epoch``
         joined, else the ``Txn``'s revision) for ``rw_release``."""
         spare = keys.base.decode("utf-8", "replace")
-        lease, stale = self.leases.take(spare, seconds)
-        if stale is not None:
-            yield from _best_effort(_revoke(stale.id))
-        reused = lease is not None
-        if lease is None:
-            lease = yield from self._grant(seconds)
+        lease, reused = yield from self._kept_or_granted(spare, seconds)
         try:
             request.success[0].request_put.lease = lease.id
             txn: Unary[Any] = Unary("kv", "Txn", request, reused)
