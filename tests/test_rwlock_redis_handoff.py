@@ -10,6 +10,7 @@ hand-off itself through ``RWLock`` (its writer waiting in a thread).
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -17,11 +18,14 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
 import fencing
+import fencing.aio
 from fencing import Busy, FenceToken
 from fencing.issuer import READ, WRITE
 from fencing.redis import RedisIssuer
+from fencing.redis.aio import RedisIssuer as AsyncRedisIssuer
 from fencing.testing.servers import RedisServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -124,3 +128,45 @@ def test_an_expired_marker_is_handed_nothing(issuer: RedisIssuer) -> None:
     until(lambda: issuer.rw_status(name).waiting is None, "the marker expires")
     assert issuer.rw_release(name, READ, epoch, "r1")
     assert not issuer.rw_status(name).held
+
+
+class AsyncCounting:
+    """``Counting`` over an asyncio ``RedisIssuer``."""
+
+    def __init__(self, issuer: AsyncRedisIssuer) -> None:
+        self.issuer = issuer
+        self.write_acquires = 0
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self.issuer, attribute)
+
+    async def rw_acquire(
+        self, name: str, mode: str, holder: str, ttl_ms: int, queue_ms: int
+    ) -> Any:
+        if mode == WRITE:
+            self.write_acquires += 1
+        return await self.issuer.rw_acquire(name, mode, holder, ttl_ms, queue_ms)
+
+
+async def test_the_asyncio_writer_takes_the_handed_lock_too(
+    redis_server: RedisServer, issuer: RedisIssuer
+) -> None:
+    client = aioredis.Redis(port=redis_server.port, socket_timeout=300)
+    counting = AsyncCounting(AsyncRedisIssuer(client))
+    rw = fencing.aio.RWLock(counting, "rw-handoff-aio", ttl=60)
+    rw.write._waiting.max_block = 120.0
+    try:
+        read = await rw.read.acquire(timeout=0)
+        writer = asyncio.create_task(rw.write.acquire(timeout=120))
+        deadline = time.monotonic() + PATIENCE
+        while issuer.rw_status("rw-handoff-aio").waiting is None:  # the blocking issuer's
+            assert time.monotonic() < deadline, "never: the writer waits"
+            await asyncio.sleep(0.01)
+        attempts = counting.write_acquires
+        await rw.read.release(read)
+        written = await asyncio.wait_for(writer, PATIENCE)
+        assert written > read
+        assert counting.write_acquires == attempts  # taken from the release: no acquire
+        await rw.write.release(written)
+    finally:
+        await client.aclose()
