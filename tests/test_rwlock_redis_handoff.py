@@ -25,6 +25,7 @@ import fencing.aio
 from fencing import Busy, FenceToken
 from fencing.issuer import READ, WRITE
 from fencing.redis import RedisIssuer
+from fencing.redis._rwlock_scripts import rw_keys
 from fencing.redis.aio import RedisIssuer as AsyncRedisIssuer
 from fencing.testing.servers import RedisServer
 
@@ -127,6 +128,26 @@ def test_an_expired_marker_is_handed_nothing(issuer: RedisIssuer) -> None:
     assert isinstance(issuer.rw_acquire(name, WRITE, "w1", LONG, 1), Busy)  # marked 1 ms
     until(lambda: issuer.rw_status(name).waiting is None, "the marker expires")
     assert issuer.rw_release(name, READ, epoch, "r1")
+    assert not issuer.rw_status(name).held
+
+
+def test_a_marker_without_its_own_ttl_is_handed_nothing(
+    issuer: RedisIssuer, redis_client: redis.Redis
+) -> None:
+    """A marker an older ``RW_ACQUIRE`` set (no ``waiting_ttl``, or one left by another
+    writer's marker): its writer would not look for a hand-off, so none is made."""
+    name = "rw-handoff-old-marker"
+    epoch = issuer.rw_acquire(name, READ, "r1", LONG, 0)
+    assert isinstance(epoch, int)
+    assert isinstance(issuer.rw_acquire(name, WRITE, "w0", LONG, LONG), Busy)
+    lock = rw_keys(name).lock
+    redis_client.hset(lock, "waiting", "w1")  # w1 re-marked by an older script
+    assert issuer.rw_release(name, READ, epoch, "r1")
+    assert not issuer.rw_status(name).held
+    redis_client.hdel(lock, "waiting_ttl")  # and a marker with no ttl at all
+    written = issuer.rw_acquire(name, WRITE, "w2", LONG, 0)  # free: another writer takes it
+    assert isinstance(written, int)
+    assert issuer.rw_release(name, WRITE, written, "w2")
     assert not issuer.rw_status(name).held
 
 

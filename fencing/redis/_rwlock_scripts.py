@@ -6,7 +6,8 @@ Cluster slot, the slot of ``<name>``)::
     fencing:{<name>}:counter      the fence's token counter: the lock's token sequence
     fencing:{<name>}:rw           hash: writer "<token>:<holder>", writer_until (ms),
                                   epoch (the readers' token), waiting (a writer's holder
-                                  id), waiting_until (ms), waiting_ttl (its lease's, ms)
+                                  id), waiting_until (ms), waiting_ttl ("<ms>:<holder>":
+                                  the ttl that writer asked for)
     fencing:{<name>}:rw:readers   sorted set: holder id -> the read lease's end (ms)
     fencing:{<name>}:rw:released  stream: one entry per release, read by the waiters;
                                   "to" and "token" name a write lease it handed over
@@ -128,7 +129,8 @@ local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
 if writer or #last > 0 then
   if queue > 0 and (not waiting or waiting == holder) then
     redis.call(
-      'HSET', KEYS[1], 'waiting', holder, 'waiting_until', now + queue, 'waiting_ttl', ttl)
+      'HSET', KEYS[1], 'waiting', holder, 'waiting_until', now + queue,
+      'waiting_ttl', ttl .. ':' .. holder)
     keep(queue)
   end
   local ends = writer_until
@@ -195,18 +197,23 @@ RW_RELEASE = Script(
     + """
 -- The write lease this release hands over, or false: when no lease is left and a
 -- writer is marked waiting, that writer takes it here, its token a new one from the
--- counter (as its acquire's), its ttl the one it asked for (waiting_ttl).
+-- counter (as its acquire's), its ttl the one it asked for (waiting_ttl, which names
+-- the writer too: a marker that an older release of this script set has no ttl of
+-- its own, and is handed nothing; that writer acquires as before).
 local function hand_over(now)
   local state = redis.call(
     'HMGET', KEYS[1], 'waiting', 'waiting_until', 'waiting_ttl', 'writer', 'writer_until')
-  if not state[3] or tonumber(state[2]) <= now or (state[4] and tonumber(state[5]) > now) then
+  local ttl, asker = string.match(state[3] or '', '^(%d+):(.*)$')
+  if asker ~= state[1] or tonumber(state[2]) <= now or (state[4] and tonumber(state[5]) > now)
+  then
     return false
   end
   local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
   if #last > 0 and tonumber(last[2]) > now then
     return false
   end
-  local token, ttl = next_token(KEYS[4]), tonumber(state[3])
+  local token = next_token(KEYS[4])
+  ttl = tonumber(ttl)
   set(KEYS[4], token, ARGV[4], false)
   redis.call('HSET', KEYS[1], 'writer', token .. ':' .. state[1], 'writer_until', now + ttl)
   redis.call('HDEL', KEYS[1], 'waiting', 'waiting_until', 'waiting_ttl')
