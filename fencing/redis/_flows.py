@@ -440,8 +440,7 @@ class RedisFlows:
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Call[bool]:
         """``RW_RELEASE``: which hands the lock to a writer waiting for it, if it is left free."""
-        args = rw_release_args(name, mode, token, holder, self._idle_ms)
-        return RW_RELEASE, args, _parse_rw_release
+        return RW_RELEASE, rw_release_args(name, mode, token, holder), _parse_rw_release
 
     def rw_status(self, name: str) -> Call[RWStatus]:
         """``RW_STATUS``: the read-write lock ``name``'s writer or readers, for operators."""

@@ -6,8 +6,9 @@ Cluster slot, the slot of ``<name>``)::
     fencing:{<name>}:counter      the fence's token counter: the lock's token sequence
     fencing:{<name>}:rw           hash: writer "<token>:<holder>", writer_until (ms),
                                   epoch (the readers' token), waiting (a writer's holder
-                                  id), waiting_until (ms), waiting_ttl ("<ms>:<holder>":
-                                  the ttl that writer asked for)
+                                  id), waiting_until (ms), waiting_ttl ("<ms>:<idle
+                                  ms>:<holder>": the ttl that writer asked for and its
+                                  counter's idle lifetime)
     fencing:{<name>}:rw:readers   sorted set: holder id -> the read lease's end (ms)
     fencing:{<name>}:rw:released  stream: one entry per release, read by the waiters;
                                   "to" and "token" name a write lease it handed over
@@ -130,7 +131,7 @@ if writer or #last > 0 then
   if queue > 0 and (not waiting or waiting == holder) then
     redis.call(
       'HSET', KEYS[1], 'waiting', holder, 'waiting_until', now + queue,
-      'waiting_ttl', ttl .. ':' .. holder)
+      'waiting_ttl', ttl .. ':' .. ARGV[4] .. ':' .. holder)
     keep(queue)
   end
   local ends = writer_until
@@ -188,8 +189,7 @@ RW_RELEASE = Script(
 -- to the writer marked waiting if none is left (hand_over), and wake the waiters.
 -- KEYS[1] the lock's hash, KEYS[2] its readers (sorted set), KEYS[3] its release stream,
 -- KEYS[4] the fence's counter
--- ARGV[1] "read" or "write", ARGV[2] the lease's token, ARGV[3] its holder id,
--- ARGV[4] counter idle lifetime in ms; "0" = the counter never expires
+-- ARGV[1] "read" or "write", ARGV[2] the lease's token, ARGV[3] its holder id
 -- Returns 1 if that exact lease was live (and has ended), else 0.
 """
     + _LUA_TOKENS
@@ -197,13 +197,14 @@ RW_RELEASE = Script(
     + """
 -- The write lease this release hands over, or false: when no lease is left and a
 -- writer is marked waiting, that writer takes it here, its token a new one from the
--- counter (as its acquire's), its ttl the one it asked for (waiting_ttl, which names
--- the writer too: a marker that an older release of this script set has no ttl of
--- its own, and is handed nothing; that writer acquires as before).
+-- counter (as its acquire's), its ttl the one it asked for (waiting_ttl, which has
+-- its counter's idle lifetime and names the writer too: a marker that an older
+-- release of this script set has no ttl of its own, and is handed nothing; that
+-- writer acquires as before).
 local function hand_over(now)
   local state = redis.call(
     'HMGET', KEYS[1], 'waiting', 'waiting_until', 'waiting_ttl', 'writer', 'writer_until')
-  local ttl, asker = string.match(state[3] or '', '^(%d+):(.*)$')
+  local ttl, idle, asker = string.match(state[3] or '', '^(%d+):(%d+):(.*)$')
   if asker ~= state[1] or tonumber(state[2]) <= now or (state[4] and tonumber(state[5]) > now)
   then
     return false
@@ -214,7 +215,7 @@ local function hand_over(now)
   end
   local token = next_token(KEYS[4])
   ttl = tonumber(ttl)
-  set(KEYS[4], token, ARGV[4], false)
+  set(KEYS[4], token, idle, false)
   redis.call('HSET', KEYS[1], 'writer', token .. ':' .. state[1], 'writer_until', now + ttl)
   redis.call('HDEL', KEYS[1], 'waiting', 'waiting_until', 'waiting_ttl')
   keep(ttl)
@@ -298,7 +299,7 @@ def rw_renew_args(name: str, mode: str, token: int, holder: str, ttl_ms: int) ->
     )
 
 
-def rw_release_args(name: str, mode: str, token: int, holder: str, idle_ms: int) -> tuple[Any, ...]:
+def rw_release_args(name: str, mode: str, token: int, holder: str) -> tuple[Any, ...]:
     """KEYS and ARGV of ``RW_RELEASE``."""
     keys = rw_keys(name)
     return (
@@ -309,7 +310,6 @@ def rw_release_args(name: str, mode: str, token: int, holder: str, idle_ms: int)
         mode.encode(),
         b"%d" % token,
         holder_bytes(holder),
-        b"%d" % idle_ms,
     )
 
 
