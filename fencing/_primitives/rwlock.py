@@ -69,9 +69,12 @@ class Side:
     awaitable on an asyncio one; so this one adapter serves ``Fence`` and ``AsyncFence``.
     ``try_acquire_queued`` passes the fence's queue time on as the waiting-writer
     marker's lifetime (a reader's is ignored), and ``await_handoff`` waits for any lease
-    of the name to end: nothing is handed over, the next attempt takes the lock. An
-    issuer with ``rw_await_after(name, holder, seconds)`` (Redis) waits from the
-    holder's last refusal, so a release between that refusal and the wait is not missed.
+    of the name to end: the next attempt takes the lock. An issuer with
+    ``rw_await_after(name, holder, seconds)`` (Redis) waits from the holder's last
+    refusal, so a release between that refusal and the wait is not missed, and returns
+    the token of a write lease that release handed to the marked writer ``holder``
+    (else ``None``), as a fence's queued hand-off does; a writer that gives up leaves
+    the queue as the fence's waiters do, its next attempt returning a lease handed to it.
     Tokens reach the issuer as plain ``int``s (a ``ReadToken`` is one, with a lease).
     """
 

@@ -51,6 +51,7 @@ from ._rwlock_scripts import (
     RW_ACQUIRE,
     RW_RELEASE,
     RW_RENEW,
+    parse_handed,
     rw_acquire_args,
     rw_keys,
     rw_release_args,
@@ -170,22 +171,30 @@ class Pop:
 
 
 class ReadReleased:
-    """XREAD a release stream from ``since``, blocking up to ``ms``: the slot released
-    after it, or ``None`` (timed out, or the slot is not known)."""
+    """XREAD a release stream from ``since``, blocking up to ``ms``: what ``parse`` reads
+    in the entry it woke on (by default the slot released after ``since``), or ``None``
+    (timed out, or nothing to read in it)."""
 
-    __slots__ = ("key", "ms", "result", "since")
+    __slots__ = ("key", "ms", "parse", "result", "since")
     result: int | None
 
-    def __init__(self, key: bytes, since: str, ms: int) -> None:
+    def __init__(
+        self,
+        key: bytes,
+        since: str,
+        ms: int,
+        parse: Callable[[Any], int | None] = parse_released,
+    ) -> None:
         self.key = key
         self.since = since
         self.ms = ms
+        self.parse = parse
 
     def perform(self, client: SyncClient) -> None:
-        self.result = parse_released(client.xread({self.key: self.since}, 1, self.ms))
+        self.result = self.parse(client.xread({self.key: self.since}, 1, self.ms))
 
     async def aperform(self, client: AsyncClient) -> None:
-        self.result = parse_released(await client.xread({self.key: self.since}, 1, self.ms))
+        self.result = self.parse(await client.xread({self.key: self.since}, 1, self.ms))
 
 
 class Probe:
@@ -430,6 +439,7 @@ class RedisFlows:
         return parsed
 
     def rw_release(self, name: str, mode: str, token: int, holder: str) -> Call[bool]:
+        """``RW_RELEASE``: which hands the lock to a writer waiting for it, if it is left free."""
         return RW_RELEASE, rw_release_args(name, mode, token, holder), _parse_rw_release
 
     def rw_status(self, name: str) -> Call[RWStatus]:
@@ -519,14 +529,24 @@ class RedisFlows:
 
     def rw_await(
         self, name: str, seconds: float, holder: str | None = None
-    ) -> Flow[RedisStep, None]:
+    ) -> Flow[RedisStep, int | None]:
         """The XREAD of the lock's release stream from the id ``holder``'s last refusal
         read (so no release after it is missed), else from now on (``"$"``); or nothing
-        when the wait is too short."""
+        when the wait is too short. The token of a write lease the release it woke on
+        handed to ``holder`` (``RW_RELEASE``), else ``None``. With ``min_replicas`` that
+        token is not taken from here (reading it writes nothing a WAIT could count):
+        ``None``, and the next ``RW_ACQUIRE``, replicated, returns the lease."""
         since = "$" if holder is None else self._rw_since.pop(holder, "$")
         wait = block_seconds(seconds, self._socket_timeout)
-        if wait is not None:
+        if wait is None:
+            return None
+        if holder is None or self.min_replicas:
             yield ReadReleased(rw_keys(name).released, since, round(wait * 1000))
+            return None
+        handed = partial(parse_handed, holder_bytes(holder))
+        read = ReadReleased(rw_keys(name).released, since, round(wait * 1000), handed)
+        yield read
+        return read.result
 
     def write(
         self,

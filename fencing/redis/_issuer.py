@@ -221,11 +221,12 @@ class RedisIssuer(BaseRedisIssuer):
 
     def rw_await(self, name: str, seconds: float) -> None:
         """``fencing.issuer.ReadWrites``: XREAD BLOCK on the lock's release stream."""
-        return self.drive(self.flows.rw_await(name, seconds))
+        self.drive(self.flows.rw_await(name, seconds))
 
-    def rw_await_after(self, name: str, holder: str, seconds: float) -> None:
+    def rw_await_after(self, name: str, holder: str, seconds: float) -> int | None:
         """``rw_await`` from ``holder``'s last refusal: wakes at a release that landed
-        between that refusal and this wait (``rwlock.Side`` waits with it)."""
+        between that refusal and this wait (``rwlock.Side`` waits with it); the token of
+        the write lease that release handed to ``holder``, if it did."""
         return self.drive(self.flows.rw_await(name, seconds, holder))
 
     def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:
@@ -388,9 +389,9 @@ class AsyncRedisIssuer(BaseRedisIssuer):
         return await self.run(self.flows.rw_release(name, mode, token, holder))
 
     async def rw_await(self, name: str, seconds: float) -> None:
-        return await self.drive(self.flows.rw_await(name, seconds))
+        await self.drive(self.flows.rw_await(name, seconds))
 
-    async def rw_await_after(self, name: str, holder: str, seconds: float) -> None:
+    async def rw_await_after(self, name: str, holder: str, seconds: float) -> int | None:
         return await self.drive(self.flows.rw_await(name, seconds, holder))
 
     async def admit(self, name: str, limit: int, per_ms: int, window: str) -> Admission:

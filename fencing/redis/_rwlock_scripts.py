@@ -6,16 +6,25 @@ Cluster slot, the slot of ``<name>``)::
     fencing:{<name>}:counter      the fence's token counter: the lock's token sequence
     fencing:{<name>}:rw           hash: writer "<token>:<holder>", writer_until (ms),
                                   epoch (the readers' token), waiting (a writer's holder
-                                  id), waiting_until (ms)
+                                  id), waiting_until (ms), waiting_ttl ("<ms>:<idle
+                                  ms>:<holder>": the ttl that writer asked for and its
+                                  counter's idle lifetime)
     fencing:{<name>}:rw:readers   sorted set: holder id -> the read lease's end (ms)
-    fencing:{<name>}:rw:released  stream: one entry per release, read by the waiters
+    fencing:{<name>}:rw:released  stream: one entry per release, read by the waiters;
+                                  "to" and "token" name a write lease it handed over
+
+A release that leaves the lock free while a writer is marked waiting hands that writer
+the write lease in the same step (a new token, as its acquire would take), as a fence's
+release hands its lease to its queued waiter: the writer reads its token from the
+stream's entry, or, if it missed it, its next acquire returns the lease it holds.
 
 Times are the server's (``TIME``, in ms); entries whose end has passed count as absent
 and are dropped by the next acquire. The hash and the sorted set expire once the last
 lease or marker in them has ended. Every script is one atomic step, its keys all passed
 as KEYS.
 
-Imports the Redis scripts' shared Lua, ``Script`` and the key prefix (no redis-py).
+Imports the Redis scripts' shared Lua, ``Script``, the key prefix and the stream's
+parsing (no redis-py).
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, NamedTuple
 
-from ._scripts import _LUA_TOKENS, Script, holder_bytes, key_prefix
+from .._base.errors import issuer_error
+from ._scripts import _LUA_TOKENS, Script, entry_field, holder_bytes, key_prefix, released_fields
 
 #: Lua shared by the three scripts (after ``_LUA_TOKENS``, whose ``millis`` it uses).
 _LUA_RW = """
@@ -57,8 +67,9 @@ RW_ACQUIRE = Script(
 -- ARGV[4] counter idle lifetime in ms; "0" = the counter never expires
 -- ARGV[5] ms the caller will wait when refused, a writer marked waiting that long;
 --         "0" = it will not wait (and a writer's marker, if it has one, is cleared)
--- Returns the token (an integer > 0): a writer's new one, or the readers' epoch (a new
--- one when the lock had no reader); else {ms}: when the leases that refuse it end; a
+-- Returns the token (an integer > 0): a writer's new one (or the one a release handed
+-- it: a writer queued before), or the readers' epoch (a new one when the lock had no
+-- reader); else {ms}: when the leases that refuse it end; a
 -- caller that will wait gets {ms, id}, id the release stream's last entry read in this
 -- step (the stream made with one entry if missing, kept alive ARGV[5] ms at least), so
 -- a wait from id wakes at every release after this refusal, none missed in between.
@@ -108,14 +119,19 @@ if ARGV[1] == 'read' then
   keep(ttl)
   return tonumber(epoch)
 end
+if writer and string.match(writer, '^%d+:(.*)$') == holder then  -- handed over to it
+  return tonumber(string.match(writer, '^(%d+):'))
+end
 if waiting == holder and queue == 0 then
-  redis.call('HDEL', KEYS[1], 'waiting', 'waiting_until')
+  redis.call('HDEL', KEYS[1], 'waiting', 'waiting_until', 'waiting_ttl')
   waiting = false
 end
 local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
 if writer or #last > 0 then
   if queue > 0 and (not waiting or waiting == holder) then
-    redis.call('HSET', KEYS[1], 'waiting', holder, 'waiting_until', now + queue)
+    redis.call(
+      'HSET', KEYS[1], 'waiting', holder, 'waiting_until', now + queue,
+      'waiting_ttl', ttl .. ':' .. ARGV[4] .. ':' .. holder)
     keep(queue)
   end
   local ends = writer_until
@@ -125,7 +141,7 @@ if writer or #last > 0 then
   return refused(ends - now)
 end
 if waiting == holder then
-  redis.call('HDEL', KEYS[1], 'waiting', 'waiting_until')
+  redis.call('HDEL', KEYS[1], 'waiting', 'waiting_until', 'waiting_ttl')
 end
 local token = next_token(KEYS[3])
 set(KEYS[3], token, ARGV[4], false)
@@ -169,14 +185,43 @@ return 1
 
 RW_RELEASE = Script(
     """
--- fencing rw release: end one read or write lease of a read-write lock; wake waiters.
--- KEYS[1] the lock's hash, KEYS[2] its readers (sorted set), KEYS[3] its release stream
+-- fencing rw release: end one read or write lease of a read-write lock, hand the lock
+-- to the writer marked waiting if none is left (hand_over), and wake the waiters.
+-- KEYS[1] the lock's hash, KEYS[2] its readers (sorted set), KEYS[3] its release stream,
+-- KEYS[4] the fence's counter
 -- ARGV[1] "read" or "write", ARGV[2] the lease's token, ARGV[3] its holder id
 -- Returns 1 if that exact lease was live (and has ended), else 0.
 """
     + _LUA_TOKENS
     + _LUA_RW
     + """
+-- The write lease this release hands over, or false: when no lease is left and a
+-- writer is marked waiting, that writer takes it here, its token a new one from the
+-- counter (as its acquire's), its ttl the one it asked for (waiting_ttl, which has
+-- its counter's idle lifetime and names the writer too: a marker that an older
+-- release of this script set has no ttl of its own, and is handed nothing; that
+-- writer acquires as before).
+local function hand_over(now)
+  local state = redis.call(
+    'HMGET', KEYS[1], 'waiting', 'waiting_until', 'waiting_ttl', 'writer', 'writer_until')
+  local ttl, idle, asker = string.match(state[3] or '', '^(%d+):(%d+):(.*)$')
+  if asker ~= state[1] or tonumber(state[2]) <= now or (state[4] and tonumber(state[5]) > now)
+  then
+    return false
+  end
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if #last > 0 and tonumber(last[2]) > now then
+    return false
+  end
+  local token = next_token(KEYS[4])
+  ttl = tonumber(ttl)
+  set(KEYS[4], token, idle, false)
+  redis.call('HSET', KEYS[1], 'writer', token .. ':' .. state[1], 'writer_until', now + ttl)
+  redis.call('HDEL', KEYS[1], 'waiting', 'waiting_until', 'waiting_ttl')
+  keep(ttl)
+  return {state[1], token}
+end
+
 local holder = ARGV[3]
 local now = millis(redis.call('TIME'))
 if ARGV[1] == 'read' then
@@ -191,11 +236,17 @@ else
   end
   redis.call('HDEL', KEYS[1], 'writer', 'writer_until')
 end
-redis.call('XADD', KEYS[3], 'MAXLEN', '1', '*', 'mode', ARGV[1])
+local handed = hand_over(now)
+if handed then
+  redis.call(
+    'XADD', KEYS[3], 'MAXLEN', '1', '*', 'mode', ARGV[1], 'to', handed[1], 'token', handed[2])
+else
+  redis.call('XADD', KEYS[3], 'MAXLEN', '1', '*', 'mode', ARGV[1])
+end
 redis.call('PEXPIRE', KEYS[3], 60000)
 return 1
 """,
-    numkeys=3,
+    numkeys=4,
 )
 
 
@@ -255,7 +306,24 @@ def rw_release_args(name: str, mode: str, token: int, holder: str) -> tuple[Any,
         keys.lock,
         keys.readers,
         keys.released,
+        keys.counter,
         mode.encode(),
         b"%d" % token,
         holder_bytes(holder),
     )
+
+
+def parse_handed(holder: bytes, reply: Any) -> int | None:
+    """``XREAD``'s reply on a read-write lock's release stream (shaped as
+    ``parse_released`` says): the token of the write lease the release handed to
+    ``holder``, or ``None`` (timed out, or a release that handed ``holder`` nothing)."""
+    fields = released_fields(reply)
+    if fields is None:
+        return None
+    to = entry_field(fields, "to")
+    if (to.encode("latin-1") if isinstance(to, str) else to) != holder:
+        return None
+    try:
+        return int(entry_field(fields, "token"))
+    except (TypeError, ValueError):
+        raise issuer_error("redis", ValueError(f"unexpected wake-up {reply!r}")) from None

@@ -956,15 +956,32 @@ def parse_released(reply: Any) -> int | None:
     ``None`` when it timed out (or woke on the entry that made the stream). redis-py
     shapes it by protocol: ``[[stream, entries]]`` (RESP2), ``{stream: [entries]}``
     (RESP3); an entry is ``(id, fields)``."""
+    fields = released_fields(reply)
+    slot = None if fields is None else entry_field(fields, "slot")
+    try:
+        return None if slot is None else int(slot)
+    except (TypeError, ValueError):
+        raise _unexpected("wake-up", reply) from None
+
+
+def released_fields(reply: Any) -> dict[Any, Any] | None:
+    """The fields of the entry an ``XREAD`` of a release stream woke on (``reply`` shaped
+    as ``parse_released`` says), or ``None`` when it timed out."""
     if not reply:
         return None
     try:
         entries = next(iter(reply.values()))[-1] if isinstance(reply, dict) else reply[0][1]
         fields = entries[-1][1]
-        slot = fields.get(b"slot", fields.get("slot"))
-        return None if slot is None else int(slot)
-    except (TypeError, ValueError, IndexError, AttributeError):
+    except (TypeError, IndexError, AttributeError, StopIteration):
         raise _unexpected("wake-up", reply) from None
+    if not isinstance(fields, dict):
+        raise _unexpected("wake-up", reply)
+    return fields
+
+
+def entry_field(fields: dict[Any, Any], name: str) -> Any:
+    """A stream entry's field ``name`` (its key bytes, or str from a decoding client)."""
+    return fields.get(name.encode(), fields.get(name))
 
 
 def parse_wake(reply: Any) -> int | None:
