@@ -6,6 +6,10 @@ PY := $(VENV)/bin/python
 # environment says PYTHONDONTWRITEBYTECODE, instead of each compiling it again
 unexport PYTHONDONTWRITEBYTECODE
 SOURCES := fencing migrations tests examples benchmarks
+# mypy and the docs build (some 30 s of CPU, no timing in them) run at a lower priority:
+# beside the suite in `make test` they take the CPU its workers leave while they wait,
+# instead of slowing the suite, whose length is the run's
+LOWER := nice -n 10
 
 .PHONY: demo test suite lint docs bench peer
 
@@ -43,13 +47,13 @@ peer:
 lint:
 	$(PY) -m ruff check $(SOURCES)
 	$(PY) -m ruff format --check $(SOURCES)
-	$(PY) -m mypy
+	$(LOWER) $(PY) -m mypy
 	$(VENV)/bin/lint-imports
 
 # The documentation site (mkdocs.yml) into site/; --strict: a dead link, a missing page
 # or a broken API reference fails the build.
 docs:
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(LOWER) $(VENV)/bin/mkdocs build --strict --quiet
 
 bench:
 	bash scripts/setup-test-env.sh
