@@ -27,11 +27,12 @@ from __future__ import annotations
 
 from collections import Counter
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any
 
 from .._base.errors import issuer_error
 from ..issuer import READ, WRITE, RWStatus
 from ._redlock_scripts import WAKE_MS, Grant, lease_value, parse_grant
+from ._rwlock_scripts import RWKeys, rw_keys_under
 from ._scripts import Script
 
 #: One script call on one node (``_redlock_flows.NodeCall``).
@@ -272,22 +273,11 @@ return held
 )
 
 
-class RedlockRWKeys(NamedTuple):
-    """The keys of one read-write lock on every node (see the module docstring)."""
-
-    lock: bytes
-    readers: bytes
-    counter: bytes
-    released: bytes
-
-
 @lru_cache(maxsize=4096)
-def redlock_rw_keys(name: str) -> RedlockRWKeys:
-    """The keys of the read-write lock ``name``, built once."""
-    prefix = b"fencing:redlock:{" + name.encode() + b"}:"
-    return RedlockRWKeys(
-        prefix + b"rw", prefix + b"rw:readers", prefix + b"counter", prefix + b"rw:released"
-    )
+def redlock_rw_keys(name: str) -> RWKeys:
+    """The keys of the read-write lock ``name`` on every node, built once: the single
+    server's layout under Redlock's prefix."""
+    return rw_keys_under(b"fencing:redlock:{" + name.encode() + b"}:")
 
 
 def parse_rw_grant(reply: Any) -> Grant:

@@ -259,13 +259,18 @@ class RWKeys(NamedTuple):
     released: bytes
 
 
-@lru_cache(maxsize=1024)
-def rw_keys(name: str) -> RWKeys:
-    """The keys of the read-write lock ``name``, built once."""
-    prefix = key_prefix(name).encode()
+def rw_keys_under(prefix: bytes) -> RWKeys:
+    """The keys of a read-write lock whose keys begin with ``prefix`` (a single server's
+    ``fencing:{<name>}:``, a Redlock node's ``fencing:redlock:{<name>}:``)."""
     return RWKeys(
         prefix + b"rw", prefix + b"rw:readers", prefix + b"counter", prefix + b"rw:released"
     )
+
+
+@lru_cache(maxsize=1024)
+def rw_keys(name: str) -> RWKeys:
+    """The keys of the read-write lock ``name``, built once."""
+    return rw_keys_under(key_prefix(name).encode())
 
 
 def rw_acquire_args(
