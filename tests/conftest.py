@@ -24,8 +24,10 @@ import psycopg
 import pytest
 import redis
 import redis.cluster
+from hypothesis import register_random
 from sqlalchemy import create_engine
 
+from fencing._base.waits import JITTER
 from fencing.sql import create_tables
 from fencing.testing.servers import (
     EtcdCluster,
@@ -48,6 +50,11 @@ def _start(make: Callable[[], T]) -> T:
         return make()
     except ServerError as exc:
         pytest.fail(f"cannot start a test server: {exc}")
+
+
+# Hypothesis seeds the package's random numbers per example, as it does the random
+# module's: a state machine's runs (a semaphore's slot choice) stay reproducible
+register_random(JITTER)
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,7 @@ from waiting import NEVER, PATIENCE, await_until, joined, wait_until, woken_only
 import fencing
 import fencing.aio
 from fencing import FenceUnavailable, LeaseLost
+from fencing._base.waits import JITTER
 from fencing._connect import Backend
 from fencing.redis import RedlockFence, RedlockIssuer
 from fencing.redis._redlock_flows import Broadcast
@@ -317,7 +318,7 @@ def test_a_waiter_on_a_node_that_hangs_or_is_down_still_gets_the_lease(
         redis.Redis(port=server.port, socket_timeout=30, retry=Retry(NoBackoff(), 0))
         for server in own_nodes
     ]
-    monkeypatch.setattr("fencing.redis._redlock_flows.random.randrange", lambda n: 0)
+    monkeypatch.setattr(JITTER, "randrange", lambda n: 0)
     issuer = RedlockIssuer(clients)
     holder = RedlockFence(clients, "hangs", ttl=0.5, issuer=issuer)
     waiter = RedlockFence(clients, "hangs", ttl=2, issuer=issuer)

@@ -1,4 +1,4 @@
-"""Waits: asyncio waits that a cancellation always ends, and ``Wakes``, the waiters of
+"""Waits: asyncio waits that a cancellation always ends, ``JITTER``, and ``Wakes``, the waiters of
 one process to wake up by key.
 
 ``asyncio.wait_for`` before Python 3.12 returns the result when the task waiting in it
@@ -17,9 +17,16 @@ Imports nothing from the package.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+
+#: The package's own random numbers (a wait's jitter, the slot or node a try starts at),
+#: never the ``random`` module's shared state: a user may seed that for their own
+#: sequence, and Hypothesis fails a test whose generation it sees move (a waiter's
+#: thread drawing beside a state machine made one flaky).
+JITTER = random.Random()
 
 
 async def wait_event(event: asyncio.Event, seconds: float | None) -> bool:

@@ -28,7 +28,6 @@ Imports the errors, the flow drivers, the issuer protocols and the telemetry hoo
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
 from logging import DEBUG
@@ -38,6 +37,7 @@ from .._base.errors import AcquireTimeout, FencingError
 from .._base.flow import Flow, run_async, run_sync
 from .._base.log import acquire_log
 from .._base.metrics import GRANTED, AcquireWatch, live, releasing, renewing
+from .._base.waits import JITTER
 from ..issuer import (
     AsyncHandOff,
     AsyncIssuer,
@@ -313,7 +313,7 @@ class WaitSchedule:
         timeout: float | None,
         wakes: bool,
         clock: Callable[[], float],
-        rng: Callable[[], float] = random.random,
+        rng: Callable[[], float] = JITTER.random,
         max_block: float = MAX_BLOCK,
         interval: float | None = None,
         kind: str = "fence",

@@ -42,7 +42,6 @@ Imports the fences, the protocol's steps and the validation helpers.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
@@ -53,6 +52,7 @@ from .._base.metrics import permits_changed, waiting
 from .._base.owned import Owner
 from .._base.token import FenceToken
 from .._base.validate import check_count, check_name, check_timeout, check_ttl
+from .._base.waits import JITTER
 from .._lease.async_fence import AsyncFence, AsyncHolding
 from .._lease.core import DEFAULT_TTL, Clock, new_holder_id
 from .._lease.fence import Fence, Holding
@@ -228,7 +228,7 @@ class BaseSemaphore(Generic[F]):
             kind="semaphore",
         )
         count = self.permits
-        start = random.randrange(count)
+        start = JITTER.randrange(count)
         while True:
             # the round's first take reads the release mark: a later one could miss the
             # release of a slot tried before it; the mark outlives the wait (as a place
@@ -252,7 +252,7 @@ class BaseSemaphore(Generic[F]):
                     soonest = (reply.expires_in, slot)
             expires_in, slot = (None, start) if soonest is None else soonest
             wait = schedule.next_wait(Busy(expires_in))  # AcquireTimeout at the deadline
-            start = random.randrange(count)
+            start = JITTER.randrange(count)
             if since is not None and group is not None:
                 released = AwaitSlotRelease(since, wait)
                 yield released

@@ -18,7 +18,6 @@ redis-py's errors.
 
 from __future__ import annotations
 
-import random
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,6 +27,7 @@ from redis.exceptions import RedisError
 
 from .._base.errors import FenceSetupError, FenceUnavailable
 from .._base.flow import Flow
+from .._base.waits import JITTER
 from .._lease.protocol import Call
 from ..issuer import Busy, FenceStatus
 from ._errors import redis_failure
@@ -193,7 +193,7 @@ WAKE_JITTER = 0.005
 
 def wake_jitter(left: float) -> float:
     """How long a woken waiter waits before its attempt (within the ``left`` of its wait)."""
-    return max(0.0, min(left, random.random() * WAKE_JITTER))
+    return max(0.0, min(left, JITTER.random() * WAKE_JITTER))
 
 
 def same_servers(run_ids: list[object]) -> None:
@@ -575,7 +575,7 @@ class RedlockFlows:
         if seconds <= 0:
             return
         start = self.clock()
-        wake = AwaitWake(random.randrange(self.nodes), key or wake_key(name), seconds)
+        wake = AwaitWake(JITTER.randrange(self.nodes), key or wake_key(name), seconds)
         yield wake
         left = seconds - (self.clock() - start)
         if wake.result is None:  # failed, or too short to block: the wait is slept out
